@@ -1,0 +1,3 @@
+from kernelgen.cli import main
+
+main()

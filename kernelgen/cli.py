@@ -1,0 +1,161 @@
+"""The command line. It parses, calls library functions, and is the one place that turns domain
+errors into messages and exit codes (2: your input; 1: the work ran and failed)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+from typing import Annotated, Iterator, Optional
+
+import typer
+from rich.console import Console
+from rich.markdown import Markdown
+
+from kernelgen.errors import KernelGenError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="KernelGen: from an operator spec (YAML) to a verified, benchmarked, optimized Triton kernel.")
+out = Console()
+err = Console(stderr=True)
+
+Backend = Annotated[str, typer.Option("--backend", help="auto | offline | openai | replay", envvar="KERNELGEN_BACKEND")]
+Device = Annotated[str, typer.Option("--device", help="auto | cuda | npu | cpu")]
+
+
+@contextlib.contextmanager
+def errors_to_exit() -> Iterator[None]:
+    """The error boundary: a KernelGenError becomes a message and an exit code, never a traceback."""
+    try:
+        yield
+    except KernelGenError as e:
+        err.print(f"[bold red]error:[/] {e.message}", markup=True, highlight=False)
+        if e.hint:
+            err.print(f"[yellow]hint:[/] {e.hint}", markup=True, highlight=False)
+        raise typer.Exit(e.exit_code) from None
+    except KeyboardInterrupt:
+        err.print("interrupted; finished rounds are saved and the same command resumes")
+        raise typer.Exit(130) from None
+
+
+@contextlib.contextmanager
+def progress(label: str) -> Iterator:
+    """A spinner whose text follows the current step; each step is also printed as a line."""
+    with out.status(label) as status:
+        def step(msg: str) -> None:
+            status.update(msg)
+            out.print(f"[dim]•[/] {msg}", highlight=False)
+        yield step
+
+
+def _print_run(record, title: str) -> None:  # noqa: ANN001 - RunRecord
+    from kernelgen.oplog import accuracy_text, perf_text
+
+    text = accuracy_text(record) if record.kind == "accuracy" else perf_text(record)
+    out.print(Markdown(f"**{title}**\n\n{text}"))
+
+
+@app.command()
+def new(
+    spec: Annotated[Path, typer.Argument(help="operator spec (YAML)")],
+    out_dir: Annotated[Path, typer.Option("--out", help="parent folder of the operator folder")] = Path("generated"),
+    backend: Backend = "auto",
+    device: Device = "auto",
+    force: Annotated[bool, typer.Option("--force", help="regenerate; the old folder is moved aside, not deleted")] = False,
+    model: Annotated[Optional[str], typer.Option("--model", help="LLM model name")] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint")] = None,
+    replay: Annotated[Optional[Path], typer.Option("--replay", help="with --backend replay: a recorded llm/ folder")] = None,
+) -> None:
+    """Generate <name>_triton.py, _baseline.py, _accuracy.py, _performance.py; verify; measure; log round 0."""
+    from kernelgen.generate import new_operator
+
+    with errors_to_exit(), progress(f"kernelgen new {spec}") as step:
+        options = {k: v for k, v in {"model": model, "base_url": base_url, "replay": replay}.items() if v is not None}
+        result = new_operator(spec, out_root=out_dir, backend=backend, device=device, force=force,
+                              llm_options=options, on_step=step)
+    r0 = result.state.rounds[0]
+    if result.moved_aside:
+        out.print(f"previous {result.op.path} kept as {result.moved_aside}")
+    if r0.accuracy:
+        _print_run(r0.accuracy, "Accuracy")
+    if r0.performance:
+        _print_run(r0.performance, "Performance")
+    out.print(f"wrote {result.op.path}/ ({result.op.name}_triton.py, _baseline.py, _accuracy.py, _performance.py, optimization_log.md)")
+    raise typer.Exit(0 if result.correct else 1)
+
+
+@app.command()
+def validate(spec: Annotated[Path, typer.Argument(help="operator spec (YAML)")]) -> None:
+    """Check a spec and write nothing."""
+    from kernelgen.spec import load_spec
+
+    with errors_to_exit():
+        s = load_spec(spec)
+    out.print(f"{spec}: ok — {s.name}({s.signature}), {len(s.test_cases)} test case(s) x {len(s.dtypes)} dtype(s), "
+              f"{len(s.effective_perf_cases)} perf case(s)")
+
+
+@app.command()
+def test(
+    op_dir: Annotated[Path, typer.Argument(help="operator folder, e.g. generated/broadcast")],
+    device: Device = "auto",
+    kernel: Annotated[Optional[Path], typer.Option("--kernel", help="check this kernel file instead")] = None,
+    seeds: Annotated[int, typer.Option("--seeds", help="fresh random seeds")] = 3,
+) -> None:
+    """Accuracy only (isolated, with the anti-cheat checks)."""
+    from kernelgen.devices import resolve_device
+    from kernelgen.opdir import open_operator
+    from kernelgen.runner import run_accuracy
+
+    with errors_to_exit(), progress(f"kernelgen test {op_dir}") as step:
+        op = open_operator(op_dir)
+        dev = resolve_device(device)
+        step(f"{op.name}: checking accuracy on {dev.kind}")
+        record = run_accuracy(op, dev, kernel=kernel, seeds=seeds)
+    _print_run(record, f"Accuracy of {kernel or op.file('triton')}")
+    raise typer.Exit(0 if record.passed else 1)
+
+
+@app.command()
+def bench(
+    op_dir: Annotated[Path, typer.Argument(help="operator folder, e.g. generated/broadcast")],
+    device: Device = "auto",
+    kernel: Annotated[Optional[Path], typer.Option("--kernel", help="time this kernel file instead")] = None,
+    no_compile: Annotated[bool, typer.Option("--no-compile", help="skip the torch.compile baseline")] = False,
+) -> None:
+    """Performance only: the kernel against PyTorch eager and torch.compile."""
+    from kernelgen.devices import INTERPRETER_WARNING, resolve_device
+    from kernelgen.opdir import open_operator
+    from kernelgen.runner import run_performance
+
+    with errors_to_exit(), progress(f"kernelgen bench {op_dir}") as step:
+        op = open_operator(op_dir)
+        dev = resolve_device(device)
+        if dev.interpreter:
+            err.print(f"[bold yellow]WARNING:[/] {INTERPRETER_WARNING}")
+        step(f"{op.name}: timing on {dev.kind}")
+        record = run_performance(op, dev, kernel=kernel, no_compile=no_compile)
+    _print_run(record, f"Performance of {kernel or op.file('triton')}")
+    raise typer.Exit(0 if record.passed else 1)
+
+
+@app.command()
+def log(op_dir: Annotated[Path, typer.Argument(help="operator folder")]) -> None:
+    """Render optimization_log.md in the terminal."""
+    from kernelgen.opdir import open_operator
+    from kernelgen.oplog import LOG_FILE
+
+    with errors_to_exit():
+        op = open_operator(op_dir)
+        path = op.path / LOG_FILE
+        if not path.is_file():
+            raise KernelGenError(f"{path}: no log yet")
+    out.print(Markdown(path.read_text(encoding="utf-8")))
+
+
+def main() -> None:
+    app(prog_name="kernelgen")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

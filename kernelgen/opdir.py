@@ -1,0 +1,63 @@
+"""An operator directory (`generated/<name>/`): finding one, its files, and the trusted files
+KernelGen renders into it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernelgen.errors import OperatorDirError, SpecError
+from kernelgen.reference import PRELUDE
+from kernelgen.render import render
+from kernelgen.spec import OperatorSpec, load_spec
+
+SPEC_FILE = "spec.yaml"
+ROUNDS_DIR = "rounds"
+
+
+@dataclass(frozen=True)
+class OperatorDir:
+    path: Path
+    spec: OperatorSpec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def file(self, kind: str) -> Path:
+        """kind: triton | baseline | accuracy | performance."""
+        return self.path / f"{self.name}_{kind}.py"
+
+    def round_dir(self, k: int) -> Path:
+        return self.path / ROUNDS_DIR / f"round_{k}"
+
+
+def is_operator_dir(path: Path) -> bool:
+    return (Path(path) / SPEC_FILE).is_file()
+
+
+def open_operator(path: str | Path) -> OperatorDir:
+    p = Path(path)
+    if not p.is_dir():
+        raise OperatorDirError(f"{p}: no such directory", hint="give the folder `kernelgen new` wrote, e.g. generated/broadcast")
+    if not is_operator_dir(p):
+        raise OperatorDirError(f"{p}: not an operator directory (no {SPEC_FILE})",
+                               hint="create one with `kernelgen new SPEC.yaml`")
+    try:
+        spec = load_spec(p / SPEC_FILE, run_reference=False)
+    except SpecError as e:
+        raise OperatorDirError(f"{p}: its {SPEC_FILE} is no longer valid:\n{e.message}") from None
+    return OperatorDir(p, spec)
+
+
+def render_baseline(spec: OperatorSpec, reference: str | None = None, *, llm_written: bool = False) -> str:
+    return render("files/baseline.py.j2", spec=spec, prelude=PRELUDE.strip(), reference=(reference or spec.reference or "").rstrip() + "\n",
+                  llm_written=llm_written)
+
+
+def render_trusted(spec: OperatorSpec) -> dict[str, str]:
+    """The accuracy and performance scripts: rendered by KernelGen, never by an LLM."""
+    return {
+        "accuracy": render("files/accuracy.py.j2", spec=spec),
+        "performance": render("files/performance.py.j2", spec=spec),
+    }
