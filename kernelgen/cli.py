@@ -16,8 +16,10 @@ from kernelgen.errors import KernelGenError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="KernelGen: from an operator spec (YAML) to a verified, benchmarked, optimized Triton kernel.")
-out = Console()
-err = Console(stderr=True)
+# Piped output (CI logs, the device tool) gets 80 columns by default, which folds the perf table
+# into unreadable cells; 140 fits its ten columns.
+out = Console() if sys.stdout.isatty() else Console(width=140)
+err = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=140)
 
 Backend = Annotated[str, typer.Option("--backend", help="auto | offline | openai | replay", envvar="KERNELGEN_BACKEND")]
 Device = Annotated[str, typer.Option("--device", help="auto | cuda | npu | cpu")]
@@ -49,8 +51,14 @@ def progress(label: str) -> Iterator:
 
 
 def _print_run(record, title: str) -> None:  # noqa: ANN001 - RunRecord
+    from kernelgen.display import perf_table
     from kernelgen.oplog import accuracy_text, perf_text
 
+    if record.kind == "performance" and record.performance and record.performance.cases:
+        out.print(perf_table(record.performance))
+        if record.performance.note:
+            out.print(record.performance.note, highlight=False)
+        return
     text = accuracy_text(record) if record.kind == "accuracy" else perf_text(record)
     out.print(Markdown(f"**{title}**\n\n{text}"))
 

@@ -98,31 +98,52 @@ def make_inputs(spec: OperatorSpec, case: Case, dtype: str, seed: int, device: s
 
 
 # --- comparison ---------------------------------------------------------------------------------
+def _fmt_val(v: float) -> str:
+    return repr(v) if math.isfinite(v) else str(v)
+
+
 def compare(got: Any, expected: Any, tol: ToleranceSpec) -> dict[str, Any]:
-    """Compare one output tensor; returns CaseCheck fields (passed, errors, worst index, message)."""
+    """Compare one output tensor; returns CaseCheck fields (passed, errors, worst index, message).
+
+    Floats pass where |got - expected| <= atol + rtol * |expected|, where both are NaN, or where
+    both are the same infinity. NaN or Inf where the baseline is finite never passes; neither does
+    a finite value where the baseline is infinite. Integers and booleans must match exactly.
+    Elements still holding the guard's poison bits are counted as never written (`unwritten`).
+    """
     import torch
 
-    if not isinstance(got, torch.Tensor):
-        return {"passed": False, "message": f"returned {type(got).__name__}, expected a tensor"}
+    from kernelgen.guard import poisoned_mask
+
+    if type(got) is not torch.Tensor:  # exact: a Tensor subclass could lie through __torch_function__
+        return {"passed": False, "message": f"returned {type(got).__name__}, expected a plain torch.Tensor"}
     if tuple(got.shape) != tuple(expected.shape):
         return {"passed": False, "message": f"shape {list(got.shape)} but the baseline gives {list(expected.shape)}"}
     if got.dtype != expected.dtype:
         return {"passed": False, "message": f"dtype {got.dtype} but the baseline gives {expected.dtype}"}
+    if got.device != expected.device:
+        return {"passed": False, "message": f"device {got.device} but the baseline gives {expected.device}"}
     total = expected.numel()
     if total == 0:
         return {"passed": True, "total": 0}
-    g = got.detach().to(torch.float64)
-    e = expected.detach().to(torch.float64)
+    got = got.detach()
+    expected = expected.detach()
     exact = not expected.dtype.is_floating_point
-    diff = (g - e).abs()
+    unwritten_mask = poisoned_mask(got)
     if exact:
-        bad = g != e
+        bad = got != expected  # in the integer dtype itself: float64 would round above 2**53
+        g = got.to(torch.float64)
+        e = expected.to(torch.float64)
+        diff = (g - e).abs()
+        bound = torch.zeros_like(diff)
     else:
+        g = got.to(torch.float64)
+        e = expected.to(torch.float64)
+        diff = (g - e).abs()
         bound = tol.atol + tol.rtol * e.abs()
-        both_nan = torch.isnan(g) & torch.isnan(e)
-        same_inf = torch.isinf(e) & (g == e)
-        ok = (diff <= bound) | both_nan | same_inf
-        bad = ~ok  # NaN in got where the baseline is finite: diff is NaN, so never <= bound
+        e_inf = torch.isinf(e)
+        within = (diff <= bound) & ~e_inf  # an infinite baseline would make the bound infinite
+        ok = within | (torch.isnan(g) & torch.isnan(e)) | (e_inf & (g == e))
+        bad = ~ok
     n_bad = int(bad.sum())
     finite = torch.isfinite(diff)
     max_abs = float(diff[finite].max()) if bool(finite.any()) else float("nan")
@@ -136,17 +157,30 @@ def compare(got: Any, expected: Any, tol: ToleranceSpec) -> dict[str, Any]:
         "total": total,
     }
     if n_bad:
+        nonfinite_bad = bad & ~torch.isfinite(g) & torch.isfinite(e)
+        n_nonfinite = int(nonfinite_bad.sum())
+        n_unwritten = int((bad & unwritten_mask).sum()) if unwritten_mask is not None else 0
+        fields["unwritten"] = n_unwritten
+        fields["nonfinite"] = n_nonfinite
         # Worst = largest excess over the allowed bound; NaN/Inf mismatches rank first.
-        excess = torch.where(torch.isfinite(diff), diff - (0 if exact else bound), torch.full_like(diff, float("inf")))
+        excess = torch.where(torch.isfinite(diff), diff - bound, torch.full_like(diff, float("inf")))
         excess = torch.where(bad, excess, torch.full_like(excess, -float("inf")))
         flat = int(torch.argmax(excess.reshape(-1)))
         idx = [int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(expected.shape))] if expected.dim() else []
         gv, ev = float(g.reshape(-1)[flat]), float(e.reshape(-1)[flat])
         fields.update(worst_index=idx, got=gv if math.isfinite(gv) else None, expected=ev if math.isfinite(ev) else None)
         tol_txt = "exact match required" if exact else f"atol {tol.atol:g}, rtol {tol.rtol:g}"
+        parts = []
+        if n_nonfinite:
+            parts.append(f"{n_nonfinite} NaN/Inf where the baseline is finite")
+        if n_unwritten:
+            parts.append(f"{n_unwritten} never written (still hold the poison the harness filled the output with)")
+        n_finite_bad = int((bad & finite).sum())
+        if n_finite_bad:
+            parts.append(f"{n_finite_bad} finite but off: max abs err {max_abs:.3g}, max rel err {max_rel:.3g}")
         fields["message"] = (
-            f"{n_bad} of {total} elements differ (max abs err {max_abs:.3g}, max rel err {max_rel:.3g}); "
-            f"worst at {idx}: got {gv!r}, expected {ev!r} ({tol_txt})"
+            f"{n_bad} of {total} elements differ ({'; '.join(parts)}); "
+            f"worst at {idx}: got {_fmt_val(gv)}, expected {_fmt_val(ev)} ({tol_txt})"
         )
     return fields
 
@@ -319,12 +353,12 @@ def measure_performance(
     if device.interpreter:
         # perf_cases are sized for a GPU (hundreds of MB); the interpreter would take hours.
         cases = spec.test_cases[:1]
-        dtypes = (dtypes or spec.dtypes)[:1]
+        dtypes = (dtypes or spec.effective_perf_dtypes)[:1]
         res.note = INTERPRETER_WARNING + " Dry run on test_cases[0] instead of perf_cases; torch.compile not timed."
         with_compile = False if with_compile is None else with_compile
     else:
         cases = spec.effective_perf_cases
-        dtypes = dtypes or spec.dtypes
+        dtypes = dtypes or spec.effective_perf_dtypes
         with_compile = True if with_compile is None else with_compile
         if device.kind == "cuda":
             from kernelgen.peaks import load_or_measure

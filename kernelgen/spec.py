@@ -177,6 +177,7 @@ class OperatorSpec(_Strict):
     dtypes: list[str] = Field(min_length=1)
     test_cases: list[Case] = Field(min_length=1)
     perf_cases: list[Case] = Field(default_factory=list)
+    perf_dtypes: list[str] = Field(default_factory=list)  # dtypes to time; empty: all of `dtypes`
     tolerance: dict[str, ToleranceSpec] = Field(default_factory=dict)
     flops: str | None = None  # expression over input shapes, e.g. "2 * a[0] * a[1] * b[1]"
     target_speedup: float | None = Field(default=None, gt=0)
@@ -199,6 +200,13 @@ class OperatorSpec(_Strict):
         if len(set(v)) != len(v):
             raise ValueError("dtypes are listed more than once")
         return v
+
+    @model_validator(mode="after")
+    def _perf_dtypes_subset(self) -> "OperatorSpec":
+        extra = [d for d in self.perf_dtypes if d not in self.dtypes]
+        if extra:
+            raise ValueError(f"perf_dtypes {extra} are not in dtypes {self.dtypes}")
+        return self
 
     # --- derived views the rest of KernelGen uses -------------------------------------------
     @property
@@ -231,6 +239,10 @@ class OperatorSpec(_Strict):
     @property
     def effective_perf_cases(self) -> list[Case]:
         return self.perf_cases or self.test_cases
+
+    @property
+    def effective_perf_dtypes(self) -> list[str]:
+        return self.perf_dtypes or self.dtypes
 
 
 # --- restricted arithmetic over shapes (for `flops`) ---------------------------------------
