@@ -73,6 +73,7 @@ def new(
     model: Annotated[Optional[str], typer.Option("--model", help="LLM model name")] = None,
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint")] = None,
     replay: Annotated[Optional[Path], typer.Option("--replay", help="with --backend replay: a recorded llm/ folder")] = None,
+    no_bench: Annotated[bool, typer.Option("--no-bench", help="verify only; leave timing to `kernelgen bench` / `optimize`")] = False,
 ) -> None:
     """Generate <name>_triton.py, _baseline.py, _accuracy.py, _performance.py; verify; measure; log round 0."""
     from kernelgen.generate import new_operator
@@ -80,7 +81,7 @@ def new(
     with errors_to_exit(), progress(f"kernelgen new {spec}") as step:
         options = {k: v for k, v in {"model": model, "base_url": base_url, "replay": replay}.items() if v is not None}
         result = new_operator(spec, out_root=out_dir, backend=backend, device=device, force=force,
-                              llm_options=options, on_step=step)
+                              llm_options=options, measure=not no_bench, on_step=step)
     r0 = result.state.rounds[0]
     if result.moved_aside:
         out.print(f"previous {result.op.path} kept as {result.moved_aside}")
@@ -130,6 +131,7 @@ def bench(
     device: Device = "auto",
     kernel: Annotated[Optional[Path], typer.Option("--kernel", help="time this kernel file instead")] = None,
     no_compile: Annotated[bool, typer.Option("--no-compile", help="skip the torch.compile baseline")] = False,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="also write the typed result (JSON) here")] = None,
 ) -> None:
     """Performance only: the kernel against PyTorch eager and torch.compile."""
     from kernelgen.devices import INTERPRETER_WARNING, resolve_device
@@ -143,6 +145,10 @@ def bench(
             err.print(f"[bold yellow]WARNING:[/] {INTERPRETER_WARNING}")
         step(f"{op.name}: timing on {dev.kind}")
         record = run_performance(op, dev, kernel=kernel, no_compile=no_compile)
+        if json_out is not None:
+            from kernelgen.fsutil import atomic_write
+
+            atomic_write(json_out, record.model_dump_json(indent=2))
     _print_run(record, f"Performance of {kernel or op.file('triton')}")
     raise typer.Exit(0 if record.passed else 1)
 

@@ -73,11 +73,11 @@ def write_trusted_files(op_dir: Path, spec: OperatorSpec, spec_text: str, baseli
 
 
 def measure_round(op: OperatorDir, record: RoundRecord, device: DeviceInfo, *, kernel: Path | None = None,
-                  compare: Path | None = None, on_step: Step = lambda s: None) -> None:
+                  compare: Path | None = None, measure: bool = True, on_step: Step = lambda s: None) -> None:
     """Accuracy first; performance only for a kernel that passed (a wrong kernel has no speed)."""
     on_step(f"{op.name}: checking accuracy of {record.kernel_file} on {device.kind}")
     record.accuracy = run_accuracy(op, device, kernel=kernel)
-    if record.accuracy.passed:
+    if record.accuracy.passed and measure:
         on_step(f"{op.name}: measuring performance")
         record.performance = run_performance(op, device, kernel=kernel, compare=compare)
 
@@ -90,6 +90,7 @@ def new_operator(
     device: str = "auto",
     force: bool = False,
     llm_options: dict | None = None,
+    measure: bool = True,
     on_step: Step = lambda s: None,
 ) -> NewResult:
     spec_path = Path(spec_path)
@@ -142,7 +143,7 @@ def new_operator(
     state.rounds.append(record)
     save_state(final, state)
     write_log(final, state, spec)
-    measure_round(op, record, dev, on_step=on_step)
+    measure_round(op, record, dev, measure=measure, on_step=on_step)
     record.finished_at = now()
     correct = bool(record.accuracy and record.accuracy.passed)
     record.kept = correct

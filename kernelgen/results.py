@@ -35,6 +35,8 @@ class CaseCheck(_Model):
     max_rel_err: float | None = None
     mismatches: int = 0
     total: int = 0
+    nonfinite: int = 0  # NaN/Inf where the baseline is finite (among the mismatches)
+    unwritten: int = 0  # still holding the guard's poison: never written by the kernel
     worst_index: list[int] | None = None
     got: float | None = None
     expected: float | None = None
@@ -49,6 +51,7 @@ class AccuracyResult(_Model):
     compiled: bool  # imported and defines the entry function
     correct: bool  # every check passed and no violation
     seeds: list[int]
+    input_seed_base: int | None = None  # random per run: inputs cannot be predicted at import time
     checks: list[CaseCheck] = Field(default_factory=list)
     violations: list[Violation] = Field(default_factory=list)
     error: str | None = None  # an exception raised by the candidate, with its last frames
@@ -104,6 +107,10 @@ class PerfCase(_Model):
     valid: bool = True
     invalid_reason: str = ""
     spot_check: str = ""  # "" when the output at this shape matched the reference
+    # Host time to issue one call (Python wrapper + launch), no device sync: what dominates at
+    # small shapes, where the kernel itself takes a few microseconds.
+    host_us: float | None = None
+    eager_host_us: float | None = None
 
 
 class PerformanceResult(_Model):
