@@ -1,0 +1,64 @@
+"""The small dataflow IR the offline generator works on.
+
+A traced reference becomes a list of `Node`s in topological order. Every node knows its `space`:
+- "full":   one value per element of the broadcast output frame ([..., n_cols]),
+- "row":    one value per row (the result of a reduction over the last dimension),
+- "scalar": the same value everywhere (a literal, a scalar param, the row length).
+The code generators only have to map each node to one Triton expression.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SPACE_RANK = {"scalar": 0, "row": 1, "full": 2}
+
+
+@dataclass
+class Node:
+    id: int
+    op: str  # "input", "param", "const", "ncols", a pointwise op, "sum"/"max"/"min", "mm"
+    args: tuple[int, ...] = ()  # ids of operand nodes
+    attrs: dict[str, Any] = field(default_factory=dict)  # index, name, value, dtype, ...
+    space: str = "full"
+    dtype: str = "float32"  # the torch dtype the reference gives this value (float math runs in fp32)
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype in ("float16", "bfloat16", "float32", "float64")
+
+
+@dataclass
+class Graph:
+    nodes: list[Node]
+    outputs: list[int]  # node ids, in the order the reference returns them
+
+    def node(self, i: int) -> Node:
+        return self.nodes[i]
+
+    def ops(self) -> list[str]:
+        return [n.op for n in self.nodes]
+
+    def signature(self) -> tuple:
+        """Structure without values: two traces of one reference must agree on it."""
+        return (
+            tuple((n.op, n.args, n.space, tuple(sorted((k, v) for k, v in n.attrs.items() if k != "value")))
+                  for n in self.nodes),
+            tuple(self.outputs),
+        )
+
+    def users(self, i: int) -> list[int]:
+        return [n.id for n in self.nodes if i in n.args]
+
+    def live(self) -> set[int]:
+        """Ids the outputs depend on (dead branches of a decomposition are dropped)."""
+        seen: set[int] = set()
+        stack = list(self.outputs)
+        while stack:
+            i = stack.pop()
+            if i in seen:
+                continue
+            seen.add(i)
+            stack.extend(self.nodes[i].args)
+        return seen

@@ -1,0 +1,147 @@
+"""Kernel text for the matmul family: out = epilogue(a @ b), a [M, K], b [K, N] (or b.T).
+
+Grouped program ordering as in Triton's matmul tutorial (03): GROUP_SIZE_M row-blocks share the
+same columns of b while they are hot in L2. Accumulation is fp32; fp32 inputs use IEEE products
+because TF32's 10-bit mantissa gives ~1e-3 relative error against the 1e-4 tolerance.
+The epilogue (bias, activation, scale, ...) runs on the fp32 accumulator before the single store.
+"""
+
+from __future__ import annotations
+
+from kernelgen.offline import exprs
+from kernelgen.offline.ir import Graph, Node
+from kernelgen.offline.naming import Names
+from kernelgen.offline.rowgen import KernelText
+from kernelgen.offline.unsupported import unsupported
+
+
+def matmul_kernel(graph: Graph, roles: list[str], names: Names, params: list[str],
+                  a_idx: int, b_idx: int) -> KernelText:
+    live = graph.live()
+    a, b = names.inputs[a_idx], names.inputs[b_idx]
+    epi_inputs = sorted({graph.node(i).attrs["index"] for i in live if graph.node(i).op == "input"} - {a_idx, b_idx})
+    args = [(f"{a}_ptr", f"input {a}: [M, K]"), (f"{b}_ptr", f"input {b}: [K, N] (strided)")]
+    launch = [a, f"{b}_mat"]
+    what = {"full": "[M, N] (strided, 0 where broadcast)", "col": "one value per column n",
+            "row": "one value per row m", "scalar": "a single value"}
+    for i in epi_inputs:
+        nm = names.inputs[i]
+        args.append((f"{nm}_ptr", f"epilogue input {nm}: {what[roles[i]]}"))
+        launch.append(f"{nm}_v")
+    for name in names.outputs:
+        args.append((f"{name}_ptr", f"output {name}: [M, N], contiguous"))
+        launch.append(name)
+    for p in params:
+        args.append((p, f"scalar param {p}"))
+        launch.append(p)
+    args += [("M", "rows of a and of the output"), ("N", "columns of b and of the output"),
+             ("K", "the reduction dimension")]
+    launch += ["M", "N", "K"]
+    args += [("stride_am", f"{a}: element strides"), ("stride_ak", ""),
+             ("stride_bk", f"{b}: element strides (a transposed view when the reference uses {b}.T)"),
+             ("stride_bn", "")]
+    launch += [f"{a}.stride(0)", f"{a}.stride(1)", f"{b}_mat.stride(0)", f"{b}_mat.stride(1)"]
+    for i in epi_inputs:
+        nm = names.inputs[i]
+        if roles[i] in ("full", "row"):
+            args.append((f"stride_{nm}_m", f"{nm}: element stride along M"))
+            launch.append(f"{nm}_v.stride(0)")
+        if roles[i] in ("full", "col"):
+            args.append((f"stride_{nm}_n", f"{nm}: element stride along N"))
+            launch.append(f"{nm}_v.stride(1)")
+    args += [("BLOCK_M: tl.constexpr", "output tile rows"), ("BLOCK_N: tl.constexpr", "output tile columns"),
+             ("BLOCK_K: tl.constexpr", "reduction step"),
+             ("GROUP_SIZE_M: tl.constexpr", "row-blocks per group (L2 reuse of b)"),
+             ("INPUT_PRECISION: tl.constexpr", '"ieee" for fp32 inputs (exact products), else "tf32" (unused for 16-bit)'),
+             ("UPCAST: tl.constexpr", "multiply in fp32 (bf16 under the CPU interpreter only)")]
+
+    body = [
+        "pid = tl.program_id(0)",
+        "num_pid_m = tl.cdiv(M, BLOCK_M)",
+        "num_pid_n = tl.cdiv(N, BLOCK_N)",
+        "num_pid_in_group = GROUP_SIZE_M * num_pid_n",
+        "group_id = pid // num_pid_in_group",
+        "first_pid_m = group_id * GROUP_SIZE_M",
+        "group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)",
+        "pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)",
+        "pid_n = (pid % num_pid_in_group) // group_size_m",
+        "offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+        "offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+        "# wrap rather than mask along M and N: the extra rows/columns are computed, never stored",
+        "offs_am = offs_m % M",
+        "offs_bn = offs_n % N",
+        "offs_k = tl.arange(0, BLOCK_K)",
+        f"a_ptrs = {a}_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak",
+        f"b_ptrs = {b}_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn",
+        "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+        "for k in range(0, tl.cdiv(K, BLOCK_K)):",
+        "    k_mask = offs_k < K - k * BLOCK_K",
+        "    a = tl.load(a_ptrs, mask=k_mask[None, :], other=0.0)",
+        "    b = tl.load(b_ptrs, mask=k_mask[:, None], other=0.0)",
+        "    if UPCAST:  # Triton's CPU interpreter computes bf16 tl.dot wrongly (3.9); GPUs never take this",
+        "        a = a.to(tl.float32)",
+        "        b = b.to(tl.float32)",
+        "    acc = tl.dot(a, b, acc=acc, input_precision=INPUT_PRECISION)",
+        "    a_ptrs += BLOCK_K * stride_ak",
+        "    b_ptrs += BLOCK_K * stride_bk",
+        "# epilogue on the fp32 accumulator, then one rounding store",
+        "m_mask = offs_m < M",
+        "n_mask = offs_n < N",
+        "mask = m_mask[:, None] & n_mask[None, :]",
+    ]
+
+    def var(n: Node) -> str:
+        if n.op == "mm":
+            return "acc"
+        if n.op == "input":
+            return names.values[n.attrs["index"]]
+        if n.op == "param":
+            return n.attrs["name"]
+        if n.op == "const":
+            return exprs.literal(n.attrs["value"])
+        return f"v{n.id}"
+
+    for n in graph.nodes:
+        if n.id not in live or n.op in ("param", "const", "mm"):
+            continue
+        if n.op == "ncols" or n.op in ("sum", "max", "min"):
+            unsupported("a reduction after a matmul")
+        if n.op == "input":
+            i = n.attrs["index"]
+            if i in (a_idx, b_idx):
+                if n.id in {u for m in graph.nodes if m.op != "mm" and m.id in live for u in m.args}:
+                    unsupported("a matmul operand also used in the epilogue")
+                continue
+            nm = names.inputs[i]
+            up = ".to(tl.float32)" if n.is_float else ""
+            load = {
+                "col": f"tl.load({nm}_ptr + offs_n * stride_{nm}_n, mask=n_mask)[None, :]",
+                "row": f"tl.load({nm}_ptr + offs_m * stride_{nm}_m, mask=m_mask)[:, None]",
+                "full": f"tl.load({nm}_ptr + offs_m[:, None] * stride_{nm}_m + offs_n[None, :] * stride_{nm}_n, mask=mask)",
+                "scalar": f"tl.load({nm}_ptr)",
+            }[roles[i]]
+            body.append(f"{names.values[i]} = {load}{up}")
+            continue
+        arg_nodes = [graph.node(x) for x in n.args]
+        body.append(f"v{n.id} = {exprs.pointwise(n, [var(x) for x in arg_nodes], arg_nodes)}")
+    for k, oid in enumerate(graph.outputs):
+        name = names.outputs[k]
+        val = var(graph.node(oid))
+        if graph.node(oid).op != "mm" and not _depends_on_mm(graph, oid):
+            unsupported("an output that does not depend on the matmul")
+        body.append(f"tl.store({name}_ptr + offs_m[:, None] * N + offs_n[None, :], "
+                    f"{val}.to({name}_ptr.dtype.element_ty), mask=mask)")
+    return KernelText(args, body, launch)
+
+
+def _depends_on_mm(graph: Graph, oid: int) -> bool:
+    stack, seen = [oid], set()
+    while stack:
+        i = stack.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        if graph.node(i).op == "mm":
+            return True
+        stack.extend(graph.node(i).args)
+    return False

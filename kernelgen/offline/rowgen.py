@@ -1,0 +1,361 @@
+"""Kernel text for the pointwise and row-program families (everything but matmul).
+
+Both work on the same frame: the broadcast output shape collapsed by the wrapper to
+[n_outer, n_inner, n_cols]; a program owns a [BLOCK_R, BLOCK_C] tile of (row, column) where
+row = outer * n_inner + inner, so broadcast inputs are addressed through their strides (0 where
+broadcast) with one div/mod per row, never per element. Inputs whose shape is a column vector
+(`col`, e.g. a bias) or a row vector (`row`, e.g. a per-row gate) load a 1-D slice once per tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernelgen.offline import exprs
+from kernelgen.offline.ir import SPACE_RANK, Graph, Node
+from kernelgen.offline.naming import Names
+from kernelgen.offline.unsupported import unsupported
+
+REDUCTIONS = {"sum": ("tl.sum", "0.0"), "max": ("tl.max", '-float("inf")'), "min": ("tl.min", 'float("inf")')}
+
+
+@dataclass
+class KernelText:
+    params: list[tuple[str, str]]  # (argument, comment)
+    body: list[str]  # indented once
+    wrapper_args: list[str]  # the launch arguments, in order, as the wrapper writes them
+
+
+def assign_spaces(graph: Graph, roles: list[str]) -> None:
+    for n in graph.nodes:
+        if n.op == "input":
+            role = roles[n.attrs["index"]]
+            n.space = {"full": "full", "col": "full", "row": "row", "scalar": "scalar"}[role]
+        elif n.op in ("param", "const", "ncols"):
+            n.space = "scalar"
+        elif n.op in REDUCTIONS:
+            if graph.node(n.args[0]).space != "full":
+                unsupported("a reduction of a value that is already one per row")
+            n.space = "row"
+        else:
+            n.space = max((graph.node(a).space for a in n.args), key=SPACE_RANK.__getitem__, default="scalar")
+
+
+class _Emitter:
+    def __init__(self, graph: Graph, roles: list[str], names: Names, mode: str, eviction: str):
+        self.g = graph
+        self.roles = roles
+        self.names = names
+        self.mode = mode  # "2d" tiles or "1d" flat
+        self.evict = f', eviction_policy="{eviction}"' if eviction != "none" else ""
+        self.live = graph.live()
+
+    def var(self, n: Node) -> str:
+        if n.op == "input":
+            return self.names.values[n.attrs["index"]]
+        if n.op == "param":
+            return n.attrs["name"]
+        if n.op == "const":
+            return exprs.literal(n.attrs["value"])
+        if n.op == "ncols":
+            return "n_cols"
+        return f"v{n.id}"
+
+    def _suffix(self, kind: str) -> str:
+        if self.mode == "1d":
+            return ""
+        return {"col": "[None, :]", "row": "[:, None]"}[kind]
+
+    def load(self, n: Node) -> str:
+        i = n.attrs["index"]
+        name = self.names.inputs[i]
+        val = self.names.values[i]
+        role = self.roles[i]
+        up = ".to(tl.float32)" if n.is_float else ""
+        if role == "scalar":
+            return f"{val} = tl.load({name}_ptr){up}"
+        if role == "col":
+            m = "col_mask" if self.mode == "2d" else "mask"
+            return f"{val} = tl.load({name}_ptr + cols * stride_{name}_col, mask={m}){self._suffix('col')}{up}"
+        if role == "row":
+            m = "row_mask" if self.mode == "2d" else "mask"
+            return f"{val} = tl.load({name}_ptr + {name}_row, mask={m}){self._suffix('row')}{up}"
+        offs = f"{name}_row[:, None] + cols[None, :] * stride_{name}_col" if self.mode == "2d" else \
+            f"{name}_row + cols * stride_{name}_col"
+        return f"{val} = tl.load({name}_ptr + {offs}, mask=mask{self.evict}){up}"
+
+    def statement(self, n: Node, looped: bool = False) -> str:
+        if n.op in REDUCTIONS:
+            fn, neutral = REDUCTIONS[n.op]
+            src = self.var(self.g.node(n.args[0]))
+            return f"v{n.id} = {fn}(tl.where(mask, {src}, {neutral}), axis=1)[:, None]  # {n.op} over the row"
+        args = [self.g.node(a) for a in n.args]
+        return f"v{n.id} = {exprs.pointwise(n, [self.var(a) for a in args], args)}"
+
+    def emits(self, n: Node) -> bool:
+        return n.id in self.live and n.op not in ("param", "const", "ncols")
+
+
+def _cone(graph: Graph, roots: list[int], stop: set[str]) -> list[int]:
+    """Ids needed to compute `roots`, stopping at nodes whose space is in `stop` (already computed)."""
+    seen: set[int] = set()
+    stack = list(roots)
+    while stack:
+        i = stack.pop()
+        if i in seen:
+            continue
+        n = graph.node(i)
+        if n.space in stop and i not in roots:
+            continue
+        seen.add(i)
+        stack.extend(n.args)
+    return sorted(seen)
+
+
+def _signature(graph: Graph, roles: list[str], names: Names, outputs_space: list[str], rows: bool,
+               params: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
+    args: list[tuple[str, str]] = []
+    launch: list[str] = []
+    used_inputs = {graph.node(i).attrs["index"] for i in graph.live() if graph.node(i).op == "input"}
+    for i, name in enumerate(names.inputs):
+        role = roles[i]
+        if i not in used_inputs:
+            continue
+        what = {"full": "one value per element (strided, 0 where broadcast)", "col": "one value per column",
+                "row": "one value per row", "scalar": "a single value"}[role]
+        args.append((f"{name}_ptr", f"input {name}: {what}"))
+        launch.append(f"{name}_v")
+    for k, name in enumerate(names.outputs):
+        what = "one value per element, contiguous" if outputs_space[k] == "full" else "one value per row, contiguous"
+        args.append((f"{name}_ptr", f"output {name}: {what}"))
+        launch.append(name)
+    for p in params:
+        args.append((p, f"scalar param {p}"))
+        launch.append(p)
+    args += [("n_rows", "rows of the frame: the product of all leading dims"),
+             ("n_inner", "rows split as outer * n_inner + inner, for the strides below"),
+             ("n_cols", "length of the last (contiguous-most) dim of the frame")]
+    launch += ["n_outer * n_inner", "n_inner", "n_cols"]
+    for i, name in enumerate(names.inputs):
+        if i not in used_inputs:
+            continue
+        role = roles[i]
+        if role in ("full", "row"):
+            args.append((f"stride_{name}_outer", f"{name}: element strides over outer, inner"))
+            args.append((f"stride_{name}_inner", ""))
+            launch += [f"strides[{i}][0]", f"strides[{i}][1]"]
+        if role in ("full", "col"):
+            args.append((f"stride_{name}_col", f"{name}: element stride along the columns"))
+            launch.append(f"strides[{i}][2]")
+    return args, launch
+
+
+def _row_offsets(emitter: _Emitter, used: set[int]) -> list[str]:
+    lines = []
+    needs = [i for i in sorted(used) if emitter.roles[i] in ("full", "row")]
+    if needs:
+        lines.append("outer = rows // n_inner  # one div/mod per row, not per element")
+        lines.append("inner = rows % n_inner")
+        for i in needs:
+            name = emitter.names.inputs[i]
+            lines.append(f"{name}_row = outer * stride_{name}_outer + inner * stride_{name}_inner")
+    return lines
+
+
+def pointwise_kernel(graph: Graph, roles: list[str], names: Names, params: list[str], knobs: dict) -> KernelText:
+    mode = knobs["grid"]
+    em = _Emitter(graph, roles, names, mode, knobs["eviction"])
+    args, launch = _signature(graph, roles, names, ["full"] * len(graph.outputs), False, params)
+    size_knobs = [("BLOCK_R", "rows per program"), ("BLOCK_C", "columns per program")] if mode == "2d" \
+        else [("BLOCK_SIZE", "elements per program")]
+    args += [(f"{k}: tl.constexpr", c) for k, c in size_knobs]
+    used = {graph.node(i).attrs["index"] for i in graph.live() if graph.node(i).op == "input"}
+    body: list[str] = []
+    if mode == "2d":
+        body += [
+            "pid = tl.program_id(0)",
+            "num_col_blocks = tl.cdiv(n_cols, BLOCK_C)",
+            "pid_r = pid // num_col_blocks",
+            "pid_c = pid % num_col_blocks",
+            "rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)",
+            "cols = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)",
+            "row_mask = rows < n_rows",
+            "col_mask = cols < n_cols",
+            "mask = row_mask[:, None] & col_mask[None, :]",
+            "rows = rows.to(tl.int64)  # frames beyond 2**31 elements",
+        ]
+    else:
+        body += [
+            "pid = tl.program_id(0)",
+            "offs = pid.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
+            "mask = offs < n_rows * n_cols",
+            "rows = offs // n_cols  # per-element div/mod: the price of a flat 1-D grid",
+            "cols = offs % n_cols",
+        ]
+    body += _row_offsets(em, used)
+    for n in graph.nodes:
+        if not em.emits(n):
+            continue
+        if n.op == "input":
+            body.append(em.load(n))
+        else:
+            if n.op in REDUCTIONS:
+                unsupported("a reduction in a pointwise kernel")
+            body.append(em.statement(n))
+    offs = "rows[:, None] * n_cols + cols[None, :]" if mode == "2d" else "offs"
+    full = "[BLOCK_R, BLOCK_C]" if mode == "2d" else "[BLOCK_SIZE]"
+    for k, oid in enumerate(graph.outputs):
+        n = graph.node(oid)
+        val = em.var(n)
+        if n.space == "scalar":
+            val = f"(tl.zeros({full}, tl.float32) + {val})"
+        elif mode == "2d" and _partial(graph, oid, roles):
+            val = f"tl.broadcast_to({val}, {full})"
+        name = names.outputs[k]
+        body.append(f"tl.store({name}_ptr + {offs}, {val}.to({name}_ptr.dtype.element_ty), mask=mask)")
+    return KernelText(args, body, launch)
+
+
+def _partial(graph: Graph, oid: int, roles: list[str]) -> bool:
+    """True when a full-space value is built only from col/row inputs, so is not yet a whole tile."""
+    cone = _cone(graph, [oid], set())
+    kinds = {roles[graph.node(i).attrs["index"]] for i in cone if graph.node(i).op == "input"}
+    return not ("full" in kinds or {"col", "row"} <= kinds)
+
+
+def row_kernel(graph: Graph, roles: list[str], names: Names, params: list[str], out_spaces: list[str],
+               knobs: dict, single_only: bool | None) -> KernelText:
+    """One program per BLOCK_R rows. SINGLE_PASS: the whole row in registers, read once; otherwise
+    one loop over column blocks per reduction level, recomputing the pointwise work from loads."""
+    em = _Emitter(graph, roles, names, "2d", knobs["eviction"])
+    args, launch = _signature(graph, roles, names, out_spaces, True, params)
+    args += [("BLOCK_R: tl.constexpr", "rows per program"),
+             ("BLOCK_C: tl.constexpr", "columns per block (the whole row when SINGLE_PASS)"),
+             ("SINGLE_PASS: tl.constexpr", "True: the row fits one block and is read once")]
+    used = {graph.node(i).attrs["index"] for i in graph.live() if graph.node(i).op == "input"}
+    live = graph.live()
+    body = [
+        "pid = tl.program_id(0)",
+        "rows = pid * BLOCK_R + tl.arange(0, BLOCK_R)",
+        "row_mask = rows < n_rows",
+        "rows = rows.to(tl.int64)  # frames beyond 2**31 elements",
+    ]
+    body += _row_offsets(em, used)
+    # row-space inputs and everything computable before any reduction, outside the column loop
+    pre = [n for n in graph.nodes if em.emits(n) and n.space in ("row", "scalar") and _stage(graph, n.id) == 0]
+    for n in pre:
+        body.append(em.load(n) if n.op == "input" else em.statement(n))
+    pre_ids = {n.id for n in pre}
+
+    single = _single_pass(graph, em, names, out_spaces, pre_ids)
+    looped = _looped(graph, em, names, out_spaces, pre_ids, live)
+    if single_only is True:
+        body += single
+    elif single_only is False:
+        body += looped
+    else:
+        body.append("if SINGLE_PASS:")
+        body += ["    " + s for s in single]
+        body.append("else:")
+        body += ["    " + s for s in looped]
+    return KernelText(args, body, launch)
+
+
+def _stage(graph: Graph, i: int, memo: dict | None = None) -> int:
+    memo = {} if memo is None else memo
+    if i in memo:
+        return memo[i]
+    n = graph.node(i)
+    s = max((_stage(graph, a, memo) for a in n.args), default=0)
+    if n.op in REDUCTIONS:
+        s += 1
+    memo[i] = s
+    return s
+
+
+def _store(graph: Graph, em: _Emitter, names: Names, k: int, oid: int, space: str) -> str:
+    name = names.outputs[k]
+    n = graph.node(oid)
+    val = em.var(n)
+    if space == "full":
+        if n.space != "full" or _partial(graph, oid, em.roles):
+            val = f"tl.broadcast_to({val}, [BLOCK_R, BLOCK_C])"
+        return f"tl.store({name}_ptr + rows[:, None] * n_cols + cols[None, :], {val}.to({name}_ptr.dtype.element_ty), mask=mask)"
+    if n.space == "scalar":
+        val = f"tl.full([BLOCK_R, 1], {val}, tl.float32)"
+    return f"tl.store({name}_ptr + rows[:, None], {val}.to({name}_ptr.dtype.element_ty), mask=row_mask[:, None])"
+
+
+def _single_pass(graph: Graph, em: _Emitter, names: Names, out_spaces: list[str], done: set[int]) -> list[str]:
+    lines = [
+        "cols = tl.arange(0, BLOCK_C)",
+        "col_mask = cols < n_cols",
+        "mask = row_mask[:, None] & col_mask[None, :]",
+    ]
+    for n in graph.nodes:
+        if em.emits(n) and n.id not in done:
+            lines.append(em.load(n) if n.op == "input" else em.statement(n))
+    for k, oid in enumerate(graph.outputs):
+        lines.append(_store(graph, em, names, k, oid, out_spaces[k]))
+    return lines
+
+
+def _loop_head() -> list[str]:
+    return [
+        "for start in range(0, n_cols, BLOCK_C):",
+        "    cols = start + tl.arange(0, BLOCK_C)",
+        "    col_mask = cols < n_cols",
+        "    mask = row_mask[:, None] & col_mask[None, :]",
+    ]
+
+
+def _looped(graph: Graph, em: _Emitter, names: Names, out_spaces: list[str], done: set[int], live: set[int]) -> list[str]:
+    memo: dict = {}
+    reductions = [n for n in graph.nodes if n.op in REDUCTIONS and n.id in live]
+    levels = sorted({_stage(graph, n.id, memo) for n in reductions})
+    computed = set(done)
+    lines: list[str] = []
+    for level in levels:
+        group = [n for n in reductions if _stage(graph, n.id, memo) == level]
+        lines.append(f"# pass {level}: " + ", ".join(f"v{n.id} = {n.op} over the row" for n in group))
+        for n in group:
+            neutral = REDUCTIONS[n.op][1]
+            lines.append(f"acc{n.id} = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)" if n.op == "sum" else
+                         f"acc{n.id} = tl.full([BLOCK_R, BLOCK_C], {neutral}, tl.float32)")
+        lines += _loop_head()
+        cone = _cone(graph, [a for n in group for a in n.args], {"row", "scalar"})
+        for i in cone:
+            n = graph.node(i)
+            if em.emits(n) and i not in computed and n.space == "full":
+                lines.append("    " + (em.load(n) if n.op == "input" else em.statement(n)))
+        for n in group:
+            src = em.var(graph.node(n.args[0]))
+            neutral = REDUCTIONS[n.op][1]
+            if n.op == "sum":
+                lines.append(f"    acc{n.id} += tl.where(mask, {src}, 0.0)")
+            else:
+                fn = "tl.maximum" if n.op == "max" else "tl.minimum"
+                lines.append(f"    acc{n.id} = {fn}(acc{n.id}, tl.where(mask, {src}, {neutral}))")
+        for n in group:
+            lines.append(f"v{n.id} = {REDUCTIONS[n.op][0]}(acc{n.id}, axis=1)[:, None]  # {n.op} over the row")
+            computed.add(n.id)
+        # per-row values that are now computable
+        for n in graph.nodes:
+            if em.emits(n) and n.id not in computed and n.space in ("row", "scalar") and _stage(graph, n.id, memo) <= level:
+                lines.append(em.load(n) if n.op == "input" else em.statement(n))
+                computed.add(n.id)
+    full_outs = [(k, oid) for k, oid in enumerate(graph.outputs) if out_spaces[k] == "full"]
+    row_outs = [(k, oid) for k, oid in enumerate(graph.outputs) if out_spaces[k] != "full"]
+    for k, oid in row_outs:
+        lines.append(_store(graph, em, names, k, oid, "row"))
+    if full_outs:
+        lines.append("# final pass: the per-element outputs")
+        lines += _loop_head()
+        cone = _cone(graph, [oid for _, oid in full_outs], {"row", "scalar"})
+        for i in cone:
+            n = graph.node(i)
+            if em.emits(n) and i not in computed and n.space == "full":
+                lines.append("    " + (em.load(n) if n.op == "input" else em.statement(n)))
+        for k, oid in full_outs:
+            lines.append("    " + _store(graph, em, names, k, oid, "full"))
+    return lines

@@ -1,0 +1,18 @@
+"""The one way the offline generator refuses: an error that says an LLM is needed and how to get one."""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+from kernelgen.errors import UnsupportedOperatorError
+
+LLM_HINT = (
+    "configure an LLM: set OPENAI_API_KEY (and OPENAI_BASE_URL for a non-OpenAI endpoint) "
+    "or pass --backend openai --model NAME"
+)
+
+
+def unsupported(what: str) -> NoReturn:
+    raise UnsupportedOperatorError(
+        f"the offline generator does not support {what}; this operator needs an LLM", hint=LLM_HINT
+    )

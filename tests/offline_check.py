@@ -1,0 +1,75 @@
+"""Shared by the offline-generator tests: import a generated kernel file and compare it with the
+reference on random inputs (every case x dtype), the way a user's accuracy file would."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import torch  # noqa: E402
+
+from kernelgen.offline import OfflineKernel, generate_kernel  # noqa: E402
+from kernelgen.reference import load_reference  # noqa: E402
+from kernelgen.spec import DTYPES, OperatorSpec, parse_init, validate_spec_data  # noqa: E402
+
+
+def make_spec(**fields) -> OperatorSpec:
+    data = {"outputs": [{"name": "out"}], "dtypes": ["float32", "float16", "bfloat16"]}
+    data.update(fields)
+    return validate_spec_data(data, "<test>")
+
+
+def import_source(name: str, source: str, tmp: Path):
+    path = tmp / f"{name}_triton.py"
+    path.write_text(source)
+    mod_spec = importlib.util.spec_from_file_location(f"{name}_triton_{abs(hash(source))}", path)
+    module = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(module)
+    return module
+
+
+def _inputs(spec: OperatorSpec, case: dict, dtype: str, seed: int) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for inp in spec.inputs:
+        dt = getattr(torch, DTYPES[spec.input_dtype(inp, dtype)])
+        shape = case[inp.name]
+        gen, args = parse_init(inp.init)
+        if dt == torch.bool:
+            out.append(torch.rand(shape, generator=g) < 0.5)
+        elif not dt.is_floating_point:
+            lo, hi = (int(args[0]), int(args[1])) if gen == "randint" else (0, 10)
+            out.append(torch.randint(lo, hi, shape, generator=g, dtype=dt))
+        else:
+            out.append(torch.randn(shape, generator=g).to(dt))
+    return out
+
+
+def check_kernel(spec: OperatorSpec, tmp: Path, knobs: dict | None = None, cases: list | None = None) -> OfflineKernel:
+    kern = generate_kernel(spec, knobs)
+    fn = getattr(import_source(spec.name, kern.source, tmp), spec.name)
+    ref = load_reference(spec)
+    for case in cases or spec.test_cases:
+        for dtype in spec.dtypes:
+            inputs = _inputs(spec, case, dtype, seed=1)
+            before = [t.clone() for t in inputs]
+            expected = ref(*inputs, **spec.param_defaults)
+            got = fn(*inputs)
+            assert isinstance(got, tuple) == isinstance(expected, tuple)
+            exp_t = expected if isinstance(expected, tuple) else (expected,)
+            got_t = got if isinstance(got, tuple) else (got,)
+            tol = spec.tolerance_for(dtype)
+            where = f"{spec.name} {case} {dtype}"
+            for e, r in zip(exp_t, got_t, strict=True):
+                assert r.shape == e.shape, f"{where}: shape {tuple(r.shape)} != {tuple(e.shape)}"
+                assert r.dtype == e.dtype, f"{where}: dtype {r.dtype} != {e.dtype}"
+                if e.dtype.is_floating_point:
+                    torch.testing.assert_close(r.float(), e.float(), atol=tol.atol, rtol=tol.rtol, msg=lambda m: f"{where}: {m}")
+                else:
+                    assert torch.equal(r, e), where
+            for a, b in zip(inputs, before):
+                assert torch.equal(a, b), f"{where}: an input was modified"
+    return kern
