@@ -70,16 +70,21 @@ def new(
     backend: Backend = "auto",
     device: Device = "auto",
     force: Annotated[bool, typer.Option("--force", help="regenerate; the old folder is moved aside, not deleted")] = False,
-    model: Annotated[Optional[str], typer.Option("--model", help="LLM model name")] = None,
-    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="LLM model name (else KERNELGEN_MODEL, the config file, gpt-4o)")] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1. "
+                                                     "There is no --api-key: keys come from OPENAI_API_KEY / KERNELGEN_API_KEY or the config file (see `kernelgen config`)")] = None,
     replay: Annotated[Optional[Path], typer.Option("--replay", help="with --backend replay: a recorded llm/ folder")] = None,
+    temperature: Annotated[Optional[float], typer.Option("--temperature", help="LLM sampling temperature")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="LLM reply length limit")] = None,
+    repairs: Annotated[Optional[int], typer.Option("--repairs", help="repair prompts after a failing candidate (default 3)")] = None,
     no_bench: Annotated[bool, typer.Option("--no-bench", help="verify only; leave timing to `kernelgen bench` / `optimize`")] = False,
 ) -> None:
     """Generate <name>_triton.py, _baseline.py, _accuracy.py, _performance.py; verify; measure; log round 0."""
     from kernelgen.generate import new_operator
 
     with errors_to_exit(), progress(f"kernelgen new {spec}") as step:
-        options = {k: v for k, v in {"model": model, "base_url": base_url, "replay": replay}.items() if v is not None}
+        options = {k: v for k, v in {"model": model, "base_url": base_url, "replay": replay, "temperature": temperature,
+                                     "max_tokens": max_tokens, "repairs": repairs}.items() if v is not None}
         result = new_operator(spec, out_root=out_dir, backend=backend, device=device, force=force,
                               llm_options=options, measure=not no_bench, on_step=step)
     r0 = result.state.rounds[0]
@@ -165,6 +170,84 @@ def log(op_dir: Annotated[Path, typer.Argument(help="operator folder")]) -> None
         if not path.is_file():
             raise KernelGenError(f"{path}: no log yet")
     out.print(Markdown(path.read_text(encoding="utf-8")))
+
+
+@app.command()
+def optimize(
+    op_dirs: Annotated[Optional[list[Path]], typer.Argument(help="operator folders; default: the current one, else every unfinished one under generated/")] = None,
+    rounds: Annotated[Optional[int], typer.Option("--rounds", help="finish this many optimization rounds in total (default: the spec's max_rounds)")] = None,
+    backend: Backend = "auto",
+    target_speedup: Annotated[Optional[float], typer.Option("--target-speedup", help="stop at this geomean speedup vs eager (default: the spec's)")] = None,
+    device: Device = "auto",
+    model: Annotated[Optional[str], typer.Option("--model", help="LLM model name (else KERNELGEN_MODEL, the config file, gpt-4o)")] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1. "
+                                                     "There is no --api-key: keys come from OPENAI_API_KEY / KERNELGEN_API_KEY or the config file (see `kernelgen config`)")] = None,
+    replay: Annotated[Optional[Path], typer.Option("--replay", help="with --backend replay: a recorded llm/ folder")] = None,
+    temperature: Annotated[Optional[float], typer.Option("--temperature", help="LLM sampling temperature")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="LLM reply length limit")] = None,
+    repairs: Annotated[Optional[int], typer.Option("--repairs", help="repair prompts after a failing candidate (default 3)")] = None,
+) -> None:
+    """Diagnose, propose, gate, time against the best, keep only real wins; log every round. Resumable."""
+    from kernelgen.devices import INTERPRETER_WARNING, resolve_device
+    from kernelgen.optimize import make_proposer, optimize_operator, select_operators
+    from kernelgen.report import rounds_table
+
+    if rounds is not None and rounds < 0:
+        err.print("error: --rounds must be >= 0")
+        raise typer.Exit(2)
+    outcomes = []
+    with errors_to_exit():
+        dev = resolve_device(device)
+        ops = select_operators(list(op_dirs or []), target=target_speedup)
+        if not ops:
+            out.print("nothing to optimize: every operator under generated/ has reached its target")
+            raise typer.Exit(0)
+        if dev.interpreter:
+            err.print(f"[bold yellow]WARNING:[/] {INTERPRETER_WARNING} Keep/revert decisions are an interpreter dry run — not a measurement.")
+        options = {k: v for k, v in {"model": model, "base_url": base_url, "replay": replay, "temperature": temperature,
+                                     "max_tokens": max_tokens, "repairs": repairs}.items() if v is not None}
+        for i, op in enumerate(ops, 1):
+            with progress(f"[{i}/{len(ops)}] optimizing {op.name}") as step:
+                proposer = make_proposer(backend, op, dev, options)
+                outcomes.append(optimize_operator(op, dev, proposer, rounds=rounds, target=target_speedup, on_step=step))
+    for o in outcomes:
+        out.print(rounds_table(o.state, o.op.spec))
+        out.print(f"{o.op.name}: stopped — {o.stopped_because.rstrip('.')}; log {o.op.path / 'optimization_log.md'}, plot {o.op.path / 'speedup.png'}")
+
+
+@app.command()
+def report(
+    root: Annotated[Path, typer.Argument(help="folder of operator folders")] = Path("generated"),
+    out_file: Annotated[Optional[Path], typer.Option("--out", help="markdown file to write (default: ROOT/report.md)")] = None,
+) -> None:
+    """A table over all operators: correct, best speedup, fraction of peak, rounds, tokens."""
+    from kernelgen.report import build_report, report_table, write_report
+
+    with errors_to_exit():
+        rows = build_report(root)
+        path = write_report(root, rows, out_file)
+    out.print(report_table(rows))
+    out.print(f"wrote {path}")
+
+
+@app.command("config")
+def config_cmd() -> None:
+    """Show the effective LLM settings and where each comes from (the key is never shown)."""
+    from rich.table import Table
+
+    from kernelgen.config import config_dir, config_file, describe_settings, load_settings
+
+    with errors_to_exit():
+        settings = load_settings()
+    table = Table("setting", "value", "from")
+    for name, value, source in describe_settings(settings):
+        table.add_row(name, value, source)
+    out.print(table)
+    path = config_file()
+    where = path if path else f"none yet (settings go in {config_dir() / 'config.toml'})"
+    out.print(f"config file: {where}", highlight=False)
+    out.print("precedence: command line > KERNELGEN_* > OPENAI_API_KEY / OPENAI_BASE_URL > config file > defaults",
+              highlight=False)
 
 
 def main() -> None:

@@ -13,6 +13,6 @@ REPO = Path(__file__).resolve().parent.parent
 SPECS = REPO / "operator_specs"
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO

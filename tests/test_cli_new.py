@@ -1,0 +1,115 @@
+"""`kernelgen new` end to end on the CPU interpreter, and the no-overwrite rule."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from kernelgen.cli import app
+
+FILES = ["broadcast_triton.py", "broadcast_baseline.py", "broadcast_accuracy.py", "broadcast_performance.py",
+         "optimization_log.md", "spec.yaml", "state.json"]
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory, repo):
+    out = tmp_path_factory.mktemp("gen")
+    result = CliRunner().invoke(app, ["new", str(repo / "operator_specs" / "broadcast.yaml"), "--out", str(out), "--backend", "offline"])
+    return out, result
+
+
+def test_new_broadcast_writes_four_files_and_passes(generated):
+    out, result = generated
+    assert result.exit_code == 0, result.output
+    assert "PASS" in result.output
+    assert "NOT a measurement" in " ".join(result.output.split())  # the CPU perf step says so loudly
+    op = out / "broadcast"
+    for f in FILES:
+        assert (op / f).is_file(), f
+    assert (op / "rounds" / "round_0" / "broadcast_triton.py").is_file()
+    state = json.loads((op / "state.json").read_text())
+    assert state["best_round"] == 0
+    assert state["rounds"][0]["accuracy"]["accuracy"]["correct"] is True
+    log = (op / "optimization_log.md").read_text()
+    assert "## Round 0" in log and "PASS" in log and "not a measurement" in log.lower()
+
+
+def test_generated_files_share_the_signature(generated):
+    out, _ = generated
+    op = out / "broadcast"
+    for kind in ("triton", "baseline"):
+        assert "def broadcast(x, bias)" in (op / f"broadcast_{kind}.py").read_text()
+
+
+def test_generated_scripts_run_standalone_with_json(generated, tmp_path):
+    out, _ = generated
+    op = out / "broadcast"
+    res = tmp_path / "acc.json"
+    proc = subprocess.run([sys.executable, str(op / "broadcast_accuracy.py"), "--device", "cpu", "--json", str(res)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PASS broadcast" in proc.stdout
+    assert json.loads(res.read_text())["correct"] is True
+
+
+def test_generated_accuracy_is_collectable_by_pytest(generated):
+    out, _ = generated
+    op = out / "broadcast"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(op / "broadcast_accuracy.py")],
+                          capture_output=True, text=True, timeout=600, cwd=op)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed" in proc.stdout
+
+
+def test_existing_output_is_not_overwritten(generated, repo):
+    out, _ = generated
+    op = out / "broadcast"
+    marker = op / "broadcast_triton.py"
+    marker.write_text(marker.read_text() + "\n# my edit\n")
+    result = CliRunner().invoke(app, ["new", str(repo / "operator_specs" / "broadcast.yaml"), "--out", str(out), "--backend", "offline"])
+    assert result.exit_code == 2
+    assert "--force" in result.output
+    assert marker.read_text().endswith("# my edit\n")
+
+
+def test_force_moves_the_old_folder_aside(generated, repo):
+    out, _ = generated
+    (out / "broadcast" / "notes.txt").write_text("mine")
+    result = CliRunner().invoke(app, ["new", str(repo / "operator_specs" / "broadcast.yaml"), "--out", str(out),
+                                      "--backend", "offline", "--force", "--no-bench"])
+    assert result.exit_code == 0, result.output
+    kept = [p for p in out.iterdir() if p.name.startswith("broadcast.previous-")]
+    assert len(kept) == 1 and (kept[0] / "notes.txt").read_text() == "mine"
+    assert (out / "broadcast" / "broadcast_triton.py").is_file()
+
+
+def test_test_and_bench_and_log_commands(generated):
+    out, _ = generated
+    op = str(out / "broadcast")
+    runner = CliRunner()
+    t = runner.invoke(app, ["test", op, "--seeds", "1"])
+    assert t.exit_code == 0 and "PASS" in t.output, t.output
+    b = runner.invoke(app, ["bench", op])
+    assert b.exit_code == 0 and "NOT a measurement" in " ".join(b.output.split()), b.output
+    lg = runner.invoke(app, ["log", op])
+    assert lg.exit_code == 0 and "Round 0" in lg.output
+
+
+def test_not_an_operator_dir(tmp_path):
+    r = CliRunner().invoke(app, ["test", str(tmp_path)])
+    assert r.exit_code == 2 and "not an operator directory" in r.output and "Traceback" not in r.output
+
+
+def test_tampered_accuracy_script_is_refused(generated):
+    out, _ = generated
+    op = out / "broadcast"
+    script = op / "broadcast_accuracy.py"
+    original = script.read_text()
+    script.write_text(original.replace("sys.exit(accuracy_main(OP_DIR))", "sys.exit(0)"))
+    try:
+        r = CliRunner().invoke(app, ["test", str(op)])
+        assert r.exit_code != 0 and "differs from what KernelGen renders" in r.output
+    finally:
+        script.write_text(original)

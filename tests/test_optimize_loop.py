@@ -1,0 +1,192 @@
+"""The optimization loop on real harness runs (CPU interpreter, a one-case one-dtype broadcast):
+
+- through a scripted OpenAI-compatible server: a faster kernel is kept and promoted, a slower one
+  reverted, a wrong one rejected after its repair also fails;
+- the offline plan through the CLI in a subprocess, killed with SIGKILL during round 2 and resumed
+  by the same command: rounds 2-3 finish, round 1 is not redone, no file is lost; `kernelgen report`.
+
+Under the interpreter "faster" is engineered by the number of programs launched: about 3 ms each.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fake_llm_server import FakeLLMServer, fenced, llm_env, ok  # noqa: F401
+from typer.testing import CliRunner
+
+from kernelgen.cli import app
+from kernelgen.devices import resolve_device
+from kernelgen.generate import write_trusted_files
+from kernelgen.opdir import OperatorDir, render_baseline
+from kernelgen.optimize import optimize_operator
+from kernelgen.spec import load_spec
+from kernelgen.state import OpState, RoundRecord, load_state, now, save_state
+
+pytestmark = pytest.mark.slow
+
+DATA = Path(__file__).resolve().parent / "data"
+SECTIONS = ("### Version information", "### Bottleneck analysis", "### Change", "### Test results", "### Lessons")
+SMALL_SPEC = """\
+name: broadcast
+description: out = x + bias
+category: broadcast
+inputs:
+  - {name: x}
+  - {name: bias}
+outputs:
+  - {name: out}
+reference: |
+  def broadcast(x, bias):
+      return x + bias
+dtypes: [float32]
+test_cases:
+  - {x: [16, 32], bias: [32]}
+max_rounds: 5
+"""
+
+
+def tiled(bm: int, bn: int, *, wrong: bool = False) -> str:
+    """The honest broadcast kernel with BLOCK_M x BLOCK_N tiles: x[16, 32] takes 16/bm * 32/bn programs."""
+    src = (DATA / "broadcast_honest.py").read_text(encoding="utf-8")
+    src = (src.replace("cdiv(n_rows, 16)", f"cdiv(n_rows, {bm})").replace("cdiv(n_cols, 64)", f"cdiv(n_cols, {bn})")
+              .replace("BLOCK_M=16, BLOCK_N=64", f"BLOCK_M={bm}, BLOCK_N={bn}"))
+    return src.replace("+ b[None, :]", "- b[None, :]") if wrong else src
+
+
+def _op_dir(root: Path, seed: str) -> OperatorDir:
+    """An operator folder after `kernelgen new` (round 0 correct, not timed: saves a harness run)."""
+    spec_path = root / "broadcast.yaml"
+    spec_path.write_text(SMALL_SPEC)
+    spec = load_spec(spec_path)
+    op = OperatorDir(root / "generated" / "broadcast", spec)
+    write_trusted_files(op.path, spec, SMALL_SPEC, render_baseline(spec))
+    op.file("triton").write_text(seed)
+    op.round_dir(0).mkdir(parents=True)
+    (op.round_dir(0) / op.file("triton").name).write_text(seed)
+    state = OpState(name="broadcast", created_at=now(), backend="openai", device="cpu", best_round=0)
+    state.rounds.append(RoundRecord(round=0, started_at=now(), finished_at=now(), backend="openai", change="initial kernel",
+                                    kernel_file="rounds/round_0/broadcast_triton.py", kept=True))
+    save_state(op.path, state)
+    return op
+
+
+def _reply(change: str, kind: str, source: str) -> str:
+    return fenced(source, f"CHANGE: {change}\nTYPE: {kind}\nREASON: fewer programs, less launch overhead")
+
+
+def _sections_ok(log: str, rounds: range) -> None:
+    for k in rounds:
+        section = log.split(f"## Round {k}", 1)[1].split("\n## Round", 1)[0]
+        for heading in SECTIONS:
+            assert heading in section, (k, heading)
+
+
+def test_llm_loop_keeps_faster_reverts_slower_rejects_wrong(llm_env, tmp_path):  # noqa: F811
+    seed, fast, slow = tiled(2, 16), tiled(16, 32), tiled(1, 4)  # 16, 1 and 128 programs
+    op = _op_dir(tmp_path, seed)
+    script = [
+        ok(_reply("one 16x32 tile", "parameters", fast), prompt_tokens=1000, completion_tokens=400),
+        ok(_reply("1x4 tiles", "parameters", slow)),
+        ok(_reply("subtract instead", "logic", tiled(16, 32, wrong=True))),
+        ok(_reply("still wrong", "logic", tiled(16, 32, wrong=True))),  # the repair, also wrong
+    ]
+    from kernelgen.llmpropose import LLMProposer
+
+    with FakeLLMServer(script) as server:
+        proposer = LLMProposer.create("openai", op, resolve_device("cpu"),
+                                      {"base_url": server.url, "model": "fake-model", "max_retries": 0, "repairs": 1})
+        outcome = optimize_operator(op, resolve_device("cpu"), proposer, rounds=3)
+        assert len(server.requests) == 4
+        repair_prompt = server.messages(3)[-1]["content"]
+    st = outcome.state
+    r1, r2, r3 = st.rounds[1:]
+    assert (r1.kept, r2.kept, r3.kept) == (True, False, False)
+    assert r1.change_type == "parameters" and r3.change_type == "logic"
+    assert "reverted to round 1" in r2.outcome and r2.extra["decision"]["speedup_vs_best"] < 1
+    assert r3.outcome.startswith("rejected") and r3.accuracy and not r3.accuracy.passed
+    assert "differ" in repair_prompt  # the model was told what failed
+    assert st.best_round == 1 and op.file("triton").read_text() == fast.rstrip() + "\n"
+    assert (op.path / "best_history" / "round_0_broadcast_triton.py").read_text() == seed  # previous best kept
+    assert st.tokens.calls == 4 and r1.tokens.prompt_tokens == 1000
+    for k in (1, 2, 3):
+        d = op.round_dir(k)
+        assert (d / "broadcast_triton.py").is_file() and (d / "accuracy.json").is_file() and any((d / "llm").iterdir())
+    assert (op.round_dir(2) / "performance.json").is_file()
+    log = (op.path / "optimization_log.md").read_text()
+    _sections_ok(log, range(4))
+    assert "interpreter dry run — not a measurement" in log and "## Final summary" in log
+    assert (op.path / "speedup.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "kernelgen", *args]
+
+
+def test_offline_cli_killed_in_round_2_resumes(tmp_path):
+    spec_path = tmp_path / "broadcast.yaml"
+    spec_path.write_text(SMALL_SPEC)
+    env = {**os.environ, "KERNELGEN_DEVICE": "cpu", "COLUMNS": "200"}
+    new = subprocess.run(_cli("new", str(spec_path), "--backend", "offline"), cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert new.returncode == 0, new.stdout + new.stderr
+    op = tmp_path / "generated" / "broadcast"
+    cmd = _cli("optimize", "generated/broadcast", "--rounds", "3", "--backend", "offline")
+
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:  # kill once round 2 has started and written its candidate
+            if (op / "rounds" / "round_2" / "broadcast_triton.py").is_file():
+                break
+            assert proc.poll() is None, "the run ended before round 2"
+            time.sleep(0.05)
+        else:
+            pytest.fail("round 2 never started")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    killed = load_state(op)
+    r1 = next(r for r in killed.rounds if r.round == 1)
+    assert r1.finished_at is not None
+    assert any(r.round == 2 and r.finished_at is None for r in killed.rounds)  # died mid-round
+    before = _files(op)
+
+    again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "round 2 was interrupted" in again.stdout
+    st = load_state(op)
+    assert [r.round for r in st.rounds] == [0, 1, 2, 3] and all(r.finished_at for r in st.rounds)
+    assert st.rounds[1].started_at == r1.started_at  # round 1 not redone
+    after = _files(op)
+    # Nothing lost: every earlier file is still there, unchanged, except the ones rewritten by design
+    # (state, log, plot, the promoted kernel); the partial round 2 now lives in round_2.previous-*.
+    rewritten = {"state.json", "optimization_log.md", "speedup.png", "broadcast_triton.py"}
+    for path, data in before.items():
+        if path in rewritten:
+            continue
+        if path.startswith("rounds/round_2/"):
+            moved = [p for p in after if p.startswith("rounds/round_2.previous-") and p.endswith(Path(path).name)]
+            assert moved and after[moved[0]] == data, path
+        else:
+            assert after.get(path) == data, path
+    for k in (1, 2, 3):
+        assert (op / "rounds" / f"round_{k}" / "broadcast_triton.py").is_file()
+    log = (op / "optimization_log.md").read_text()
+    _sections_ok(log, range(4))
+    assert "## Summary" in log and "## Final summary" in log
+
+    rep = CliRunner().invoke(app, ["report", str(tmp_path / "generated")])
+    assert rep.exit_code == 0, rep.output
+    assert "broadcast" in rep.output and "| broadcast | yes |" in (tmp_path / "generated" / "report.md").read_text()

@@ -1,0 +1,245 @@
+"""The optimization loop's decisions, without running kernels: keep/revert against the noise, early
+stops, change classification, the offline plan's order, the log's sections, the plot and the report.
+(The loop itself, on real harness runs, is in test_optimize_loop.py.)"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from kernelgen.changes import classify_change
+from kernelgen.diagnose import diagnose
+from kernelgen.optimize import decide_keep, stop_reason
+from kernelgen.oplog import render_log
+from kernelgen.plan import CATEGORIES, OfflinePlanner, candidate_steps, knob_category
+from kernelgen.plot import render_plot
+from kernelgen.proposal import RoundContext
+from kernelgen.report import build_report, render_markdown
+from kernelgen.results import AccuracyResult, DevicePeaks, KernelTiming, PerfCase, PerformanceResult, RunRecord
+from kernelgen.spec import validate_spec_data
+from kernelgen.state import OpState, RoundRecord, save_state
+
+DATA = Path(__file__).resolve().parent / "data"
+SPEC = {
+    "name": "broadcast", "description": "out = x + bias", "category": "broadcast",
+    "inputs": [{"name": "x"}, {"name": "bias"}], "outputs": [{"name": "out"}],
+    "reference": "def broadcast(x, bias):\n    return x + bias\n",
+    "dtypes": ["float32"], "test_cases": [{"x": [16, 32], "bias": [32]}],
+}
+SECTIONS = ("### Version information", "### Bottleneck analysis", "### Change", "### Test results", "### Lessons")
+
+
+def _t(ms: float, spread: float = 0.005) -> KernelTiming:
+    return KernelTiming(ms=ms, ms_min=ms, ms_max=ms, spread=spread)
+
+
+def _perf(kernel_ms: list[float], compare_ms: list[float] | None = None, *, spread: float = 0.005,
+          frac: float | None = None, measured: bool = True, valid: bool = True) -> PerformanceResult:
+    cases = []
+    for i, k in enumerate(kernel_ms):
+        c = PerfCase(case=i, shapes={"x": [16, 32]}, dtype="float32", bytes=4096, kernel=_t(k, spread), eager=_t(1.0),
+                     speedup_eager=1.0 / k, gbps=4096 / (k * 1e-3) / 1e9, valid=valid)
+        if compare_ms:
+            c.compare = _t(compare_ms[i], spread)
+            c.speedup_vs_compare = compare_ms[i] / k
+        if frac is not None:
+            c.frac_peak, c.bound = frac, "memory"
+        cases.append(c)
+    peaks = DevicePeaks(device_name="H100", copy_gbps=3000.0, matmul_tflops=700.0, measured_at="2026-01-01",
+                        torch_version="2.11") if frac is not None else None
+    return PerformanceResult(op="broadcast", kernel="k.py", device="cuda" if measured else "cpu", device_name="H100",
+                             interpreter=not measured, measured=measured, torch_version="2.13", triton_version="3.9",
+                             peaks=peaks, cases=cases)
+
+
+# --- keep / revert ---------------------------------------------------------------------------------
+def test_keep_only_beyond_the_noise():
+    assert decide_keep(_perf([0.90, 0.90], [1.0, 1.0])).keep  # x1.11 with 0.5% spread: beyond the 1% floor
+    d = decide_keep(_perf([0.995], [1.0]))
+    assert not d.keep and "not faster beyond the noise" in d.reason and d.threshold == pytest.approx(1.01)
+    d = decide_keep(_perf([0.90], [1.0], spread=0.2))  # x1.11 but 20% run-to-run spread: not a win
+    assert not d.keep and d.threshold == pytest.approx(1.2)
+    d = decide_keep(_perf([1.2], [1.0]))
+    assert not d.keep and "slower" in d.reason
+
+
+def test_invalid_or_missing_timings_are_never_kept():
+    assert not decide_keep(_perf([0.5], [1.0], valid=False)).keep
+    assert not decide_keep(_perf([0.5])).keep  # not timed against the best
+    assert not decide_keep(None).keep
+
+
+def test_dry_run_is_labelled():
+    assert "not a measurement" in decide_keep(_perf([0.5], [1.0], measured=False)).reason
+
+
+# --- early stops -----------------------------------------------------------------------------------
+def test_stop_when_target_met_or_at_the_ceiling():
+    assert "target met" in stop_reason(diagnose(_perf([0.5]), 2, target=1.5))  # x2.0 >= x1.5
+    assert stop_reason(diagnose(_perf([0.5]), 2, target=3.0)) is None
+    assert "ceiling" in stop_reason(diagnose(_perf([0.5], frac=0.96), 2, target=None))
+    assert stop_reason(diagnose(_perf([0.5], frac=0.90), 2, target=None)) is None
+
+
+def test_cpu_diagnosis_says_there_are_no_peaks():
+    d = diagnose(_perf([2.0], measured=False), 0, target=None)
+    text = "\n".join(d.lines)
+    assert "No device ceilings on the CPU interpreter" in text and "not a measurement" in text
+    assert d.min_frac_peak is None and not d.at_ceiling
+
+
+# --- change type from the diff ---------------------------------------------------------------------
+def test_change_classification():
+    src = (DATA / "broadcast_honest.py").read_text()
+    tiles = src.replace("BLOCK_M=16", "BLOCK_M=32").replace("cdiv(n_rows, 16)", "cdiv(n_rows, 32)")
+    assert classify_change(src, src, "broadcast") == "none"
+    assert classify_change(src, tiles, "broadcast") == "parameters"
+    assert classify_change(src, src.replace("BLOCK_N=64)", "BLOCK_N=64, num_warps=8)"), "broadcast") == "parameters"
+    assert classify_change(src, src.replace("mask=mask)\n    b", "mask=mask, eviction_policy='evict_first')\n    b"),
+                           "broadcast") == "parameters"
+    assert classify_change(src, src.replace("def broadcast(x, bias):", "def broadcast(x, bias, alpha=1.0):"),
+                           "broadcast") == "interface"
+    assert classify_change(src, src.replace("    return out\n", "    return out.view(-1)\n"), "broadcast") == "interface"
+    assert classify_change(src, src.replace("+ b[None, :]", "- b[None, :]"), "broadcast") == "logic"
+    assert classify_change(src, "def broken(:", "broadcast") == "logic"
+
+
+# --- the offline plan ------------------------------------------------------------------------------
+SPACE = {"BLOCK_SIZE": ["auto", 512, 1024], "num_warps": ["auto", 2, 4], "num_stages": ["auto", 1, 2],
+         "grid": ["2d", "1d"], "eviction": ["none", "evict_first"], "autotune": [False, True]}
+
+
+def test_plan_takes_one_step_per_category_first():
+    steps = candidate_steps(SPACE, {k: v[0] for k, v in SPACE.items()})
+    assert [knob_category(n) for n, _ in steps[:5]] == list(CATEGORIES)
+    assert steps[0] == ("grid", "1d") and steps[1] == ("BLOCK_SIZE", 512)
+    assert len(steps) == len(set(steps)) == sum(len(v) - 1 for v in SPACE.values())
+
+
+class _Kern:
+    def __init__(self, knobs):  # noqa: ANN001
+        self.knobs = dict(knobs)
+        self.source = "# " + repr(sorted(self.knobs.items())) + "\n"
+        self.family = "pointwise"
+
+
+def _fake_generate(spec, knobs=None):  # noqa: ANN001, ANN202
+    full = {k: v[0] for k, v in SPACE.items()} | dict(knobs or {})
+    if full["grid"] == "1d":
+        raise ValueError("this family has no 1-D grid")  # a refused setting is skipped, not fatal
+    if full["num_warps"] == 2:
+        full["num_warps"] = "auto"  # a knob that does not reach the code: same file as the best
+    return _Kern(full)
+
+
+def test_offline_planner_changes_one_knob_and_never_repeats(tmp_path):
+    spec = validate_spec_data(SPEC, run_reference=False)
+    planner = OfflinePlanner(spec, generate=_fake_generate, space_fn=lambda s: SPACE)
+    r0 = RoundRecord(round=0, started_at="t", finished_at="t", backend="offline", kernel_file="r0.py", kept=True)
+    state = OpState(name="broadcast", created_at="t", backend="offline", device="cpu", rounds=[r0], best_round=0)
+    ctx = RoundContext(op=None, state=state, round=1, best=r0, best_source=_fake_generate(spec).source,  # type: ignore[arg-type]
+                       diagnosis=diagnose(None, 0, None))
+    p1 = planner.propose(ctx)
+    assert p1 is not None and p1.extra["knob"] == "BLOCK_SIZE" and p1.extra["to"] == 512
+    assert "grid='1d'" in p1.reason  # the refused setting is named
+    state.rounds.append(RoundRecord(round=1, started_at="t", finished_at="t", backend="offline", kernel_file="r1.py",
+                                    extra=dict(p1.extra)))  # tried and reverted
+    p2 = planner.propose(ctx)
+    # num_warps=2 generates the best's file again (no round spent on it): next category, memory access
+    assert p2 is not None and p2.extra["knob"] == "eviction"
+    changed = [k for k in SPACE if p2.extra["knobs"][k] != SPACE[k][0]]
+    assert changed == ["eviction"]  # one variable at a time, from the best's knobs
+
+
+# --- log, plot, report -----------------------------------------------------------------------------
+def _acc(ok: bool) -> RunRecord:
+    res = AccuracyResult(op="broadcast", kernel="k.py", device="cpu", interpreter=True, compiled=True, correct=ok,
+                         seeds=[0, 1, 2])
+    return RunRecord(kind="accuracy", status="ok" if ok else "failed", exit_code=0 if ok else 1, duration_s=1.0, accuracy=res)
+
+
+def _state() -> OpState:
+    perf0 = RunRecord(kind="performance", status="ok", exit_code=0, duration_s=1.0, performance=_perf([1.0], measured=False))
+    perf1 = RunRecord(kind="performance", status="ok", exit_code=0, duration_s=1.0,
+                      performance=_perf([0.5], [1.0], measured=False))
+    perf2 = RunRecord(kind="performance", status="ok", exit_code=0, duration_s=1.0,
+                      performance=_perf([0.6], [0.5], measured=False))
+    diag = diagnose(perf0.performance, 0, None).as_dict()
+    rounds = [
+        RoundRecord(round=0, started_at="t0", finished_at="t0", backend="offline", change="initial kernel",
+                    kernel_file="rounds/round_0/broadcast_triton.py", accuracy=_acc(True), performance=perf0, kept=True),
+        RoundRecord(round=1, started_at="t1", finished_at="t1", backend="offline", change="block sizes: BLOCK 16 -> 32",
+                    change_type="parameters", kernel_file="rounds/round_1/broadcast_triton.py", diff="--- a\n+++ b\n",
+                    accuracy=_acc(True), performance=perf1, kept=True, outcome="kept",
+                    extra={"diagnosis": diag, "decision": decide_keep(perf1.performance).as_dict(),
+                           "lessons": ["Worked: ..."], "next": "num_warps"}),
+        RoundRecord(round=2, started_at="t2", finished_at="t2", backend="offline", change="grid 2d -> 1d",
+                    change_type="logic", kernel_file="rounds/round_2/broadcast_triton.py", diff="--- a\n+++ b\n",
+                    accuracy=_acc(True), performance=perf2, outcome="reverted",
+                    extra={"diagnosis": diag, "decision": decide_keep(perf2.performance).as_dict(), "lessons": ["Did not help"]}),
+        RoundRecord(round=3, started_at="t3", finished_at="t3", backend="offline", change="wrong", change_type="logic",
+                    kernel_file="rounds/round_3/broadcast_triton.py", accuracy=_acc(False), outcome="rejected",
+                    extra={"diagnosis": diag, "lessons": ["Failed"]}),
+    ]
+    return OpState(name="broadcast", created_at="t", backend="offline", device="cpu", rounds=rounds, best_round=1,
+                   stopped_because="3 optimization round(s) finished (--rounds 3)")
+
+
+def test_log_has_every_section_for_every_round():
+    spec = validate_spec_data(SPEC, run_reference=False)
+    text = render_log(_state(), spec)
+    for k in range(4):
+        section = text.split(f"## Round {k}", 1)[1].split("## Round", 1)[0]
+        for heading in SECTIONS:
+            assert heading in section, (k, heading)
+    assert "## Summary" in text and "## Final summary" in text
+    assert "```diff" in text and "interpreter dry run — not a measurement" in text
+    rows = [ln for ln in text.splitlines() if ln.startswith("| ") and ln[2].isdigit()]
+    assert [r.split("|")[-2].strip() for r in rows] == ["kept", "kept", "reverted", "reverted (rejected)"]
+
+
+def test_plot_is_a_png():
+    import matplotlib.image
+
+    png = render_plot(_state())
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert matplotlib.image.imread(io.BytesIO(png), format="png").shape[2] in (3, 4)
+
+
+def test_report_lists_every_operator(tmp_path):
+    op = tmp_path / "broadcast"
+    op.mkdir()
+    (op / "spec.yaml").write_text("name: broadcast\n")
+    save_state(op, _state())
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "spec.yaml").write_text("name: other\n")  # no state yet: listed, not fatal
+    rows = build_report(tmp_path)
+    assert [r.name for r in rows] == ["broadcast", "other"]
+    assert rows[0].correct and rows[0].best_round == 1 and rows[0].rounds == 3 and rows[0].x_eager == pytest.approx(2.0)
+    md = render_markdown(rows, tmp_path)
+    assert "| broadcast | yes | 1 | x2 (dry run) |" in md and "no state.json" in md
+
+
+def test_operator_selection(tmp_path, monkeypatch):
+    from kernelgen.optimize import select_operators
+
+    root = tmp_path / "generated"
+    for name, speed in (("done", 0.5), ("todo", 2.0)):  # "done" is x2 vs eager, "todo" x0.5
+        d = root / name
+        d.mkdir(parents=True)
+        (d / "spec.yaml").write_text(yaml_spec(name))
+        perf = RunRecord(kind="performance", status="ok", exit_code=0, duration_s=1.0, performance=_perf([speed]))
+        r0 = RoundRecord(round=0, started_at="t", finished_at="t", backend="offline", kernel_file="k.py",
+                         accuracy=_acc(True), performance=perf, kept=True)
+        save_state(d, OpState(name=name, created_at="t", backend="offline", device="cuda", rounds=[r0], best_round=0))
+    assert [o.name for o in select_operators([], cwd=tmp_path, root=root, target=1.5)] == ["todo"]
+    assert [o.name for o in select_operators([], cwd=root / "done", root=root, target=1.5)] == ["done"]  # cwd wins
+    assert [o.name for o in select_operators([root / "done"], target=1.5)] == ["done"]  # named: always
+
+
+def yaml_spec(name: str) -> str:
+    import yaml
+
+    return yaml.safe_dump({**SPEC, "name": name, "reference": SPEC["reference"].replace("broadcast", name)})
