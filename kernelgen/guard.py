@@ -7,7 +7,13 @@ what runs, not what the source looks like) and every Triton launch (by wrapping 
 - freshly allocated tensors are poisoned (NaN for floats, an unlikely value for integers), so an
   output element the kernel never wrote cannot pass by holding last call's answer or a zero;
 - at least one Triton kernel must be launched (`no-triton-launch`), on the caller's stream
-  (`off-stream-launch`).
+  (`off-stream-launch`);
+- the storages allocated during the call are recorded, so the harness can tell a fresh output from
+  a cached, precomputed or input tensor (`output-not-fresh`, checked in kernelgen.harness).
+
+Floating-point poison is a NaN with a payload of our own (POISON_BITS), so an element the kernel
+never wrote is told apart from a NaN it computed (`unwritten-output`). Every violation code is
+listed in kernelgen/staticcheck.py (VIOLATION_CODES) and docs/trust.md.
 """
 
 from __future__ import annotations
@@ -43,6 +49,14 @@ _COPIES = {"clone", "contiguous", "copy_", "_to_copy", "_copy_from", "_copy_from
 _LAUNCHER = _COPIES | {"resize_", "set_", "_local_scalar_dense"}
 
 _POISON_INT = {torch.int8: -77, torch.uint8: 201, torch.int16: -7777, torch.int32: -123456789, torch.int64: -123456789}
+# Quiet NaNs with a payload of our own, written through an integer view of the same width: the
+# bits an unwritten float element still holds after the call (arithmetic NaNs are canonical).
+POISON_BITS: dict[torch.dtype, tuple[torch.dtype, int]] = {
+    torch.float16: (torch.int16, 0x7E5A),
+    torch.bfloat16: (torch.int16, 0x7FDA),
+    torch.float32: (torch.int32, 0x7FC0DEAD),
+    torch.float64: (torch.int64, 0x7FF8DEADBEEFDEAD),
+}
 
 
 def _poison_value(dtype: torch.dtype, salt: int) -> Any:
@@ -53,11 +67,41 @@ def _poison_value(dtype: torch.dtype, salt: int) -> Any:
     return _POISON_INT.get(dtype, -1)
 
 
+def poison(t: torch.Tensor, salt: int = 0) -> None:
+    if t.dtype in POISON_BITS:
+        int_dtype, bits = POISON_BITS[t.dtype]
+        t.view(int_dtype).fill_(bits)
+    else:
+        t.fill_(_poison_value(t.dtype, salt))
+
+
+def poisoned_mask(t: torch.Tensor) -> torch.Tensor | None:
+    """Where `t` still holds the float poison bit pattern (None for dtypes without a pattern)."""
+    if t.dtype not in POISON_BITS:
+        return None
+    int_dtype, bits = POISON_BITS[t.dtype]
+    return t.view(int_dtype) == bits
+
+
+def _storage_key(t: torch.Tensor) -> int:
+    try:
+        return t.untyped_storage().data_ptr()
+    except Exception:  # noqa: BLE001 - e.g. a tensor without storage
+        return -1
+
+
 @dataclass
 class CallReport:
     launches: int = 0
     dispatched: list[str] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)
+    # Storage addresses of tensors allocated (or copied) by the wrapper during the call; their
+    # tensors are kept alive until the report goes, so no address is reused meanwhile.
+    allocated: dict[int, torch.Tensor] = field(default_factory=dict)
+
+    def is_fresh(self, t: torch.Tensor) -> bool:
+        """Whether `t` lives in storage allocated during the call (a view of it counts)."""
+        return _storage_key(t) in self.allocated
 
     def add(self, code: str, message: str) -> None:
         if not any(v.code == code and v.message == message for v in self.violations):
@@ -86,19 +130,32 @@ class _GuardMode(TorchDispatchMode):
             dst = args[0] if name == "copy_" else out
             if isinstance(src, torch.Tensor) and isinstance(dst, torch.Tensor) and src.dtype != dst.dtype:
                 self.report.add("torch-compute-in-wrapper", f"aten.{name} converts {src.dtype} to {dst.dtype} in PyTorch; casts belong in the kernel")
+            if name not in {"copy_", "_copy_from"}:
+                self._record(out)
             return out
         if name in _ALLOC:
             out = func(*args, **kwargs)
             if isinstance(out, torch.Tensor) and out.numel():
-                out.fill_(_poison_value(out.dtype, self.salt))
+                poison(out, self.salt)
+            self._record(out)
+            return out
+        if name in _FILLED_ALLOC and not name.endswith("_"):
+            out = func(*args, **kwargs)
+            self._record(out)
             return out
         if name in _FILLED_ALLOC or name in _VIEWS:
             return func(*args, **kwargs)
         self.report.add("torch-compute-in-wrapper", f"the wrapper ran aten.{name}: PyTorch computed what the Triton kernel should")
         return func(*args, **kwargs)
 
+    def _record(self, out: Any) -> None:
+        if isinstance(out, torch.Tensor):
+            self.report.allocated[_storage_key(out)] = out
+
 
 _ACTIVE: list[_GuardMode] = []
+# Launch counters for calls timed without the dispatch guard (a list bump is all a launch costs).
+_COUNTERS: list[list[int]] = []
 _PATCH_LOCK = threading.Lock()
 _PATCHED = False
 
@@ -134,6 +191,8 @@ def install_launch_hooks() -> None:
             original = cls.run
 
             def run(self, *args, __original=original, **kwargs):  # noqa: ANN001
+                for c in _COUNTERS:
+                    c[0] += 1
                 if not _ACTIVE:
                     return __original(self, *args, **kwargs)
                 mode = _ACTIVE[-1]
@@ -165,6 +224,18 @@ def guarded(salt: int = 0) -> Iterator[CallReport]:
         _ACTIVE.pop()
     if report.launches == 0:
         report.add("no-triton-launch", "the call launched no Triton kernel: the result did not come from Triton")
+
+
+@contextlib.contextmanager
+def counting_launches() -> Iterator[list[int]]:
+    """Count Triton launches in the body without guarding it (for the timed calls)."""
+    install_launch_hooks()
+    counter = [0]
+    _COUNTERS.append(counter)
+    try:
+        yield counter
+    finally:
+        _COUNTERS.remove(counter)
 
 
 def call_guarded(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], salt: int = 0) -> tuple[Any, CallReport]:

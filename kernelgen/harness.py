@@ -18,6 +18,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
+from kernelgen.devicelock import device_lock
 from kernelgen.devices import INTERPRETER_WARNING, DeviceInfo, resolve_device
 from kernelgen.results import (
     AccuracyResult,
@@ -186,11 +187,84 @@ def compare(got: Any, expected: Any, tol: ToleranceSpec) -> dict[str, Any]:
 
 
 def _as_tuple(x: Any) -> tuple:
-    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+    return tuple(x) if type(x) in (tuple, list) else (x,)
 
 
 def _case_label(spec: OperatorSpec, case: Case) -> str:
     return " ".join(f"{k}{list(v)}" for k, v in case.items())
+
+
+# --- integrity of what the harness relies on --------------------------------------------------
+class IntegritySnapshot:
+    """Identity of every attribute of the namespaces the verdict depends on (torch, torch.Tensor,
+    torch.nn.functional, math, builtins, Triton's launch classes and KernelGen's own harness
+    modules), taken before the candidate is imported. A candidate that monkeypatches any of them
+    (say `torch.equal = lambda *a: True`, or `torch.Tensor.__ne__`) is caught on the first check
+    after its import or after any call, even if its patch would undo itself later."""
+
+    def __init__(self) -> None:
+        import builtins
+
+        import torch
+        import torch.nn.functional as F  # noqa: N812
+
+        from kernelgen import guard, results, staticcheck
+        from kernelgen.guard import _launch_runners
+
+        try:  # imported lazily by the first guarded launch, and it rewraps torch.manual_seed & co.
+            import torch._dynamo  # noqa: F401
+        except Exception:  # noqa: BLE001 - pragma: no cover
+            pass
+
+        spaces: list[tuple[str, Any, bool]] = [
+            ("torch", torch, False), ("torch.nn.functional", F, False), ("math", math, False),
+            ("builtins", builtins, False), ("torch.Tensor", torch.Tensor, True),
+            ("torch.Tensor base", torch.Tensor.__mro__[1], True),
+            ("kernelgen.harness", sys.modules[__name__], False), ("kernelgen.guard", guard, False),
+            ("kernelgen.results", results, False), ("kernelgen.staticcheck", staticcheck, False),
+        ]
+        spaces += [(f"triton {cls.__name__}", cls, True) for cls in _launch_runners()]
+        spaces += [(f"kernelgen.results.{n}", getattr(results, n), True) for n in ("AccuracyResult", "CaseCheck", "Violation")]
+        self._spaces = [(label, obj, closed, dict(vars(obj))) for label, obj, closed in spaces]
+
+    # Attributes Python and PyTorch add or rewrite on their own: copyreg caches `__slotnames__` on
+    # a class the first time it is pickled (torch.compile's cache keys pickle Triton's JITFunction:
+    # seen on an H200 with torch 2.11, a false "tampering" verdict before this list existed).
+    BENIGN = frozenset({"_", "__slotnames__", "_abc_impl", "__abstractmethods__", "__parameters__"})
+
+    def rebase(self) -> None:
+        """Accept the current state as the new reference, after trusted code (torch.compile of the
+        reference) ran; candidate calls are always checked before this."""
+        self._spaces = [(label, obj, closed, dict(vars(obj))) for label, obj, closed, _ in self._spaces]
+
+    def changed(self) -> list[str]:
+        found = []
+        for label, obj, closed, before in self._spaces:
+            now = vars(obj)
+            for k, v in before.items():
+                if k in self.BENIGN:
+                    continue
+                if k not in now:
+                    found.append(f"{label}.{k} deleted")
+                elif now[k] is not v:
+                    found.append(f"{label}.{k} replaced")
+            if closed:
+                found += [f"{label}.{k} added" for k in now if k not in before and k not in self.BENIGN]
+        return found
+
+
+def _tamper_violation(changed: list[str], when: str) -> Violation:
+    shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+    return Violation(code="harness-tampering", message=f"{when}: {shown} (the candidate monkeypatched what the harness checks with)")
+
+
+def _seed_base() -> int:
+    """Inputs are drawn from seeds offset by a per-run random base (recorded in the result), so a
+    candidate cannot reproduce them at import time and return precomputed answers."""
+    import secrets
+
+    fixed = os.environ.get("KERNELGEN_SEED_BASE")
+    return int(fixed) if fixed and fixed.isdigit() else secrets.randbelow(2**30)
 
 
 # --- accuracy -----------------------------------------------------------------------------------
@@ -202,81 +276,140 @@ def check_accuracy(
     seeds: tuple[int, ...] = DEFAULT_SEEDS,
     log: Callable[[str], None] = lambda s: None,
 ) -> AccuracyResult:
-    """Run every test case × dtype × seed, alternating call order per seed, under the guard."""
+    """Run every test case x dtype x seed, alternating call order per seed, under the guard; then
+    call once more on the last seed's input buffers refilled in place with new values, so a result
+    cached from an earlier call (keyed by address, shape, or call count) fails on fresh inputs."""
     import torch
 
-    from kernelgen.guard import call_guarded
+    from kernelgen.guard import call_guarded, install_launch_hooks
 
+    torch_equal = torch.equal  # captured before the candidate is imported
     device = device or resolve_device("auto")
     spec = load_spec(op_dir / SPEC_FILE, run_reference=False)
     files = op_files(op_dir, spec.name)
     kernel_path = Path(kernel_path or files["triton"])
+    base = _seed_base()
     result = AccuracyResult(
         op=spec.name, kernel=str(kernel_path), device=device.kind, interpreter=device.interpreter,
-        compiled=False, correct=False, seeds=list(seeds),
+        compiled=False, correct=False, seeds=list(seeds), input_seed_base=base,
     )
     static = check_source(kernel_path.read_text(encoding="utf-8"), spec.name, baseline_module=files["baseline"].stem)
     if static:
         result.violations = static
         result.compiled = not any(v.code == "syntax-error" for v in static)
         return result
+
+    def violate(code: str, message: str) -> None:
+        if not any(x.code == code for x in result.violations):
+            result.violations.append(Violation(code=code, message=message))
+
+    install_launch_hooks()
+    integrity = IntegritySnapshot()
     try:
         baseline = getattr(load_module(files["baseline"], "baseline"), spec.name)
         candidate = getattr(load_module(kernel_path, "candidate"), spec.name)
-    except Exception as e:  # noqa: BLE001 - the candidate's import failing is a result, not a crash
+    except BaseException as e:  # noqa: BLE001 - the candidate's import failing is a result, not a crash
         result.error = f"import failed: {_short_tb(e)}"
         return result
     result.compiled = True
+    changed = integrity.changed()
+    if changed:
+        result.violations.append(_tamper_violation(changed, "on import"))
+        return result
     params = spec.param_defaults
     warmed: set[tuple[int, str]] = set()
-    for si, seed in enumerate(seeds):
-        order = "candidate-first" if si % 2 == 0 else "baseline-first"
-        for ci, case in enumerate(spec.test_cases):
-            for dtype in spec.dtypes:
-                label = f"case {ci} {_case_label(spec, case)} {dtype} seed {seed} ({order})"
-                if (ci, dtype) not in warmed:
-                    # Unchecked first call on other data: JIT compilation and autotuning (which
-                    # times configs with PyTorch ops of its own) happen here, outside the guard.
-                    warm_in = make_inputs(spec, case, dtype, 10_000 + ci, device.torch_device)
-                    try:
-                        candidate(*warm_in, **params)
-                    except Exception as e:  # noqa: BLE001
-                        result.error = f"{label}: the kernel raised {_short_tb(e)}"
-                        return result
-                    warmed.add((ci, dtype))
-                inputs = make_inputs(spec, case, dtype, seed * 7919 + ci, device.torch_device)
-                snapshot = [t.clone() for t in inputs]
-                ref_inputs = [t.clone() for t in inputs]
-                try:
-                    if order == "baseline-first":
-                        expected = baseline(*ref_inputs, **params)
-                    got, report = call_guarded(candidate, inputs, params, salt=seed)
-                    if order == "candidate-first":
-                        expected = baseline(*ref_inputs, **params)
-                except Exception as e:  # noqa: BLE001
-                    result.error = f"{label}: the kernel raised {_short_tb(e)}"
-                    return result
-                for v in report.violations:
-                    if not any(x.code == v.code for x in result.violations):
-                        result.violations.append(Violation(code=v.code, message=f"{v.message} [{label}]"))
-                for name, before, after in zip(spec.input_names, snapshot, inputs):
-                    if not torch.equal(before, after):
-                        if not any(x.code == "input-mutated" for x in result.violations):
-                            result.violations.append(Violation(code="input-mutated", message=f"input {name!r} was modified by the call [{label}]"))
-                got_t, exp_t = _as_tuple(got), _as_tuple(expected)
-                if len(got_t) != len(exp_t):
-                    result.checks.append(CaseCheck(case=ci, shapes=case, dtype=dtype, seed=seed, order=order, passed=False,
-                                                   message=f"{label}: returned {len(got_t)} output(s), the baseline {len(exp_t)}"))
-                    continue
-                for oi, (gt, et) in enumerate(zip(got_t, exp_t)):
-                    out_name = spec.outputs[oi].name if oi < len(spec.outputs) else f"output {oi}"
-                    fields = compare(gt, et, spec.tolerance_for(dtype))
-                    if not fields["passed"]:
-                        fields["message"] = f"{label}, output {out_name!r}: {fields.get('message', '')}"
-                    result.checks.append(CaseCheck(case=ci, shapes=case, dtype=dtype, seed=seed, order=order, output=out_name, **fields))
-                    log(("PASS " if fields["passed"] else "FAIL ") + (fields.get("message") or f"{label}, output {out_name!r}"))
-                if device.kind == "cuda":
-                    torch.cuda.synchronize()
+    outputs_seen: list[Any] = []  # kept alive: no later output can reuse an earlier one's address
+    last_inputs: dict[tuple[int, str], list[Any]] = {}
+
+    def check_call(ci: int, case: Case, dtype: str, seed: int, order: str, label: str, inputs: list[Any],
+                   *, stale_probe: bool = False) -> bool:
+        """One guarded call compared against the baseline; False when the run must stop."""
+        snapshot = [t.clone() for t in inputs]
+        ref_inputs = [t.clone() for t in inputs]
+        try:
+            if order == "baseline-first":
+                expected = baseline(*ref_inputs, **params)
+            got, report = call_guarded(candidate, inputs, params, salt=seed)
+            tampered = integrity.changed()  # before anything the candidate could have patched runs
+            if order == "candidate-first":
+                expected = baseline(*ref_inputs, **params)
+        except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt from a candidate too
+            result.error = f"{label}: the kernel raised {_short_tb(e)}"
+            return False
+        if tampered:
+            result.violations.append(_tamper_violation(tampered, f"after the call [{label}]"))
+            return False
+        for v in report.violations:
+            violate(v.code, f"{v.message} [{label}]")
+        for name, before, after in zip(spec.input_names, snapshot, inputs):
+            if not torch_equal(before, after):
+                violate("input-mutated", f"input {name!r} was modified by the call [{label}]")
+        got_t, exp_t = _as_tuple(got), _as_tuple(expected)
+        if len(got_t) != len(exp_t):
+            result.checks.append(CaseCheck(case=ci, shapes=case, dtype=dtype, seed=seed, order=order, passed=False,
+                                           message=f"{label}: returned {len(got_t)} output(s), the baseline {len(exp_t)}"))
+            return True
+        for oi, (gt, et) in enumerate(zip(got_t, exp_t)):
+            out_name = spec.outputs[oi].name if oi < len(spec.outputs) else f"output {oi}"
+            if type(gt) is torch.Tensor and gt.numel():
+                if not report.is_fresh(gt):
+                    violate("output-not-fresh", f"output {out_name!r} is not a tensor allocated during the call "
+                            f"(an input, a cached or a precomputed tensor) [{label}]")
+                outputs_seen.append(gt)
+            fields = compare(gt, et, spec.tolerance_for(dtype))
+            if fields.get("unwritten"):
+                violate("unwritten-output", f"output {out_name!r}: {fields['unwritten']} of {fields['total']} elements were "
+                        f"never written (they still hold the poison) [{label}]")
+            if stale_probe and not fields["passed"] and all(
+                    c.passed for c in result.checks if c.case == ci and c.dtype == dtype and c.output == out_name):
+                violate("stale-output", f"output {out_name!r} is wrong when the same input buffers are refilled with new "
+                        f"values: the result depends on an earlier call [{label}]")
+            if not fields["passed"]:
+                fields["message"] = f"{label}, output {out_name!r}: {fields.get('message', '')}"
+            result.checks.append(CaseCheck(case=ci, shapes=case, dtype=dtype, seed=seed, order=order, output=out_name, **fields))
+            log(("PASS " if fields["passed"] else "FAIL ") + (fields.get("message") or f"{label}, output {out_name!r}"))
+        if device.kind == "cuda":
+            torch.cuda.synchronize()
+        return True
+
+    def run_checks() -> None:
+        for si, seed in enumerate(seeds):
+            order = "candidate-first" if si % 2 == 0 else "baseline-first"
+            for ci, case in enumerate(spec.test_cases):
+                for dtype in spec.dtypes:
+                    label = f"case {ci} {_case_label(spec, case)} {dtype} seed {seed} ({order})"
+                    if (ci, dtype) not in warmed:
+                        # Unchecked first call on other data: JIT compilation and autotuning (which
+                        # times configs with PyTorch ops of its own) happen here, outside the guard.
+                        warm_in = make_inputs(spec, case, dtype, base + 10_000 + ci, device.torch_device)
+                        try:
+                            candidate(*warm_in, **params)
+                        except BaseException as e:  # noqa: BLE001
+                            result.error = f"{label}: the kernel raised {_short_tb(e)}"
+                            return
+                        warmed.add((ci, dtype))
+                        changed = integrity.changed()
+                        if changed:
+                            result.violations.append(_tamper_violation(changed, f"after the warm-up call [{label}]"))
+                            return
+                    inputs = make_inputs(spec, case, dtype, base + seed * 7919 + ci, device.torch_device)
+                    if not check_call(ci, case, dtype, seed, order, label, inputs):
+                        return
+                    last_inputs[(ci, dtype)] = inputs
+        # Stale-result probe: the same input tensors (same addresses, shapes, dtypes), new values.
+        probe_seed = (seeds[-1] + 1) if seeds else 0
+        for (ci, dtype), inputs in last_inputs.items():
+            case = spec.test_cases[ci]
+            fresh = make_inputs(spec, case, dtype, base + 20_000 + 31 * ci, device.torch_device)
+            for buf, new in zip(inputs, fresh):
+                buf.copy_(new)
+            label = f"case {ci} {_case_label(spec, case)} {dtype} refilled-buffers probe"
+            if not check_call(ci, case, dtype, probe_seed, "candidate-first", label, inputs, stale_probe=True):
+                return
+
+    # Checks may overlap other processes' checks on a shared device, never a timing.
+    with device_lock(exclusive=False):
+        run_checks()
     result.correct = bool(result.checks) and all(c.passed for c in result.checks) and not result.violations and result.error is None
     return result
 
@@ -312,6 +445,21 @@ def _timer(device: DeviceInfo) -> Callable[[Callable[[], Any]], KernelTiming]:
     return bench
 
 
+def host_overhead_us(fn: Callable[[], Any], device: DeviceInfo, calls: int = 50) -> float:
+    """Microseconds of host time per call, without waiting for the device: 50 calls stay far
+    below the launch queue's depth (~1000), so the loop measures Python and launch cost only."""
+    from kernelgen.devices import synchronize
+
+    fn()
+    synchronize(device)
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    synchronize(device)
+    return (t1 - t0) / calls * 1e6
+
+
 def measure_performance(
     op_dir: Path,
     kernel_path: Path | None = None,
@@ -327,7 +475,7 @@ def measure_performance(
     import triton
 
     from kernelgen.devices import device_name
-    from kernelgen.guard import call_guarded
+    from kernelgen.guard import call_guarded, counting_launches, install_launch_hooks
 
     device = device or resolve_device("auto")
     spec = load_spec(op_dir / SPEC_FILE, run_reference=False)
@@ -342,12 +490,18 @@ def measure_performance(
     if static:
         res.violations = static
         return res
+    install_launch_hooks()
+    integrity = IntegritySnapshot()
     try:
         reference = getattr(load_module(files["baseline"], "baseline"), spec.name)
         kernel = getattr(load_module(kernel_path, "candidate"), spec.name)
         best = getattr(load_module(Path(compare_path), "best"), spec.name) if compare_path else None
-    except Exception as e:  # noqa: BLE001
+    except BaseException as e:  # noqa: BLE001
         res.error = f"import failed: {_short_tb(e)}"
+        return res
+    changed = integrity.changed()
+    if changed:
+        res.violations.append(_tamper_violation(changed, "on import"))
         return res
     bench = _timer(device)
     if device.interpreter:
@@ -363,53 +517,114 @@ def measure_performance(
         if device.kind == "cuda":
             from kernelgen.peaks import load_or_measure
 
-            res.peaks = load_or_measure(lambda fn: bench(fn).ms)
+            with device_lock(exclusive=True):
+                res.peaks = load_or_measure(lambda fn: bench(fn).ms)
     params = spec.param_defaults
     compiled_ref = torch.compile(reference) if with_compile else None
+    if compiled_ref is not None:
+        # Compile the reference for every case before any timing: compilation is seconds of CPU
+        # work that need not hold the device lock, and Dynamo's caches settle before the checks.
+        for ci, case in enumerate(cases):
+            for dtype in dtypes:
+                inputs = make_inputs(spec, case, dtype, 1234 + ci, device.torch_device, on_device=not device.interpreter)
+                try:
+                    compiled_ref(*inputs, **params)
+                except Exception as e:  # noqa: BLE001 - a compile failure is reported, not fatal
+                    res.note += f" torch.compile failed on case {ci} {dtype}: {type(e).__name__}: {str(e)[:200]}."
+                del inputs
+        integrity.rebase()  # the candidate's import was checked above; Dynamo's own changes are not its
     for ci, case in enumerate(cases):
         for dtype in dtypes:
             inputs = make_inputs(spec, case, dtype, 1234 + ci, device.torch_device, on_device=not device.interpreter)
-            pc = PerfCase(case=ci, shapes=case, dtype=dtype, bytes=0, flops=spec.flop_count(case))
-            try:
-                expected = _as_tuple(reference(*inputs, **params))
-                got, report = call_guarded(kernel, inputs, params)
-            except Exception as e:  # noqa: BLE001
-                res.error = f"case {ci} {dtype}: {_short_tb(e)}"
-                return res
-            for v in report.violations:
-                res.violations.append(v)
-            pc.bytes = min_bytes(inputs, expected)
-            # The kernel must be right at this shape too: a kernel correct only on small tests
-            # would otherwise be timed as a win.
-            for gt, et in zip(_as_tuple(got), expected):
-                fields = compare(gt, et, spec.tolerance_for(dtype))
-                if not fields["passed"]:
-                    pc.spot_check = fields.get("message", "mismatch")
-                    pc.valid = False
-                    pc.invalid_reason = f"wrong at the perf shape: {pc.spot_check}"
-            del got, expected
-            pc.kernel = bench(lambda: kernel(*inputs, **params))
-            pc.eager = bench(lambda: reference(*inputs, **params))
-            if best is not None:
-                pc.compare = bench(lambda: best(*inputs, **params))
-                pc.speedup_vs_compare = pc.compare.ms / pc.kernel.ms
-            if compiled_ref is not None:
+            with device_lock(exclusive=True):  # nothing else on the device while timing
+                pc = PerfCase(case=ci, shapes=case, dtype=dtype, bytes=0, flops=spec.flop_count(case))
                 try:
-                    compiled_ref(*inputs, **params)  # compile outside the timed region
-                    pc.compiled = bench(lambda: compiled_ref(*inputs, **params))
-                except Exception as e:  # noqa: BLE001 - a compile failure is reported, not fatal
-                    res.note += f" torch.compile failed on case {ci} {dtype}: {type(e).__name__}."
-            secs = pc.kernel.ms * 1e-3
-            pc.gbps = pc.bytes / secs / 1e9
-            pc.tflops = pc.flops / secs / 1e12 if pc.flops else None
-            pc.speedup_eager = pc.eager.ms / pc.kernel.ms
-            pc.speedup_compile = pc.compiled.ms / pc.kernel.ms if pc.compiled else None
-            _judge_against_peaks(pc, res)
-            res.cases.append(pc)
-            log(_perf_line(pc, res))
-            del inputs
-            if device.kind == "cuda":
-                torch.cuda.empty_cache()
+                    expected = _as_tuple(reference(*inputs, **params))
+                    got, report = call_guarded(kernel, inputs, params)
+                except BaseException as e:  # noqa: BLE001
+                    res.error = f"case {ci} {dtype}: {_short_tb(e)}"
+                    return res
+                changed = integrity.changed()
+                if changed:
+                    res.violations.append(_tamper_violation(changed, f"after the call [case {ci} {dtype}]"))
+                    return res
+                for v in report.violations:
+                    res.violations.append(v)
+                pc.bytes = min_bytes(inputs, expected)
+                # The kernel must be right at this shape too: a kernel correct only on small tests
+                # would otherwise be timed as a win.
+                got_t = _as_tuple(got)
+                if len(got_t) != len(expected):
+                    pc.valid = False
+                    pc.invalid_reason = f"returned {len(got_t)} output(s), the baseline {len(expected)}"
+                for gt, et in zip(got_t, expected):
+                    if type(gt) is torch.Tensor and gt.numel() and not report.is_fresh(gt):
+                        res.violations.append(Violation(code="output-not-fresh", message=f"case {ci} {dtype}: an output is not a tensor allocated during the call"))
+                    fields = compare(gt, et, spec.tolerance_for(dtype))
+                    if not fields["passed"]:
+                        pc.spot_check = fields.get("message", "mismatch")
+                        pc.valid = False
+                        pc.invalid_reason = f"wrong at the perf shape: {pc.spot_check}"
+                del got, got_t, report
+                # The timed calls run without the dispatch guard (it would distort the time), so they
+                # are held to account afterwards: every call must launch Triton, and the last call's
+                # output must still be right (a kernel that skips work once it has seen the inputs
+                # fails here, or, if it returns a cached answer, runs beyond the device ceiling).
+                calls, last = [0], [None]
+
+                def timed() -> None:
+                    calls[0] += 1
+                    last[0] = kernel(*inputs, **params)
+
+                try:
+                    with counting_launches() as launches:
+                        pc.kernel = bench(timed)
+                except BaseException as e:  # noqa: BLE001
+                    res.error = f"case {ci} {dtype} (timed): {_short_tb(e)}"
+                    return res
+                if launches[0] < calls[0]:
+                    res.violations.append(Violation(code="timed-call-no-launch", message=(
+                        f"case {ci} {dtype}: {calls[0]} timed calls launched only {launches[0]} Triton kernels; "
+                        "a call that launches nothing returned a cached or host-computed result")))
+                for gt, et in zip(_as_tuple(last[0]), expected):
+                    fields = compare(gt, et, spec.tolerance_for(dtype))
+                    if not fields["passed"]:
+                        res.violations.append(Violation(code="timed-output-wrong", message=(
+                            f"case {ci} {dtype}: the output of the last timed call is wrong: {fields.get('message', '')}")))
+                del expected
+                last[0] = None
+                if not device.interpreter:
+                    pc.host_us = host_overhead_us(lambda: kernel(*inputs, **params), device)
+                changed = integrity.changed()
+                if changed:
+                    res.violations.append(_tamper_violation(changed, f"after the timed calls [case {ci} {dtype}]"))
+                    return res
+                pc.eager = bench(lambda: reference(*inputs, **params))
+                if not device.interpreter:
+                    pc.eager_host_us = host_overhead_us(lambda: reference(*inputs, **params), device)
+                if best is not None:
+                    pc.compare = bench(lambda: best(*inputs, **params))
+                    pc.speedup_vs_compare = pc.compare.ms / pc.kernel.ms
+                if compiled_ref is not None:
+                    try:
+                        compiled_ref(*inputs, **params)  # compile outside the timed region
+                        pc.compiled = bench(lambda: compiled_ref(*inputs, **params))
+                    except Exception as e:  # noqa: BLE001 - a compile failure is reported, not fatal
+                        res.note += f" torch.compile failed on case {ci} {dtype}: {type(e).__name__}."
+                    # Dynamo and Inductor install caches and wrappers of their own; the candidate's calls
+                    # for this case were all checked above, so their state becomes the new reference.
+                    integrity.rebase()
+                secs = pc.kernel.ms * 1e-3
+                pc.gbps = pc.bytes / secs / 1e9
+                pc.tflops = pc.flops / secs / 1e12 if pc.flops else None
+                pc.speedup_eager = pc.eager.ms / pc.kernel.ms
+                pc.speedup_compile = pc.compiled.ms / pc.kernel.ms if pc.compiled else None
+                _judge_against_peaks(pc, res)
+                res.cases.append(pc)
+                log(_perf_line(pc, res))
+                del inputs
+                if device.kind == "cuda":
+                    torch.cuda.empty_cache()
     return res
 
 
@@ -489,7 +704,12 @@ def accuracy_main(op_dir: Path, argv: list[str] | None = None) -> int:
         if args.verbose or line.startswith("FAIL"):
             print(line, flush=True)
 
-    result = check_accuracy(Path(op_dir), args.kernel, device=device, seeds=seeds, log=log)
+    try:
+        result = check_accuracy(Path(op_dir), args.kernel, device=device, seeds=seeds, log=log)
+    except BaseException as e:  # noqa: BLE001 - whatever a candidate provoked, the parent gets a verdict
+        result = AccuracyResult(op=Path(op_dir).name, kernel=str(args.kernel or op_dir), device=device.kind,
+                                interpreter=device.interpreter, compiled=False, correct=False, seeds=list(seeds),
+                                error=f"the harness stopped: {_short_tb(e)}")
     _write_json(args.json, result)
     for v in result.violations:
         print(f"VIOLATION {v.code}: {v.message}")
@@ -514,10 +734,19 @@ def performance_main(op_dir: Path, argv: list[str] | None = None) -> int:
     device = _prepare_device(args.device)
     if device.interpreter:
         print("WARNING: " + INTERPRETER_WARNING, flush=True)
-    res = measure_performance(
-        Path(op_dir), args.kernel, compare_path=args.compare, device=device,
-        with_compile=False if args.no_compile else None, dtypes=args.dtype, log=lambda s: print(s, flush=True),
-    )
+    try:
+        res = measure_performance(
+            Path(op_dir), args.kernel, compare_path=args.compare, device=device,
+            with_compile=False if args.no_compile else None, dtypes=args.dtype, log=lambda s: print(s, flush=True),
+        )
+    except BaseException as e:  # noqa: BLE001
+        import torch
+        import triton
+
+        res = PerformanceResult(op=Path(op_dir).name, kernel=str(args.kernel or op_dir), device=device.kind,
+                                device_name=device.kind, interpreter=device.interpreter, measured=False,
+                                torch_version=torch.__version__, triton_version=triton.__version__,
+                                error=f"the harness stopped: {_short_tb(e)}")
     _write_json(args.json, res)
     for v in res.violations:
         print(f"VIOLATION {v.code}: {v.message}")

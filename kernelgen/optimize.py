@@ -25,7 +25,7 @@ from kernelgen.fsutil import atomic_write, move_aside
 from kernelgen.opdir import ROUNDS_DIR, OperatorDir, is_operator_dir, open_operator
 from kernelgen.oplog import write_log
 from kernelgen.proposal import Proposal, Proposer, RoundContext
-from kernelgen.results import PerformanceResult
+from kernelgen.results import PerformanceResult, RunRecord
 from kernelgen.runner import run_accuracy, run_performance
 from kernelgen.state import OpState, RoundRecord, load_state, now, save_state
 
@@ -229,7 +229,11 @@ def run_round(op: OperatorDir, state: OpState, k: int, proposer: Proposer, diag:
     previous = diag.speedup_eager
     if record.accuracy.passed:
         on_step(f"timing the candidate against round {best.round} in the same process")
-        record.performance = run_performance(op, device, kernel=candidate, compare=best_path)
+        # torch.compile of the reference does not change between rounds: its timings are taken once
+        # (round 0, or when the best is first measured on this device) and reused, which saves
+        # several seconds of Inductor compilation per round.
+        record.performance = run_performance(op, device, kernel=candidate, compare=best_path, no_compile=True)
+        _reuse_compile_timings(record.performance, best.performance)
         _save_run(rdir / "performance.json", record.performance)
         save_state(op.path, state)
         decision = decide_keep(record.performance.performance)
@@ -290,6 +294,36 @@ def _after_round(op: OperatorDir, state: OpState) -> None:
     write_plot(op.path, state)
 
 
+def _reuse_compile_timings(run: RunRecord | None, source: RunRecord | None) -> None:
+    """Fill each case's torch.compile timing from the same case x dtype measured earlier on this device."""
+    perf = run.performance if run else None
+    ref = source.performance if source else None
+    if perf is None or ref is None or ref.device != perf.device:
+        return
+    known = {(c.case, c.dtype): c.compiled for c in ref.cases if c.compiled}
+    for c in perf.cases:
+        timing = known.get((c.case, c.dtype))
+        if timing is not None and c.kernel is not None:
+            c.compiled = timing
+            c.speedup_compile = timing.ms / c.kernel.ms
+    if known:
+        perf.note = (perf.note + " torch.compile timings reused from the best round's measurement (same device, shapes, dtypes).").strip()
+
+
+def _measure_best_if_needed(op: OperatorDir, state: OpState, device: DeviceInfo, on_step: Step) -> None:
+    """The diagnosis needs the best kernel's numbers on this device: measure them when round 0 was
+    not timed (`new --no-bench`) or was timed elsewhere (generated on a CPU, optimized on a GPU)."""
+    best = state.best()
+    perf = best.performance.performance if best and best.performance else None
+    if best is None or (perf is not None and perf.device == device.kind):
+        return
+    on_step(f"{op.name}: measuring round {best.round}'s kernel on {device.kind} before diagnosing it")
+    best.performance = run_performance(op, device, kernel=op.path / best.kernel_file)
+    _save_run(op.round_dir(best.round) / "performance.json", best.performance)
+    save_state(op.path, state)
+    write_log(op.path, state, op.spec)
+
+
 def optimize_operator(op: OperatorDir, device: DeviceInfo, proposer: Proposer, *, rounds: int | None = None,
                       target: float | None = None, on_step: Step = lambda s: None) -> OptimizeOutcome:
     """Run until `rounds` optimization rounds are finished in total (not this many more), the target
@@ -302,6 +336,7 @@ def optimize_operator(op: OperatorDir, device: DeviceInfo, proposer: Proposer, *
         raise GenerationError(f"{op.name}: no correct kernel to start from (round 0 did not pass)",
                               hint=f"fix or regenerate the kernel (`kernelgen test {op.path}` shows why)")
     state.stopped_because = ""
+    _measure_best_if_needed(op, state, device, on_step)
     while True:
         best = state.best()
         assert best is not None

@@ -80,7 +80,17 @@ def run_isolated(
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_group(proc.pid)
-            out, err = proc.communicate()
+            try:
+                out, err = proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                # Something outside the group (a process that left it) still holds the pipes:
+                # stop reading rather than wait for it.
+                for pipe in (proc.stdout, proc.stderr):
+                    if pipe:
+                        pipe.close()
+                proc.kill()
+                proc.wait()
+                out, err = "", ""
         finally:
             # Whatever happened, nothing the candidate started outlives the run.
             _kill_group(proc.pid)
@@ -94,12 +104,18 @@ def run_isolated(
             record.status = "timeout"
             return record
         if proc.returncode is not None and proc.returncode < 0:
-            record.signal = signal.Signals(-proc.returncode).name
-        payload = result_path.read_text() if result_path.is_file() else None
+            try:
+                record.signal = signal.Signals(-proc.returncode).name
+            except ValueError:
+                record.signal = f"signal {-proc.returncode}"
+        try:
+            payload = result_path.read_text(encoding="utf-8") if result_path.is_file() else None
+        except (OSError, UnicodeDecodeError):
+            payload = "<unreadable>"
         if payload is None:
             record.status = "crash"
-            if not record.stderr_tail:
-                record.stderr_tail = f"the process exited with status {proc.returncode} without writing a result"
+            why = f"the process exited with status {proc.returncode}" + (f" ({record.signal})" if record.signal else "") + " without writing a result"
+            record.stderr_tail = f"{record.stderr_tail}\n{why}".strip()
             return record
         try:
             if kind == "accuracy":
@@ -107,7 +123,11 @@ def run_isolated(
             else:
                 record.performance = PerformanceResult.model_validate_json(payload)
         except ValidationError as e:
-            raise HarnessError(f"the {kind} child wrote a result that does not validate: {e}") from None
+            # The candidate shares the child's process and could have written this file itself:
+            # an unreadable result is a failed run, not a reason to stop the caller.
+            record.status = "error"
+            record.stderr_tail = _tail(f"the {kind} child wrote a result that does not validate: {e}\n{record.stderr_tail}")
+            return record
         if proc.returncode != 0:
             record.status = "failed"
         return record

@@ -1,0 +1,46 @@
+"""Sharing one GPU between several KernelGen processes without spoiling each other's timings.
+
+Set `KERNELGEN_DEVICE_LOCK=/path/to/lockfile` and run several `kernelgen new` / `optimize`
+processes at once: correctness checks take the lock shared (they may overlap each other), timed
+sections take it exclusively (nothing else runs on the device while a timing is taken). Process
+start-up, imports and compilation, most of a round's wall time, overlap freely. Writers go first:
+a reader passes a turnstile that a waiting writer holds, so a stream of checks cannot starve a
+timing. Unset, the lock does nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from typing import Iterator
+
+ENV = "KERNELGEN_DEVICE_LOCK"
+
+
+@contextlib.contextmanager
+def _flock(path: str, mode: int) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, mode)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def device_lock(exclusive: bool) -> Iterator[None]:
+    path = os.environ.get(ENV)
+    if not path:
+        yield
+        return
+    turnstile = path + ".turnstile"
+    if exclusive:
+        with _flock(turnstile, fcntl.LOCK_EX), _flock(path, fcntl.LOCK_EX):
+            yield
+    else:
+        with _flock(turnstile, fcntl.LOCK_EX):
+            pass  # wait behind any writer that is queued
+        with _flock(path, fcntl.LOCK_SH):
+            yield
