@@ -467,6 +467,7 @@ def measure_performance(
     compare_path: Path | None = None,
     device: DeviceInfo | None = None,
     with_compile: bool | None = None,
+    with_eager: bool = True,
     dtypes: list[str] | None = None,
     log: Callable[[str], None] = lambda s: None,
 ) -> PerformanceResult:
@@ -526,17 +527,18 @@ def measure_performance(
         # work that need not hold the device lock, and Dynamo's caches settle before the checks.
         for ci, case in enumerate(cases):
             for dtype in dtypes:
-                inputs = make_inputs(spec, case, dtype, 1234 + ci, device.torch_device, on_device=not device.interpreter)
-                try:
-                    compiled_ref(*inputs, **params)
-                except Exception as e:  # noqa: BLE001 - a compile failure is reported, not fatal
-                    res.note += f" torch.compile failed on case {ci} {dtype}: {type(e).__name__}: {str(e)[:200]}."
-                del inputs
+                with device_lock(exclusive=False):  # it runs on the device: never during a timing
+                    inputs = make_inputs(spec, case, dtype, 1234 + ci, device.torch_device, on_device=not device.interpreter)
+                    try:
+                        compiled_ref(*inputs, **params)
+                    except Exception as e:  # noqa: BLE001 - a compile failure is reported, not fatal
+                        res.note += f" torch.compile failed on case {ci} {dtype}: {type(e).__name__}: {str(e)[:200]}."
+                    del inputs
         integrity.rebase()  # the candidate's import was checked above; Dynamo's own changes are not its
     for ci, case in enumerate(cases):
         for dtype in dtypes:
-            inputs = make_inputs(spec, case, dtype, 1234 + ci, device.torch_device, on_device=not device.interpreter)
             with device_lock(exclusive=True):  # nothing else on the device while timing
+                inputs = make_inputs(spec, case, dtype, 1234 + ci, device.torch_device, on_device=not device.interpreter)
                 pc = PerfCase(case=ci, shapes=case, dtype=dtype, bytes=0, flops=spec.flop_count(case))
                 try:
                     expected = _as_tuple(reference(*inputs, **params))
@@ -599,9 +601,10 @@ def measure_performance(
                 if changed:
                     res.violations.append(_tamper_violation(changed, f"after the timed calls [case {ci} {dtype}]"))
                     return res
-                pc.eager = bench(lambda: reference(*inputs, **params))
-                if not device.interpreter:
-                    pc.eager_host_us = host_overhead_us(lambda: reference(*inputs, **params), device)
+                if with_eager:
+                    pc.eager = bench(lambda: reference(*inputs, **params))
+                    if not device.interpreter:
+                        pc.eager_host_us = host_overhead_us(lambda: reference(*inputs, **params), device)
                 if best is not None:
                     pc.compare = bench(lambda: best(*inputs, **params))
                     pc.speedup_vs_compare = pc.compare.ms / pc.kernel.ms
@@ -617,7 +620,7 @@ def measure_performance(
                 secs = pc.kernel.ms * 1e-3
                 pc.gbps = pc.bytes / secs / 1e9
                 pc.tflops = pc.flops / secs / 1e12 if pc.flops else None
-                pc.speedup_eager = pc.eager.ms / pc.kernel.ms
+                pc.speedup_eager = pc.eager.ms / pc.kernel.ms if pc.eager else None
                 pc.speedup_compile = pc.compiled.ms / pc.kernel.ms if pc.compiled else None
                 _judge_against_peaks(pc, res)
                 res.cases.append(pc)
@@ -652,10 +655,13 @@ def _judge_against_peaks(pc: PerfCase, res: PerformanceResult) -> None:
 
 def _perf_line(pc: PerfCase, res: PerformanceResult) -> str:
     shapes = " ".join(f"{k}{list(v)}" for k, v in pc.shapes.items())
-    parts = [f"case {pc.case} {shapes} {pc.dtype}: kernel {pc.kernel.ms:.4f} ms, eager {pc.eager.ms:.4f} ms"]
+    parts = [f"case {pc.case} {shapes} {pc.dtype}: kernel {pc.kernel.ms:.4f} ms"]
+    if pc.compare:
+        parts.append(f"current best {pc.compare.ms:.4f} ms (x{pc.speedup_vs_compare:.3f})")
+    if pc.eager:
+        parts.append(f"eager {pc.eager.ms:.4f} ms, x{pc.speedup_eager:.2f} vs eager")
     if pc.compiled:
         parts.append(f"compile {pc.compiled.ms:.4f} ms")
-    parts.append(f"x{pc.speedup_eager:.2f} vs eager")
     if pc.speedup_compile:
         parts.append(f"x{pc.speedup_compile:.2f} vs compile")
     parts.append(f"{pc.gbps:.1f} GB/s")
@@ -729,6 +735,7 @@ def performance_main(op_dir: Path, argv: list[str] | None = None) -> int:
     p = _parser("performance")
     p.add_argument("--compare", type=Path, help="also time this kernel (the current best) in the same process")
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
+    p.add_argument("--no-eager", action="store_true", help="skip the eager baseline (the optimizer reuses an earlier timing)")
     p.add_argument("--dtype", action="append", help="time only these dtypes")
     args = p.parse_args(argv)
     device = _prepare_device(args.device)
@@ -737,7 +744,7 @@ def performance_main(op_dir: Path, argv: list[str] | None = None) -> int:
     try:
         res = measure_performance(
             Path(op_dir), args.kernel, compare_path=args.compare, device=device,
-            with_compile=False if args.no_compile else None, dtypes=args.dtype, log=lambda s: print(s, flush=True),
+            with_compile=False if args.no_compile else None, with_eager=not args.no_eager, dtypes=args.dtype, log=lambda s: print(s, flush=True),
         )
     except BaseException as e:  # noqa: BLE001
         import torch

@@ -229,11 +229,12 @@ def run_round(op: OperatorDir, state: OpState, k: int, proposer: Proposer, diag:
     previous = diag.speedup_eager
     if record.accuracy.passed:
         on_step(f"timing the candidate against round {best.round} in the same process")
-        # torch.compile of the reference does not change between rounds: its timings are taken once
-        # (round 0, or when the best is first measured on this device) and reused, which saves
-        # several seconds of Inductor compilation per round.
-        record.performance = run_performance(op, device, kernel=candidate, compare=best_path, no_compile=True)
-        _reuse_compile_timings(record.performance, best.performance)
+        # The baselines (eager and torch.compile of the reference) do not change between rounds:
+        # they are timed once (round 0, or when the best is first measured on this device) and
+        # reused; a round times only the candidate against the best, in the same process. On an
+        # H200 this cut a round's exclusive device time from ~1 s to ~0.5 s per case x dtype.
+        record.performance = run_performance(op, device, kernel=candidate, compare=best_path, no_compile=True, no_eager=True)
+        _reuse_baseline_timings(record.performance, best.performance)
         _save_run(rdir / "performance.json", record.performance)
         save_state(op.path, state)
         decision = decide_keep(record.performance.performance)
@@ -294,20 +295,27 @@ def _after_round(op: OperatorDir, state: OpState) -> None:
     write_plot(op.path, state)
 
 
-def _reuse_compile_timings(run: RunRecord | None, source: RunRecord | None) -> None:
-    """Fill each case's torch.compile timing from the same case x dtype measured earlier on this device."""
+def _reuse_baseline_timings(run: RunRecord | None, source: RunRecord | None) -> None:
+    """Fill each case's eager and torch.compile timings from the same case x dtype measured
+    earlier on this device (the reference is the same code on the same inputs)."""
     perf = run.performance if run else None
     ref = source.performance if source else None
     if perf is None or ref is None or ref.device != perf.device:
         return
-    known = {(c.case, c.dtype): c.compiled for c in ref.cases if c.compiled}
+    known = {(c.case, c.dtype): c for c in ref.cases}
     for c in perf.cases:
-        timing = known.get((c.case, c.dtype))
-        if timing is not None and c.kernel is not None:
-            c.compiled = timing
-            c.speedup_compile = timing.ms / c.kernel.ms
+        old = known.get((c.case, c.dtype))
+        if old is None or c.kernel is None:
+            continue
+        if old.eager is not None:
+            c.eager, c.eager_host_us = old.eager, old.eager_host_us
+            c.speedup_eager = old.eager.ms / c.kernel.ms
+        if old.compiled is not None:
+            c.compiled = old.compiled
+            c.speedup_compile = old.compiled.ms / c.kernel.ms
     if known:
-        perf.note = (perf.note + " torch.compile timings reused from the best round's measurement (same device, shapes, dtypes).").strip()
+        perf.note = (perf.note + " Eager and torch.compile timings reused from the best round's measurement "
+                     "(same device, shapes, dtypes); only the candidate and the best were timed in this round.").strip()
 
 
 def _measure_best_if_needed(op: OperatorDir, state: OpState, device: DeviceInfo, on_step: Step) -> None:

@@ -164,10 +164,12 @@ def run_accuracy(op, device: DeviceInfo, *, kernel: Path | None = None, seeds: i
 
 
 def run_performance(op, device: DeviceInfo, *, kernel: Path | None = None, compare: Path | None = None,
-                    no_compile: bool = False, timeout_s: float | None = None, echo=None) -> RunRecord:  # noqa: ANN001
+                    no_compile: bool = False, no_eager: bool = False, timeout_s: float | None = None, echo=None) -> RunRecord:  # noqa: ANN001
     args = ["--kernel", str(Path(kernel).resolve())] if kernel else []
     if compare:
         args += ["--compare", str(Path(compare).resolve())]
     if no_compile:
         args.append("--no-compile")
+    if no_eager:
+        args.append("--no-eager")
     return run_isolated("performance", _trusted_script(op, "performance"), args, device, timeout_s=timeout_s, echo=echo)
