@@ -130,25 +130,7 @@ def plot(rows: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "latest")
-    ap.add_argument("--specs", default=str(REPO / "operator_specs" / "*.yaml"))
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--jobs", type=int, default=min(6, os.cpu_count() or 2))
-    ap.add_argument("--timeout", type=float, default=900)
-    args = ap.parse_args()
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    logs = out / "logs"
-    logs.mkdir(exist_ok=True)
-    specs = sorted(glob.glob(args.specs))
-    info = versions()
-    timings: dict[str, dict[str, float]] = {}
-    t_start = time.monotonic()
-
-    os.environ["KERNELGEN_DEVICE_LOCK"] = str(out / "device.lock")
-
+def run_all(args, specs: list[str], out: Path, logs: Path, timings: dict) -> dict[str, dict]:  # noqa: ANN001
     def one(spec: str) -> tuple[str, dict]:
         import yaml
 
@@ -167,7 +149,40 @@ def main() -> int:
         return name, (json.loads(path.read_text()) if path.is_file() else {})
 
     with ThreadPoolExecutor(args.jobs) as pool:
-        results: dict[str, dict] = dict(pool.map(one, specs))
+        return dict(pool.map(one, specs))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "latest")
+    ap.add_argument("--specs", default=str(REPO / "operator_specs" / "*.yaml"))
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--jobs", type=int, default=min(6, os.cpu_count() or 2))
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--collect-only", action="store_true",
+                    help="run nothing: rebuild the table from the final_perf.json files already under --out "
+                         "(e.g. an earlier run that was split over two calls)")
+    args = ap.parse_args()
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    logs = out / "logs"
+    logs.mkdir(exist_ok=True)
+    specs = sorted(glob.glob(args.specs))
+    info = versions()
+    timings: dict[str, dict[str, float]] = {}
+    t_start = time.monotonic()
+
+    os.environ["KERNELGEN_DEVICE_LOCK"] = str(out / "device.lock")
+    if args.collect_only:
+        previous = out / "results.json"
+        if previous.is_file():
+            info = json.loads(previous.read_text())["info"]  # the versions of the machine that measured
+        results = {}
+        for path in sorted(out.glob("*/final_perf.json")):
+            results[path.parent.name] = json.loads(path.read_text())
+        specs = list(results)
+    else:
+        results = run_all(args, specs, out, logs, timings)
 
     rows = [r for name in results for r in rows_for(name, results[name])]
     xe = [r["x_eager"] for r in rows if r["x_eager"]]
