@@ -23,6 +23,20 @@ err = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, widt
 
 Backend = Annotated[str, typer.Option("--backend", help="auto | offline | openai | replay", envvar="KERNELGEN_BACKEND")]
 Device = Annotated[str, typer.Option("--device", help="auto | cuda | npu | cpu")]
+# LLM options shared by `new` and `optimize`. There is deliberately no --api-key: a key on the
+# command line ends up in shell history and process lists.
+Model = Annotated[Optional[str], typer.Option("--model", help="LLM model name (else KERNELGEN_MODEL, the config file, gpt-4o)")]
+BaseUrl = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1. "
+                                                "There is no --api-key: keys come from OPENAI_API_KEY / KERNELGEN_API_KEY or the config file (see `kernelgen config`)")]
+Replay = Annotated[Optional[Path], typer.Option("--replay", help="with --backend replay: a recorded llm/ folder")]
+Temperature = Annotated[Optional[float], typer.Option("--temperature", help="LLM sampling temperature")]
+MaxTokens = Annotated[Optional[int], typer.Option("--max-tokens", help="LLM reply length limit")]
+Repairs = Annotated[Optional[int], typer.Option("--repairs", help="repair prompts after a failing candidate (default 3)")]
+
+
+def llm_options(**given: object) -> dict:
+    """The LLM options the user actually gave (None means: fall back to env, config file, default)."""
+    return {k: v for k, v in given.items() if v is not None}
 
 
 @contextlib.contextmanager
@@ -70,21 +84,20 @@ def new(
     backend: Backend = "auto",
     device: Device = "auto",
     force: Annotated[bool, typer.Option("--force", help="regenerate; the old folder is moved aside, not deleted")] = False,
-    model: Annotated[Optional[str], typer.Option("--model", help="LLM model name (else KERNELGEN_MODEL, the config file, gpt-4o)")] = None,
-    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1. "
-                                                     "There is no --api-key: keys come from OPENAI_API_KEY / KERNELGEN_API_KEY or the config file (see `kernelgen config`)")] = None,
-    replay: Annotated[Optional[Path], typer.Option("--replay", help="with --backend replay: a recorded llm/ folder")] = None,
-    temperature: Annotated[Optional[float], typer.Option("--temperature", help="LLM sampling temperature")] = None,
-    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="LLM reply length limit")] = None,
-    repairs: Annotated[Optional[int], typer.Option("--repairs", help="repair prompts after a failing candidate (default 3)")] = None,
+    model: Model = None,
+    base_url: BaseUrl = None,
+    replay: Replay = None,
+    temperature: Temperature = None,
+    max_tokens: MaxTokens = None,
+    repairs: Repairs = None,
     no_bench: Annotated[bool, typer.Option("--no-bench", help="verify only; leave timing to `kernelgen bench` / `optimize`")] = False,
 ) -> None:
     """Generate <name>_triton.py, _baseline.py, _accuracy.py, _performance.py; verify; measure; log round 0."""
     from kernelgen.generate import new_operator
 
     with errors_to_exit(), progress(f"kernelgen new {spec}") as step:
-        options = {k: v for k, v in {"model": model, "base_url": base_url, "replay": replay, "temperature": temperature,
-                                     "max_tokens": max_tokens, "repairs": repairs}.items() if v is not None}
+        options = llm_options(model=model, base_url=base_url, replay=replay, temperature=temperature,
+                              max_tokens=max_tokens, repairs=repairs)
         result = new_operator(spec, out_root=out_dir, backend=backend, device=device, force=force,
                               llm_options=options, measure=not no_bench, on_step=step)
     r0 = result.state.rounds[0]
@@ -179,13 +192,12 @@ def optimize(
     backend: Backend = "auto",
     target_speedup: Annotated[Optional[float], typer.Option("--target-speedup", help="stop at this geomean speedup vs eager (default: the spec's)")] = None,
     device: Device = "auto",
-    model: Annotated[Optional[str], typer.Option("--model", help="LLM model name (else KERNELGEN_MODEL, the config file, gpt-4o)")] = None,
-    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1. "
-                                                     "There is no --api-key: keys come from OPENAI_API_KEY / KERNELGEN_API_KEY or the config file (see `kernelgen config`)")] = None,
-    replay: Annotated[Optional[Path], typer.Option("--replay", help="with --backend replay: a recorded llm/ folder")] = None,
-    temperature: Annotated[Optional[float], typer.Option("--temperature", help="LLM sampling temperature")] = None,
-    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="LLM reply length limit")] = None,
-    repairs: Annotated[Optional[int], typer.Option("--repairs", help="repair prompts after a failing candidate (default 3)")] = None,
+    model: Model = None,
+    base_url: BaseUrl = None,
+    replay: Replay = None,
+    temperature: Temperature = None,
+    max_tokens: MaxTokens = None,
+    repairs: Repairs = None,
 ) -> None:
     """Diagnose, propose, gate, time against the best, keep only real wins; log every round. Resumable."""
     from kernelgen.devices import INTERPRETER_WARNING, resolve_device
@@ -204,8 +216,8 @@ def optimize(
             raise typer.Exit(0)
         if dev.interpreter:
             err.print(f"[bold yellow]WARNING:[/] {INTERPRETER_WARNING} Keep/revert decisions are an interpreter dry run — not a measurement.")
-        options = {k: v for k, v in {"model": model, "base_url": base_url, "replay": replay, "temperature": temperature,
-                                     "max_tokens": max_tokens, "repairs": repairs}.items() if v is not None}
+        options = llm_options(model=model, base_url=base_url, replay=replay, temperature=temperature,
+                              max_tokens=max_tokens, repairs=repairs)
         for i, op in enumerate(ops, 1):
             with progress(f"[{i}/{len(ops)}] optimizing {op.name}") as step:
                 proposer = make_proposer(backend, op, dev, options)

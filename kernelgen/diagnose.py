@@ -59,22 +59,10 @@ def diagnose(perf: PerformanceResult | None, round_: int, target: float | None) 
     label = "" if perf.measured else f" [{DRY_RUN_LABEL}]"
     d.lines.append(f"Starting point: round {round_} on {perf.device_name}{label}.")
     for c in perf.cases:
-        shapes = " ".join(f"{k}{v}" for k, v in c.shapes.items())
-        parts = [f"`{shapes}` {c.dtype}: moves at least {_human_bytes(c.bytes)}"]
+        parts = [f"`{c.label}`: moves at least {_human_bytes(c.bytes)}"]
         if c.flops:
             parts.append(f"{c.flops / 1e9:.2f} GFLOP")
-        if c.kernel:
-            parts.append(f"{c.kernel.ms:.4f} ms (spread {100 * c.kernel.spread:.0f}%)")
-        if c.gbps is not None:
-            parts.append(f"{c.gbps:.1f} GB/s")
-        if c.tflops is not None:
-            parts.append(f"{c.tflops:.2f} TFLOP/s")
-        if c.frac_peak is not None:
-            parts.append(f"{100 * c.frac_peak:.0f}% of the measured peak ({c.bound}-bound)")
-        if c.speedup_eager is not None:
-            parts.append(f"x{c.speedup_eager:.3g} vs eager")
-        if c.speedup_compile is not None:
-            parts.append(f"x{c.speedup_compile:.3g} vs torch.compile")
+        parts += c.facts()
         d.lines.append(", ".join(parts) + ".")
     if perf.peaks is not None:
         p = perf.peaks

@@ -654,21 +654,9 @@ def _judge_against_peaks(pc: PerfCase, res: PerformanceResult) -> None:
 
 
 def _perf_line(pc: PerfCase, res: PerformanceResult) -> str:
-    shapes = " ".join(f"{k}{list(v)}" for k, v in pc.shapes.items())
-    parts = [f"case {pc.case} {shapes} {pc.dtype}: kernel {pc.kernel.ms:.4f} ms"]
+    parts = [pc.label, *pc.facts()]
     if pc.compare:
-        parts.append(f"current best {pc.compare.ms:.4f} ms (x{pc.speedup_vs_compare:.3f})")
-    if pc.eager:
-        parts.append(f"eager {pc.eager.ms:.4f} ms, x{pc.speedup_eager:.2f} vs eager")
-    if pc.compiled:
-        parts.append(f"compile {pc.compiled.ms:.4f} ms")
-    if pc.speedup_compile:
-        parts.append(f"x{pc.speedup_compile:.2f} vs compile")
-    parts.append(f"{pc.gbps:.1f} GB/s")
-    if pc.frac_peak is not None:
-        parts.append(f"{100 * pc.frac_peak:.0f}% of peak ({pc.bound}-bound)")
-    if not pc.valid:
-        parts.append(f"INVALID: {pc.invalid_reason}")
+        parts.append(f"current best {pc.compare.ms:.4g} ms (x{pc.speedup_vs_compare:.3f})")
     if not res.measured:
         parts.append("[interpreter: not a measurement]")
     return ", ".join(parts)

@@ -93,22 +93,7 @@ def measurements_text(perf: RunRecord | None) -> str:
     if not p.measured:
         lines.append("(CPU interpreter: these timings are not measurements; reason from the code and the shapes.)")
     for c in p.cases:
-        shapes = " ".join(f"{k}{v}" for k, v in c.shapes.items())
-        parts = [f"case {c.case} {shapes} {c.dtype}"]
-        if c.kernel:
-            parts.append(f"{c.kernel.ms:.4g} ms")
-        if c.gbps is not None:
-            parts.append(f"{c.gbps:.0f} GB/s")
-        if c.tflops is not None:
-            parts.append(f"{c.tflops:.1f} TFLOP/s")
-        if c.frac_peak is not None:
-            parts.append(f"{100 * c.frac_peak:.0f}% of the {c.bound}-bound ceiling")
-        if c.speedup_eager is not None:
-            parts.append(f"x{c.speedup_eager:.2f} vs eager")
-        if c.speedup_compile is not None:
-            parts.append(f"x{c.speedup_compile:.2f} vs torch.compile")
-        if not c.valid:
-            parts.append(f"INVALID: {c.invalid_reason}")
+        parts = [c.label, *c.facts()]
         lines.append("- " + ", ".join(parts))
     return "\n".join(lines)
 

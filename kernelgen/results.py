@@ -112,6 +112,30 @@ class PerfCase(_Model):
     host_us: float | None = None
     eager_host_us: float | None = None
 
+    @property
+    def label(self) -> str:
+        return "case {} {} {}".format(self.case, " ".join(f"{k}{v}" for k, v in self.shapes.items()), self.dtype)
+
+    def facts(self) -> list[str]:
+        """The measured numbers, in the one wording the screen, the log's diagnosis and the LLM
+        prompt share."""
+        parts = []
+        if self.kernel:
+            parts.append(f"{self.kernel.ms:.4g} ms (spread {100 * self.kernel.spread:.0f}%)")
+        if self.gbps is not None:
+            parts.append(f"{self.gbps:.0f} GB/s")
+        if self.tflops is not None:
+            parts.append(f"{self.tflops:.1f} TFLOP/s")
+        if self.frac_peak is not None:
+            parts.append(f"{100 * self.frac_peak:.0f}% of the {self.bound}-bound ceiling")
+        if self.speedup_eager is not None:
+            parts.append(f"x{self.speedup_eager:.2f} vs eager")
+        if self.speedup_compile is not None:
+            parts.append(f"x{self.speedup_compile:.2f} vs torch.compile")
+        if not self.valid:
+            parts.append(f"INVALID: {self.invalid_reason}")
+        return parts
+
 
 class PerformanceResult(_Model):
     op: str

@@ -11,10 +11,10 @@ import ast
 import keyword
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kernelgen.errors import Problem, SpecError
 
@@ -83,24 +83,26 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _check_identifier(v: str) -> str:
+    if not IDENT_RE.match(v) or keyword.iskeyword(v):
+        raise ValueError(f"{v!r} is not a Python identifier")
+    return v
+
+
+def _check_dtype(v: str) -> str:
+    if v not in DTYPES:
+        raise ValueError(f"unknown dtype {v!r}; known: {', '.join(DTYPES)}")
+    return v
+
+
+Identifier = Annotated[str, AfterValidator(_check_identifier)]
+KnownDtype = Annotated[str, AfterValidator(_check_dtype)]
+
+
 class InputSpec(_Strict):
-    name: str
-    dtype: str | None = None  # fixed dtype; None: the case dtype
+    name: Identifier
+    dtype: KnownDtype | None = None  # fixed dtype; None: the case dtype
     init: str = "randn"
-
-    @field_validator("name")
-    @classmethod
-    def _ident(cls, v: str) -> str:
-        if not IDENT_RE.match(v) or keyword.iskeyword(v):
-            raise ValueError(f"{v!r} is not a Python identifier")
-        return v
-
-    @field_validator("dtype")
-    @classmethod
-    def _dtype(cls, v: str | None) -> str | None:
-        if v is not None and v not in DTYPES:
-            raise ValueError(f"unknown dtype {v!r}; known: {', '.join(DTYPES)}")
-        return v
 
     @field_validator("init")
     @classmethod
@@ -110,16 +112,9 @@ class InputSpec(_Strict):
 
 
 class ParamSpec(_Strict):
-    name: str
+    name: Identifier
     type: Literal["float", "int", "bool"]
     default: float | int | bool
-
-    @field_validator("name")
-    @classmethod
-    def _ident(cls, v: str) -> str:
-        if not IDENT_RE.match(v) or keyword.iskeyword(v):
-            raise ValueError(f"{v!r} is not a Python identifier")
-        return v
 
     @model_validator(mode="after")
     def _default_matches_type(self) -> "ParamSpec":
@@ -134,15 +129,8 @@ class ParamSpec(_Strict):
 
 
 class OutputSpec(_Strict):
-    name: str
-    dtype: str | None = None  # None: the reference decides
-
-    @field_validator("dtype")
-    @classmethod
-    def _dtype(cls, v: str | None) -> str | None:
-        if v is not None and v not in DTYPES:
-            raise ValueError(f"unknown dtype {v!r}; known: {', '.join(DTYPES)}")
-        return v
+    name: Identifier
+    dtype: KnownDtype | None = None  # None: the reference decides
 
 
 class ToleranceSpec(_Strict):

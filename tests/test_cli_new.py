@@ -113,3 +113,18 @@ def test_tampered_accuracy_script_is_refused(generated):
         assert r.exit_code != 0 and "differs from what KernelGen renders" in r.output
     finally:
         script.write_text(original)
+
+
+def test_operator_outside_offline_families_is_refused_before_writing(tmp_path):
+    spec = tmp_path / "running_total.yaml"
+    spec.write_text(
+        "name: running_total\ndescription: cumulative sum\ninputs:\n  - {name: x}\noutputs:\n  - {name: out}\n"
+        "reference: |\n  def running_total(x):\n      return torch.cumsum(x, dim=-1)\n"
+        "dtypes: [float32]\ntest_cases:\n  - {x: [4, 33]}\n"
+    )
+    out = tmp_path / "out"
+    r = CliRunner().invoke(app, ["new", str(spec), "--out", str(out), "--backend", "offline"])
+    assert r.exit_code == 2, r.output
+    text = " ".join(r.output.split())
+    assert "needs an LLM" in text and "OPENAI_API_KEY" in text and "Traceback" not in text
+    assert not out.exists()
