@@ -11,9 +11,10 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import torch  # noqa: E402
 
+from kernelgen.harness import make_inputs  # noqa: E402
 from kernelgen.offline import OfflineKernel, generate_kernel  # noqa: E402
 from kernelgen.reference import load_reference  # noqa: E402
-from kernelgen.spec import DTYPES, OperatorSpec, parse_init, validate_spec_data  # noqa: E402
+from kernelgen.spec import OperatorSpec, validate_spec_data  # noqa: E402
 
 
 def make_spec(**fields) -> OperatorSpec:
@@ -31,30 +32,13 @@ def import_source(name: str, source: str, tmp: Path):
     return module
 
 
-def _inputs(spec: OperatorSpec, case: dict, dtype: str, seed: int) -> list[torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for inp in spec.inputs:
-        dt = getattr(torch, DTYPES[spec.input_dtype(inp, dtype)])
-        shape = case[inp.name]
-        gen, args = parse_init(inp.init)
-        if dt == torch.bool:
-            out.append(torch.rand(shape, generator=g) < 0.5)
-        elif not dt.is_floating_point:
-            lo, hi = (int(args[0]), int(args[1])) if gen == "randint" else (0, 10)
-            out.append(torch.randint(lo, hi, shape, generator=g, dtype=dt))
-        else:
-            out.append(torch.randn(shape, generator=g).to(dt))
-    return out
-
-
 def check_kernel(spec: OperatorSpec, tmp: Path, knobs: dict | None = None, cases: list | None = None) -> OfflineKernel:
     kern = generate_kernel(spec, knobs)
     fn = getattr(import_source(spec.name, kern.source, tmp), spec.name)
     ref = load_reference(spec)
     for case in cases or spec.test_cases:
         for dtype in spec.dtypes:
-            inputs = _inputs(spec, case, dtype, seed=1)
+            inputs = make_inputs(spec, case, dtype, 1, "cpu")  # the harness's own generator
             before = [t.clone() for t in inputs]
             expected = ref(*inputs, **spec.param_defaults)
             got = fn(*inputs)

@@ -23,7 +23,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from kernelgen.offline.ir import Graph, Node
 from kernelgen.offline.unsupported import unsupported
 from kernelgen.reference import load_reference
-from kernelgen.spec import DTYPES, FLOAT_DTYPES, OperatorSpec, parse_init
+from kernelgen.spec import FLOAT_DTYPES, OperatorSpec
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -378,20 +378,11 @@ def _decompositions() -> dict:
 
 
 def _sample_inputs(spec: OperatorSpec, case: dict, dtype: str) -> list[torch.Tensor]:
-    g = torch.Generator().manual_seed(0)
-    out = []
-    for inp in spec.inputs:
-        dt = getattr(torch, DTYPES[spec.input_dtype(inp, dtype)])
-        shape = case[inp.name]
-        gen, a = parse_init(inp.init)
-        if dt == torch.bool:
-            out.append(torch.rand(shape, generator=g) < 0.5)
-        elif not dt.is_floating_point:
-            lo, hi = (int(a[0]), int(a[1])) if gen == "randint" else (0, 10)
-            out.append(torch.randint(lo, hi, shape, generator=g, dtype=dt))
-        else:
-            out.append(torch.randn(shape, generator=g).to(dt))
-    return out
+    """Inputs drawn the way the harness draws them (each input's `init`), on the CPU: the trace
+    must see the values the kernel will be checked on (integer ranges, masks)."""
+    from kernelgen.harness import make_inputs
+
+    return make_inputs(spec, case, dtype, 0, "cpu")
 
 
 def _sentinels(spec: OperatorSpec) -> dict[str, Any]:
