@@ -36,6 +36,15 @@ def is_operator_dir(path: Path) -> bool:
     return (Path(path) / SPEC_FILE).is_file()
 
 
+def operator_dirs_under(root: Path) -> list[Path]:
+    """The live operator folders directly under `root`: not the copies `new --force` moved aside
+    (`<name>.previous-<time>`) nor a staging folder of an interrupted `new` (`.<name>.staging-*`)."""
+    return [
+        d for d in sorted(Path(root).iterdir())
+        if d.is_dir() and is_operator_dir(d) and ".previous-" not in d.name and not d.name.startswith(".")
+    ]
+
+
 def open_operator(path: str | Path) -> OperatorDir:
     p = Path(path)
     if not p.is_dir():

@@ -22,7 +22,7 @@ from kernelgen.devices import DeviceInfo
 from kernelgen.diagnose import DRY_RUN_LABEL, Diagnosis, diagnose
 from kernelgen.errors import GenerationError, UsageError
 from kernelgen.fsutil import atomic_write, move_aside
-from kernelgen.opdir import ROUNDS_DIR, OperatorDir, is_operator_dir, open_operator
+from kernelgen.opdir import ROUNDS_DIR, OperatorDir, is_operator_dir, open_operator, operator_dirs_under
 from kernelgen.oplog import write_log
 from kernelgen.proposal import Proposal, Proposer, RoundContext
 from kernelgen.results import PerformanceResult, RunRecord
@@ -400,7 +400,7 @@ def select_operators(paths: list[Path], *, cwd: Path | None = None, root: Path =
     if not root.is_dir():
         raise UsageError(f"no operator folder given, the current directory is not one, and {root}/ does not exist",
                          hint="kernelgen optimize generated/<name>, or run `kernelgen new SPEC.yaml` first")
-    ops = [open_operator(d) for d in sorted(root.iterdir()) if d.is_dir() and is_operator_dir(d)]
+    ops = [open_operator(d) for d in operator_dirs_under(root)]
     return [op for op in ops if not reached_target(op, target)]
 
 

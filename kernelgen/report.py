@@ -9,7 +9,7 @@ from pathlib import Path
 from kernelgen.diagnose import DRY_RUN_LABEL
 from kernelgen.errors import UsageError
 from kernelgen.fsutil import atomic_write
-from kernelgen.opdir import is_operator_dir
+from kernelgen.opdir import is_operator_dir, operator_dirs_under
 from kernelgen.state import STATE_FILE, load_state
 
 REPORT_FILE = "report.md"
@@ -49,7 +49,7 @@ def operator_dirs(root: Path) -> list[Path]:
         return [root]
     if not root.is_dir():
         raise UsageError(f"{root}: no such directory", hint="give the folder holding the operator folders, e.g. generated")
-    return [d for d in sorted(root.iterdir()) if d.is_dir() and is_operator_dir(d)]
+    return operator_dirs_under(root)
 
 
 def report_row(op_dir: Path) -> ReportRow:

@@ -128,3 +128,15 @@ def test_operator_outside_offline_families_is_refused_before_writing(tmp_path):
     text = " ".join(r.output.split())
     assert "needs an LLM" in text and "OPENAI_API_KEY" in text and "Traceback" not in text
     assert not out.exists()
+
+
+def test_moved_aside_copies_are_not_operators_to_report_or_optimize(generated):
+    from kernelgen.optimize import select_operators
+    from kernelgen.report import operator_dirs
+
+    out, _ = generated
+    (out / "broadcast.previous-20260101-000000").mkdir(exist_ok=True)
+    (out / "broadcast.previous-20260101-000000" / "spec.yaml").write_text((out / "broadcast" / "spec.yaml").read_text())
+    assert [d.name for d in operator_dirs(out)] == ["broadcast"]
+    # broadcast's round 0 was timed only under the interpreter: no target is reached, so it is selected
+    assert [op.path.name for op in select_operators([], cwd=out / "nowhere", root=out)] == ["broadcast"]
