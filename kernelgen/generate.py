@@ -72,14 +72,13 @@ def write_trusted_files(op_dir: Path, spec: OperatorSpec, spec_text: str, baseli
         atomic_write(op_dir / f"{spec.name}_{kind}.py", text)
 
 
-def measure_round(op: OperatorDir, record: RoundRecord, device: DeviceInfo, *, kernel: Path | None = None,
-                  compare: Path | None = None, measure: bool = True, on_step: Step = lambda s: None) -> None:
+def _check_and_time(op: OperatorDir, record: RoundRecord, device: DeviceInfo, *, measure: bool, on_step: Step) -> None:
     """Accuracy first; performance only for a kernel that passed (a wrong kernel has no speed)."""
     on_step(f"{op.name}: checking accuracy of {record.kernel_file} on {device.kind}")
-    record.accuracy = run_accuracy(op, device, kernel=kernel)
+    record.accuracy = run_accuracy(op, device)
     if record.accuracy.passed and measure:
         on_step(f"{op.name}: measuring performance")
-        record.performance = run_performance(op, device, kernel=kernel, compare=compare)
+        record.performance = run_performance(op, device)
 
 
 def new_operator(
@@ -143,7 +142,7 @@ def new_operator(
     state.rounds.append(record)
     save_state(final, state)
     write_log(final, state, spec)
-    measure_round(op, record, dev, measure=measure, on_step=on_step)
+    _check_and_time(op, record, dev, measure=measure, on_step=on_step)
     record.finished_at = now()
     correct = bool(record.accuracy and record.accuracy.passed)
     record.kept = correct

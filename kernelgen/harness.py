@@ -190,7 +190,7 @@ def _as_tuple(x: Any) -> tuple:
     return tuple(x) if type(x) in (tuple, list) else (x,)
 
 
-def _case_label(spec: OperatorSpec, case: Case) -> str:
+def _case_label(case: Case) -> str:
     return " ".join(f"{k}{list(v)}" for k, v in case.items())
 
 
@@ -377,7 +377,7 @@ def check_accuracy(
             order = "candidate-first" if si % 2 == 0 else "baseline-first"
             for ci, case in enumerate(spec.test_cases):
                 for dtype in spec.dtypes:
-                    label = f"case {ci} {_case_label(spec, case)} {dtype} seed {seed} ({order})"
+                    label = f"case {ci} {_case_label(case)} {dtype} seed {seed} ({order})"
                     if (ci, dtype) not in warmed:
                         # Unchecked first call on other data: JIT compilation and autotuning (which
                         # times configs with PyTorch ops of its own) happen here, outside the guard.
@@ -403,7 +403,7 @@ def check_accuracy(
             fresh = make_inputs(spec, case, dtype, base + 20_000 + 31 * ci, device.torch_device)
             for buf, new in zip(inputs, fresh):
                 buf.copy_(new)
-            label = f"case {ci} {_case_label(spec, case)} {dtype} refilled-buffers probe"
+            label = f"case {ci} {_case_label(case)} {dtype} refilled-buffers probe"
             if not check_call(ci, case, dtype, probe_seed, "candidate-first", label, inputs, stale_probe=True):
                 return
 

@@ -10,7 +10,7 @@ from kernelgen import __version__
 from kernelgen.diagnose import DRY_RUN_LABEL
 from kernelgen.fsutil import atomic_write
 from kernelgen.render import render
-from kernelgen.results import RunRecord
+from kernelgen.results import PerfCase, RunRecord
 from kernelgen.spec import OperatorSpec
 from kernelgen.state import OpState, RoundRecord
 
@@ -49,16 +49,12 @@ def perf_text(run: RunRecord | None) -> str:
     head = f"- Performance on {perf.device_name} (torch {perf.torch_version}, triton {perf.triton_version})"
     if not perf.measured:
         head += " — **interpreter dry run: NOT a measurement**"
-    lines = [head + ":", "", "| case | dtype | kernel ms | eager ms | compile ms | x eager | x compile | GB/s | TFLOP/s | % of peak | valid |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|:---:|"]
+    headers = ("case", "dtype", *PerfCase.CELL_HEADERS, "valid")
+    lines = [head + ":", "", "| " + " | ".join(headers) + " |", "|---|---|" + "---:|" * len(PerfCase.CELL_HEADERS) + ":---:|"]
     for c in perf.cases:
         shapes = " ".join(f"{k}{v}" for k, v in c.shapes.items())
-        lines.append(
-            f"| {shapes} | {c.dtype} | {_fmt(c.kernel and c.kernel.ms, '.4f')} | {_fmt(c.eager and c.eager.ms, '.4f')} | "
-            f"{_fmt(c.compiled and c.compiled.ms, '.4f')} | {_fmt(c.speedup_eager)} | {_fmt(c.speedup_compile)} | "
-            f"{_fmt(c.gbps, '.1f')} | {_fmt(c.tflops, '.1f')} | {_fmt(c.frac_peak and 100 * c.frac_peak, '.0f', '%')} | "
-            f"{'yes' if c.valid else 'NO: ' + c.invalid_reason} |"
-        )
+        valid = "yes" if c.valid else "NO: " + c.invalid_reason
+        lines.append("| " + " | ".join([shapes, c.dtype, *c.cells(), valid]) + " |")
     if perf.note:
         lines += ["", f"  {perf.note}"]
     for v in perf.violations:

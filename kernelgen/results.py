@@ -5,7 +5,7 @@ a result it cannot parse at face value)."""
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -115,6 +115,21 @@ class PerfCase(_Model):
     @property
     def label(self) -> str:
         return "case {} {} {}".format(self.case, " ".join(f"{k}{v}" for k, v in self.shapes.items()), self.dtype)
+
+    # The columns of every perf table (terminal and log), so both show the same numbers.
+    CELL_HEADERS: ClassVar[tuple[str, ...]] = ("kernel ms", "eager ms", "compile ms", "x eager", "x compile", "GB/s", "TFLOP/s", "% of peak")
+
+    def cells(self) -> list[str]:
+        def fmt(x: float | None, spec: str) -> str:
+            return "—" if x is None else format(x, spec)
+
+        pct = fmt(None if self.frac_peak is None else 100 * self.frac_peak, ".0f")
+        return [
+            fmt(self.kernel and self.kernel.ms, ".4f"), fmt(self.eager and self.eager.ms, ".4f"),
+            fmt(self.compiled and self.compiled.ms, ".4f"), fmt(self.speedup_eager, ".2f"),
+            fmt(self.speedup_compile, ".2f"), fmt(self.gbps, ".0f"), fmt(self.tflops, ".1f"),
+            pct if pct == "—" else pct + "%",
+        ]
 
     def facts(self) -> list[str]:
         """The measured numbers, in the one wording the screen, the log's diagnosis and the LLM
