@@ -65,8 +65,8 @@ def progress(label: str) -> Iterator:
 
 
 def _print_run(record, title: str) -> None:  # noqa: ANN001 - RunRecord
-    from kernelgen.display import perf_table
-    from kernelgen.oplog import accuracy_text, perf_text
+    from kernelgen.record.display import perf_table
+    from kernelgen.record.oplog import accuracy_text, perf_text
 
     if record.kind == "performance" and record.performance and record.performance.cases:
         out.print(perf_table(record.performance))
@@ -93,7 +93,7 @@ def new(
     no_bench: Annotated[bool, typer.Option("--no-bench", help="verify only; leave timing to `kernelgen bench` / `optimize`")] = False,
 ) -> None:
     """Generate <name>_triton.py, _baseline.py, _accuracy.py, _performance.py; verify; measure; log round 0."""
-    from kernelgen.generate import new_operator
+    from kernelgen.new import new_operator
 
     with errors_to_exit(), progress(f"kernelgen new {spec}") as step:
         options = llm_options(model=model, base_url=base_url, replay=replay, temperature=temperature,
@@ -132,7 +132,7 @@ def test(
     """Accuracy only (isolated, with the anti-cheat checks)."""
     from kernelgen.devices import resolve_device
     from kernelgen.opdir import open_operator
-    from kernelgen.runner import run_accuracy
+    from kernelgen.verify.runner import run_accuracy
 
     with errors_to_exit(), progress(f"kernelgen test {op_dir}") as step:
         op = open_operator(op_dir)
@@ -154,7 +154,7 @@ def bench(
     """Performance only: the kernel against PyTorch eager and torch.compile."""
     from kernelgen.devices import INTERPRETER_WARNING, resolve_device
     from kernelgen.opdir import open_operator
-    from kernelgen.runner import run_performance
+    from kernelgen.verify.runner import run_performance
 
     with errors_to_exit(), progress(f"kernelgen bench {op_dir}") as step:
         op = open_operator(op_dir)
@@ -175,7 +175,7 @@ def bench(
 def log(op_dir: Annotated[Path, typer.Argument(help="operator folder")]) -> None:
     """Render optimization_log.md in the terminal."""
     from kernelgen.opdir import open_operator
-    from kernelgen.oplog import LOG_FILE
+    from kernelgen.record.oplog import LOG_FILE
 
     with errors_to_exit():
         op = open_operator(op_dir)
@@ -201,8 +201,9 @@ def optimize(
 ) -> None:
     """Diagnose, propose, gate, time against the best, keep only real wins; log every round. Resumable."""
     from kernelgen.devices import INTERPRETER_WARNING, resolve_device
-    from kernelgen.optimize import make_proposer, optimize_operator, select_operators
-    from kernelgen.report import rounds_table
+    from kernelgen.backends import make_proposer
+    from kernelgen.optimize.loop import optimize_operator, select_operators
+    from kernelgen.record.report import rounds_table
 
     if rounds is not None and rounds < 0:
         err.print("error: --rounds must be >= 0")
@@ -233,7 +234,7 @@ def report(
     out_file: Annotated[Optional[Path], typer.Option("--out", help="markdown file to write (default: ROOT/report.md)")] = None,
 ) -> None:
     """A table over all operators: correct, best speedup, fraction of peak, rounds, tokens."""
-    from kernelgen.report import build_report, report_table, write_report
+    from kernelgen.record.report import build_report, report_table, write_report
 
     with errors_to_exit():
         rows = build_report(root)
@@ -247,7 +248,7 @@ def config_cmd() -> None:
     """Show the effective LLM settings and where each comes from (the key is never shown)."""
     from rich.table import Table
 
-    from kernelgen.config import config_dir, config_file, describe_settings, load_settings
+    from kernelgen.llm.config import config_dir, config_file, describe_settings, load_settings
 
     with errors_to_exit():
         settings = load_settings()

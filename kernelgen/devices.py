@@ -10,6 +10,8 @@ from typing import Literal
 
 DeviceChoice = Literal["auto", "cuda", "npu", "cpu"]
 
+# The label every number taken under the interpreter carries, on screen, in the log and the report.
+DRY_RUN_LABEL = "interpreter dry run — not a measurement"
 INTERPRETER_WARNING = (
     "CPU / Triton interpreter: timings are NOT measurements (the interpreter runs kernels in numpy, "
     "thousands of times slower than a GPU); use them only as a dry run."

@@ -4,7 +4,6 @@ overwriting."""
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from datetime import datetime
 from pathlib import Path
@@ -29,7 +28,13 @@ def atomic_write(path: Path, data: str | bytes) -> None:
 
 
 def timestamp() -> str:
+    """For file names: 20261122-143005."""
     return datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def now() -> str:
+    """For records: 2026-11-22T14:30:05."""
+    return datetime.now().isoformat(timespec="seconds")
 
 
 def move_aside(path: Path) -> Path:
@@ -41,19 +46,4 @@ def move_aside(path: Path) -> Path:
         target = base.with_name(f"{base.name}-{n}")
         n += 1
     os.replace(path, target)
-    return target
-
-
-def keep_copy(path: Path, dest_dir: Path) -> Path | None:
-    """Copy `path` into `dest_dir` (created) before it is replaced; returns the copy, None if absent."""
-    path = Path(path)
-    if not path.exists():
-        return None
-    dest_dir.mkdir(parents=True, exist_ok=True)
-    target = dest_dir / path.name
-    n = 1
-    while target.exists():
-        target = dest_dir / f"{path.stem}.{n}{path.suffix}"
-        n += 1
-    shutil.copy2(path, target)
     return target

@@ -1,6 +1,6 @@
 """The trusted harness: decides whether a candidate kernel is correct and how fast it is.
 
-It runs inside the child process that `kernelgen.runner` starts (the rendered `<name>_accuracy.py`
+It runs inside the child process that `kernelgen.verify.runner` starts (the rendered `<name>_accuracy.py`
 and `<name>_performance.py` are thin entry points to it). Everything here assumes the candidate is
 hostile: inputs are fresh per seed, outputs are poisoned, both call orders are tried, the wrapper's
 dispatched operators are watched, and timings above the device's measured ceiling are invalid.
@@ -18,9 +18,9 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from kernelgen.devicelock import device_lock
+from kernelgen.verify.devicelock import device_lock
 from kernelgen.devices import INTERPRETER_WARNING, DeviceInfo, resolve_device
-from kernelgen.results import (
+from kernelgen.verify.results import (
     AccuracyResult,
     CaseCheck,
     KernelTiming,
@@ -29,7 +29,7 @@ from kernelgen.results import (
     Violation,
 )
 from kernelgen.spec import DTYPES, Case, OperatorSpec, ToleranceSpec, load_spec, parse_init
-from kernelgen.staticcheck import check_source
+from kernelgen.verify.staticcheck import check_source
 
 DEFAULT_SEEDS = (0, 1, 2)
 SPEC_FILE = "spec.yaml"
@@ -113,7 +113,7 @@ def compare(got: Any, expected: Any, tol: ToleranceSpec) -> dict[str, Any]:
     """
     import torch
 
-    from kernelgen.guard import poisoned_mask
+    from kernelgen.verify.guard import poisoned_mask
 
     if type(got) is not torch.Tensor:  # exact: a Tensor subclass could lie through __torch_function__
         return {"passed": False, "message": f"returned {type(got).__name__}, expected a plain torch.Tensor"}
@@ -208,8 +208,8 @@ class IntegritySnapshot:
         import torch
         import torch.nn.functional as F  # noqa: N812
 
-        from kernelgen import guard, results, staticcheck
-        from kernelgen.guard import _launch_runners
+        from kernelgen.verify import guard, results, staticcheck
+        from kernelgen.verify.guard import _launch_runners
 
         try:  # imported lazily by the first guarded launch, and it rewraps torch.manual_seed & co.
             import torch._dynamo  # noqa: F401
@@ -220,11 +220,11 @@ class IntegritySnapshot:
             ("torch", torch, False), ("torch.nn.functional", F, False), ("math", math, False),
             ("builtins", builtins, False), ("torch.Tensor", torch.Tensor, True),
             ("torch.Tensor base", torch.Tensor.__mro__[1], True),
-            ("kernelgen.harness", sys.modules[__name__], False), ("kernelgen.guard", guard, False),
-            ("kernelgen.results", results, False), ("kernelgen.staticcheck", staticcheck, False),
+            ("kernelgen.harness", sys.modules[__name__], False), ("kernelgen.verify.guard", guard, False),
+            ("kernelgen.verify.results", results, False), ("kernelgen.verify.staticcheck", staticcheck, False),
         ]
         spaces += [(f"triton {cls.__name__}", cls, True) for cls in _launch_runners()]
-        spaces += [(f"kernelgen.results.{n}", getattr(results, n), True) for n in ("AccuracyResult", "CaseCheck", "Violation")]
+        spaces += [(f"kernelgen.verify.results.{n}", getattr(results, n), True) for n in ("AccuracyResult", "CaseCheck", "Violation")]
         self._spaces = [(label, obj, closed, dict(vars(obj))) for label, obj, closed in spaces]
 
     # Attributes Python and PyTorch add or rewrite on their own: copyreg caches `__slotnames__` on
@@ -281,7 +281,7 @@ def check_accuracy(
     cached from an earlier call (keyed by address, shape, or call count) fails on fresh inputs."""
     import torch
 
-    from kernelgen.guard import call_guarded, install_launch_hooks
+    from kernelgen.verify.guard import call_guarded, install_launch_hooks
 
     torch_equal = torch.equal  # captured before the candidate is imported
     device = device or resolve_device("auto")
@@ -476,7 +476,7 @@ def measure_performance(
     import triton
 
     from kernelgen.devices import device_name
-    from kernelgen.guard import call_guarded, counting_launches, install_launch_hooks
+    from kernelgen.verify.guard import call_guarded, counting_launches, install_launch_hooks
 
     device = device or resolve_device("auto")
     spec = load_spec(op_dir / SPEC_FILE, run_reference=False)
@@ -516,7 +516,7 @@ def measure_performance(
         dtypes = dtypes or spec.effective_perf_dtypes
         with_compile = True if with_compile is None else with_compile
         if device.kind == "cuda":
-            from kernelgen.peaks import load_or_measure
+            from kernelgen.verify.peaks import load_or_measure
 
             with device_lock(exclusive=True):
                 res.peaks = load_or_measure(lambda fn: bench(fn).ms)

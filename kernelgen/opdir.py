@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelgen.errors import OperatorDirError, SpecError
-from kernelgen.reference import PRELUDE
+from kernelgen.spec.reference import PRELUDE
 from kernelgen.render import render
 from kernelgen.spec import OperatorSpec, load_spec
 

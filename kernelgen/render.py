@@ -34,6 +34,6 @@ def environment() -> jinja2.Environment:
     )
 
 
-def render(name: str, **context: Any) -> str:
-    """Render `templates/<name>` with exactly these variables."""
-    return environment().get_template(name).render(**context)
+def render(template: str, /, **context: Any) -> str:
+    """Render `templates/<template>` with exactly these variables."""
+    return environment().get_template(template).render(**context)

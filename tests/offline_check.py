@@ -11,10 +11,9 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import torch  # noqa: E402
 
-from kernelgen.harness import make_inputs  # noqa: E402
 from kernelgen.offline import OfflineKernel, generate_kernel  # noqa: E402
-from kernelgen.reference import load_reference  # noqa: E402
-from kernelgen.spec import OperatorSpec, validate_spec_data  # noqa: E402
+from kernelgen.spec.reference import load_reference  # noqa: E402
+from kernelgen.spec import OperatorSpec, draw_inputs, validate_spec_data  # noqa: E402
 
 
 def make_spec(**fields) -> OperatorSpec:
@@ -38,7 +37,7 @@ def check_kernel(spec: OperatorSpec, tmp: Path, knobs: dict | None = None, cases
     ref = load_reference(spec)
     for case in cases or spec.test_cases:
         for dtype in spec.dtypes:
-            inputs = make_inputs(spec, case, dtype, 1, "cpu")  # the harness's own generator
+            inputs = draw_inputs(spec, case, dtype, 1, "cpu")  # the judge's own generator
             before = [t.clone() for t in inputs]
             expected = ref(*inputs, **spec.param_defaults)
             got = fn(*inputs)

@@ -131,8 +131,8 @@ def test_operator_outside_offline_families_is_refused_before_writing(tmp_path):
 
 
 def test_moved_aside_copies_are_not_operators_to_report_or_optimize(generated):
-    from kernelgen.optimize import select_operators
-    from kernelgen.report import operator_dirs
+    from kernelgen.optimize.loop import select_operators
+    from kernelgen.record.report import operator_dirs
 
     out, _ = generated
     (out / "broadcast.previous-20260101-000000").mkdir(exist_ok=True)

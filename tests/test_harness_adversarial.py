@@ -14,7 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from kernelgen.cli import app
-from kernelgen.generate import write_trusted_files
+from kernelgen.new import write_trusted_files
 from kernelgen.opdir import render_baseline
 from kernelgen.spec import validate_spec_data
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from kernelgen.devices import DeviceInfo
-from kernelgen.runner import child_environment, run_isolated
+from kernelgen.verify.runner import child_environment, run_isolated
 
 CPU = DeviceInfo("cpu", "cpu", interpreter=True)
 

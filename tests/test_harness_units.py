@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelgen import guard, harness, staticcheck
+from kernelgen import harness
+from kernelgen.verify import guard, staticcheck
 from kernelgen.harness import _judge_against_peaks, compare
-from kernelgen.results import DevicePeaks, KernelTiming, PerformanceResult, PerfCase
+from kernelgen.verify.results import DevicePeaks, KernelTiming, PerformanceResult, PerfCase
 from kernelgen.spec import ToleranceSpec
-from kernelgen.staticcheck import VIOLATION_CODES, check_source
+from kernelgen.verify.staticcheck import VIOLATION_CODES, check_source
 
 TOL = ToleranceSpec(atol=1e-4, rtol=1e-4)
 KERNELGEN = Path(harness.__file__).parent

@@ -8,9 +8,9 @@ import json
 import pytest
 from fake_llm_server import FakeLLMServer, llm_env, ok, status  # noqa: F401 - fixture
 
-from kernelgen.config import load_settings
+from kernelgen.llm.config import load_settings
 from kernelgen.errors import LLMError
-from kernelgen.llm import OpenAIChat, ReplayChat, Session
+from kernelgen.llm.client import OpenAIChat, ReplayChat, Session
 
 KEY = "sk-test-SECRET-0123456789"
 MESSAGES = [{"role": "system", "content": "sys"}, {"role": "user", "content": "hello"}]

@@ -7,9 +7,9 @@ from fake_llm_server import llm_env  # noqa: F401 - fixture
 from typer.testing import CliRunner
 
 from kernelgen.cli import app
-from kernelgen.config import describe_settings, llm_configured, load_settings
+from kernelgen.llm.config import describe_settings, llm_configured, load_settings
 from kernelgen.errors import ConfigError
-from kernelgen.llmgen import prepare
+from kernelgen.llm.setup import prepare
 
 KEY = "sk-test-SECRET-0123456789"
 
@@ -78,7 +78,7 @@ def test_key_is_secret_everywhere(llm_env, monkeypatch):  # noqa: F811
     assert all(KEY not in " ".join(r) for r in rows)
     # and the harness's children never see it
     from kernelgen.devices import DeviceInfo
-    from kernelgen.runner import child_environment
+    from kernelgen.verify.runner import child_environment
 
     monkeypatch.setenv("KERNELGEN_API_KEY", KEY)
     env = child_environment(DeviceInfo("cpu", "cpu", interpreter=True))

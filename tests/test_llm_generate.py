@@ -15,8 +15,9 @@ from typer.testing import CliRunner
 from kernelgen.cli import app
 from kernelgen.devices import resolve_device
 from kernelgen.errors import GenerationError
-from kernelgen.generate import write_trusted_files
-from kernelgen.llmgen import generate, prepare
+from kernelgen.new import write_trusted_files
+from kernelgen.llm.generate import generate
+from kernelgen.llm.setup import prepare
 from kernelgen.opdir import OperatorDir, render_baseline
 from kernelgen.spec import load_spec
 

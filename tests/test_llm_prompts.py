@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from kernelgen.devices import DeviceInfo
-from kernelgen.prompts import generation_messages, optimization_messages, repair_messages
-from kernelgen.results import DevicePeaks, KernelTiming, PerfCase, PerformanceResult, RunRecord
+from kernelgen.llm.prompts import generation_messages, optimization_messages, repair_messages
+from kernelgen.verify.results import DevicePeaks, KernelTiming, PerfCase, PerformanceResult, RunRecord
 from kernelgen.spec import load_spec
 
 CPU = DeviceInfo("cpu", "cpu", interpreter=True)

@@ -8,7 +8,7 @@ import pytest
 from fake_llm_server import fenced, honest_kernel
 
 from kernelgen.errors import MalformedReplyError
-from kernelgen.replies import code_blocks, parse_reply, short_reason
+from kernelgen.llm.replies import code_blocks, parse_reply, short_reason
 from kernelgen.spec import load_spec
 
 

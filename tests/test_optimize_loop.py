@@ -23,11 +23,12 @@ from typer.testing import CliRunner
 
 from kernelgen.cli import app
 from kernelgen.devices import resolve_device
-from kernelgen.generate import write_trusted_files
+from kernelgen.new import write_trusted_files
 from kernelgen.opdir import OperatorDir, render_baseline
-from kernelgen.optimize import optimize_operator
+from kernelgen.optimize.loop import optimize_operator
 from kernelgen.spec import load_spec
-from kernelgen.state import OpState, RoundRecord, load_state, now, save_state
+from kernelgen.fsutil import now
+from kernelgen.record.state import OpState, RoundRecord, load_state, save_state
 
 pytestmark = pytest.mark.slow
 
@@ -97,7 +98,7 @@ def test_llm_loop_keeps_faster_reverts_slower_rejects_wrong(llm_env, tmp_path): 
         ok(_reply("subtract instead", "logic", tiled(16, 32, wrong=True))),
         ok(_reply("still wrong", "logic", tiled(16, 32, wrong=True))),  # the repair, also wrong
     ]
-    from kernelgen.llmpropose import LLMProposer
+    from kernelgen.llm.proposer import LLMProposer
 
     with FakeLLMServer(script) as server:
         proposer = LLMProposer.create("openai", op, resolve_device("cpu"),

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from kernelgen.changes import classify_change
-from kernelgen.diagnose import diagnose
-from kernelgen.optimize import decide_keep, stop_reason
-from kernelgen.oplog import render_log
-from kernelgen.plan import CATEGORIES, OfflinePlanner, candidate_steps, knob_category
-from kernelgen.plot import render_plot
-from kernelgen.proposal import RoundContext
-from kernelgen.report import build_report, render_markdown
-from kernelgen.results import AccuracyResult, DevicePeaks, KernelTiming, PerfCase, PerformanceResult, RunRecord
+from kernelgen.optimize.changes import classify_change
+from kernelgen.optimize.diagnose import diagnose
+from kernelgen.optimize.loop import decide_keep, stop_reason
+from kernelgen.record.oplog import render_log
+from kernelgen.optimize.planner import CATEGORIES, OfflinePlanner, candidate_steps, knob_category
+from kernelgen.record.plot import render_plot
+from kernelgen.optimize.proposal import RoundContext
+from kernelgen.record.report import build_report, render_markdown
+from kernelgen.verify.results import AccuracyResult, DevicePeaks, KernelTiming, PerfCase, PerformanceResult, RunRecord
 from kernelgen.spec import validate_spec_data
-from kernelgen.state import OpState, RoundRecord, save_state
+from kernelgen.record.state import OpState, RoundRecord, save_state
 
 DATA = Path(__file__).resolve().parent / "data"
 SPEC = {
@@ -223,7 +223,7 @@ def test_report_lists_every_operator(tmp_path):
 
 
 def test_operator_selection(tmp_path, monkeypatch):
-    from kernelgen.optimize import select_operators
+    from kernelgen.optimize.loop import select_operators
 
     root = tmp_path / "generated"
     for name, speed in (("done", 0.5), ("todo", 2.0)):  # "done" is x2 vs eager, "todo" x0.5

@@ -44,7 +44,7 @@ def generate_kernel(spec: OperatorSpec, knobs: dict[str, Any] | None = None) -> 
     import copy
 
     from kernelgen.offline.codegen import generate_source
-    from kernelgen.offline.heuristics import resolve
+    from kernelgen.offline.knobs import resolve
 
     traced, plan = _analyse(spec.model_dump_json())
     traced = copy.deepcopy(traced)  # codegen annotates the graph; keep the cached copy clean
@@ -55,7 +55,7 @@ def generate_kernel(spec: OperatorSpec, knobs: dict[str, Any] | None = None) -> 
 
 def knob_space(spec: OperatorSpec) -> dict[str, list[Any]]:
     """The tunable variables of the spec's family and their candidate values (first = default)."""
-    from kernelgen.offline.heuristics import SPACES, space_kind
+    from kernelgen.offline.knobs import SPACES, space_kind
 
     _, plan = _analyse(spec.model_dump_json())
     return {k: list(v) for k, v in SPACES[space_kind(plan.family)].items()}

@@ -7,7 +7,7 @@ from typing import Any
 from kernelgen.offline.classify import Plan
 from kernelgen.offline.matgen import matmul_kernel
 from kernelgen.offline.naming import Names
-from kernelgen.offline.render import indent, render_file
+from kernelgen.render import render
 from kernelgen.offline.rowgen import KernelText, assign_spaces, pointwise_kernel, row_kernel
 from kernelgen.offline.trace import Traced
 from kernelgen.spec import DTYPES, OperatorSpec, parse_init
@@ -53,6 +53,11 @@ def _frame(shape, strides, keep_last):
     merged = [(1, zero)] * (3 - len(merged)) + merged
     (d0, s0), (d1, s1), (d2, s2) = merged
     return d0, d1, d2, tuple(zip(s0, s1, s2))'''
+
+
+def indent(lines: list[str], depth: int = 1) -> str:
+    pad = "    " * depth
+    return "\n".join(pad + line if line else "" for line in lines)
 
 
 def _dtype_expr(rule: tuple[str, Any], names: Names) -> str:
@@ -174,7 +179,7 @@ def _warps_expr(knobs: dict, auto: str) -> str:
 
 
 def _pointwise_2d_config(knobs: dict) -> str:
-    from kernelgen.offline.heuristics import POINTWISE_TILE
+    from kernelgen.offline.knobs import POINTWISE_TILE
 
     tile = POINTWISE_TILE if knobs["BLOCK_SIZE"] == "auto" else knobs["BLOCK_SIZE"]
     warps = _warps_expr(knobs, "8 if block_r * block_c >= 4096 else 4")
@@ -192,7 +197,7 @@ def _launch_config(n_rows, n_cols):
 
 
 def _pointwise_1d_config(knobs: dict) -> str:
-    from kernelgen.offline.heuristics import POINTWISE_TILE
+    from kernelgen.offline.knobs import POINTWISE_TILE
 
     tile = POINTWISE_TILE if knobs["BLOCK_SIZE"] == "auto" else knobs["BLOCK_SIZE"]
     warps = _warps_expr(knobs, "8 if block >= 4096 else 4")
@@ -205,7 +210,7 @@ def _launch_config(n_elements):
 
 
 def _row_config(knobs: dict) -> str:
-    from kernelgen.offline import heuristics as h
+    from kernelgen.offline import knobs as h
 
     single = h.ROW_MAX_SINGLE if knobs["MAX_SINGLE_PASS"] == "auto" else knobs["MAX_SINGLE_PASS"]
     loop = h.ROW_LOOP_BLOCK if knobs["LOOP_BLOCK"] == "auto" else knobs["LOOP_BLOCK"]
@@ -379,7 +384,8 @@ def generate_source(spec: OperatorSpec, traced: Traced, plan: Plan, knobs: dict)
                    "written once: the kernel is bound by copy bandwidth.")
     description = " ".join(spec.description.split()) or spec.name
     shown = {k: v for k, v in knobs.items()}
-    return render_file(
+    return render(
+        "offline/kernel_file.py.j2",
         name=spec.name,
         description=description,
         family=plan.family,

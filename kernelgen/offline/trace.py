@@ -22,8 +22,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from kernelgen.offline.ir import Graph, Node
 from kernelgen.offline.unsupported import unsupported
-from kernelgen.reference import load_reference
-from kernelgen.spec import FLOAT_DTYPES, OperatorSpec
+from kernelgen.spec import FLOAT_DTYPES, OperatorSpec, draw_inputs, load_reference
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -380,9 +379,7 @@ def _decompositions() -> dict:
 def _sample_inputs(spec: OperatorSpec, case: dict, dtype: str) -> list[torch.Tensor]:
     """Inputs drawn the way the harness draws them (each input's `init`), on the CPU: the trace
     must see the values the kernel will be checked on (integer ranges, masks)."""
-    from kernelgen.harness import make_inputs
-
-    return make_inputs(spec, case, dtype, 0, "cpu")
+    return draw_inputs(spec, case, dtype, 0, "cpu")
 
 
 def _sentinels(spec: OperatorSpec) -> dict[str, Any]:

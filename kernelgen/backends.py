@@ -1,0 +1,108 @@
+"""Who writes kernels — the offline generator, an OpenAI-compatible LLM, or a recorded LLM run — chosen
+in one place, for `kernelgen new` (the first kernel) and `kernelgen optimize` (the proposals).
+
+Every choice is validated before anything is written: an operator the offline generator cannot
+serve, or an LLM configuration with no endpoint, fails here with a UsageError (exit 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol
+
+from kernelgen.errors import UsageError
+from kernelgen.llm.usage import TokenUsage
+
+if TYPE_CHECKING:
+    from kernelgen.devices import DeviceInfo
+    from kernelgen.opdir import OperatorDir
+    from kernelgen.optimize.proposal import Proposer
+    from kernelgen.spec import OperatorSpec
+
+Backend = Literal["offline", "openai", "replay"]
+BACKEND_CHOICES = ("auto", "offline", "openai", "replay")
+Step = Callable[[str], None]
+
+
+def resolve_backend(requested: str) -> Backend:
+    """`auto` is openai only when an endpoint or key is configured; offline otherwise."""
+    if requested not in BACKEND_CHOICES:
+        raise UsageError(f"unknown backend {requested!r}; choose {', '.join(BACKEND_CHOICES)}")
+    if requested == "auto":
+        from kernelgen.llm.config import llm_configured
+
+        return "openai" if llm_configured() else "offline"
+    return requested  # type: ignore[return-value]
+
+
+@dataclass
+class FirstKernel:
+    """Round 0's kernel, from whichever backend wrote it."""
+
+    source: str
+    backend: Backend
+    note: str = ""
+    baseline_source: str | None = None  # only when an LLM wrote the reference (description-only spec)
+    tokens: TokenUsage = field(default_factory=TokenUsage)
+    attempts: list[str] = field(default_factory=list)
+
+
+class KernelWriter(Protocol):
+    backend: Backend
+
+    def write(self, op: OperatorDir, device: DeviceInfo, on_step: Step) -> FirstKernel:
+        """The first kernel, written into (and checked inside) the staged operator folder."""
+
+
+@dataclass
+class OfflineWriter:
+    """The offline generator runs at construction, so an operator outside its families is refused
+    before `kernelgen new` writes anything."""
+
+    spec: OperatorSpec
+    backend: Backend = "offline"
+
+    def __post_init__(self) -> None:
+        from kernelgen.offline import generate_kernel
+
+        self._kernel = generate_kernel(self.spec)
+
+    def write(self, op: OperatorDir, device: DeviceInfo, on_step: Step) -> FirstKernel:
+        return FirstKernel(source=self._kernel.source, backend="offline", note=self._kernel.summary)
+
+
+@dataclass
+class LLMWriter:
+    setup: Any  # kernelgen.llm.setup.LLMSetup, validated before anything is written
+    backend: Backend = "openai"
+
+    def write(self, op: OperatorDir, device: DeviceInfo, on_step: Step) -> FirstKernel:
+        from kernelgen.llm.generate import generate
+
+        got = generate(self.setup, op, device, on_step=on_step)
+        return FirstKernel(source=got.source, backend=self.backend, note=got.note, baseline_source=got.baseline_source,
+                           tokens=got.tokens, attempts=got.attempts)
+
+
+def kernel_writer(requested: str, spec: OperatorSpec, llm_options: dict[str, Any] | None = None) -> KernelWriter:
+    backend = resolve_backend(requested)
+    if backend == "offline":
+        if spec.reference is None:
+            raise UsageError("the spec has no `reference`; the offline generator derives kernels from it",
+                             hint="add a reference, or use --backend openai so the LLM writes the baseline too")
+        return OfflineWriter(spec)
+    from kernelgen.llm.setup import prepare
+
+    return LLMWriter(prepare(backend, llm_options or {}), backend=backend)
+
+
+def make_proposer(requested: str, op: OperatorDir, device: DeviceInfo, llm_options: dict[str, Any] | None = None) -> Proposer:
+    """The proposer of optimization rounds: the offline planner, or an LLM (configuration checked now)."""
+    backend = resolve_backend(requested)
+    if backend == "offline":
+        from kernelgen.optimize.planner import OfflinePlanner
+
+        return OfflinePlanner(op.spec)
+    from kernelgen.llm.proposer import LLMProposer
+
+    return LLMProposer.create(backend, op, device, llm_options or {})

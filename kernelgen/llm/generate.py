@@ -1,0 +1,77 @@
+"""The first kernel of `kernelgen new`, written by an LLM: generated, checked by the trusted harness,
+repaired within the budgets; the best attempt comes back with the story of how it was reached."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from kernelgen.errors import GenerationError, LLMError
+from kernelgen.fsutil import timestamp
+from kernelgen.llm.prompts import generation_messages
+from kernelgen.llm.recording import LLM_DIR
+from kernelgen.llm.repair import MALFORMED_BUDGET, clip, write_and_repair
+from kernelgen.llm.setup import LLMSetup, connect
+from kernelgen.llm.usage import TokenUsage
+
+if TYPE_CHECKING:
+    from kernelgen.devices import DeviceInfo
+    from kernelgen.opdir import OperatorDir
+
+Step = Callable[[str], None]
+
+
+@dataclass
+class LLMKernel:
+    """What the LLM wrote for round 0, and how it got there."""
+
+    source: str
+    note: str  # who wrote it, after how many replies, and the model's own reasoning
+    baseline_source: str | None = None  # only when the spec had no reference
+    tokens: TokenUsage = field(default_factory=TokenUsage)
+    attempts: list[str] = field(default_factory=list)
+
+
+def _keep_recording(op: OperatorDir) -> Path | None:
+    """`kernelgen new` deletes its staging folder on failure; the exchanges (tokens paid for) are
+    kept beside the output as `<name>.failed-<time>-llm/`."""
+    src = op.path / LLM_DIR
+    if not src.is_dir():
+        return None
+    dest = op.path.parent / f"{op.name}.failed-{timestamp()}-llm"
+    shutil.copytree(src, dest, dirs_exist_ok=True)
+    return dest
+
+
+def generate(llm: LLMSetup, op: OperatorDir, device: DeviceInfo, on_step: Step = lambda s: None) -> LLMKernel:
+    """The first kernel for `kernelgen new`: generated, checked, repaired; the best attempt returned.
+    GenerationError only when no candidate even compiled."""
+    spec = op.spec
+    session = connect(llm, op.path)
+    want_baseline = spec.reference is None
+    messages = generation_messages(spec, device, want_baseline=want_baseline)
+    try:
+        outcome = write_and_repair(session, op, device, messages, round_k=0, repairs=llm.repairs,
+                                   want_baseline=want_baseline, on_step=on_step)
+        if outcome.best is None or not outcome.compiled:
+            story = "\n".join(f"  {a}" for a in outcome.attempts) or "  (no attempts)"
+            raise GenerationError(f"{spec.name}: no candidate kernel compiled within the budgets "
+                                  f"({MALFORMED_BUDGET} malformed replies in a row, {llm.repairs} repairs):\n{story}")
+    except (GenerationError, LLMError) as e:
+        kept = _keep_recording(op)
+        if kept is not None:
+            e.hint = ((e.hint + "; ") if e.hint else "") + f"the LLM exchanges are kept in {kept}"
+        raise
+    best = outcome.best
+    source = "replayed from " + str(llm.replay_dir) if llm.backend == "replay" else f"written by {session.model} at {session.backend.endpoint}"
+    n = len(outcome.attempts)
+    note = f"{source}; {n} repl{'y' if n == 1 else 'ies'}, " + ("correct at attempt " + str(best.number) if best.correct
+                                                                else f"no correct kernel within the budget: kept attempt {best.number}, the closest")
+    if outcome.baseline_source is not None:
+        note += "; the spec had no reference, so the LLM wrote the baseline too"
+    if best.parsed.reason:
+        note += f". The model's reasoning: {clip(best.parsed.reason, 300)}"
+    return LLMKernel(source=best.source, note=note, baseline_source=outcome.baseline_source,
+                     tokens=outcome.tokens, attempts=outcome.attempts)

@@ -1,0 +1,197 @@
+"""Generation with repair: ask the LLM for a kernel, check it with the trusted harness, and on a
+compile error, a wrong answer or a broken rule send it back with exactly what failed.
+
+Two budgets, kept apart (as aider does):
+- malformed replies (no code, conflicting files, syntax error, wrong entry function) are answered
+  with the parse error and retried up to MALFORMED_BUDGET times in a row; they never reach the harness;
+- candidates that reach the harness and fail get up to `repairs` repair prompts (default 3).
+
+Every candidate is kept as `rounds/round_<k>/attempt_<n>_<name>_triton.py`, every exchange under
+`llm/`, and one line per reply in `attempts` for the log.
+
+`kernelgen.llm.generate` (round 0) and `kernelgen.llm.proposer` (optimization rounds) call
+`write_and_repair`; this is the one repair loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from kernelgen.errors import MalformedReplyError
+from kernelgen.fsutil import atomic_write
+from kernelgen.llm.client import Messages, Session
+from kernelgen.llm.prompts import malformed_followup, repair_messages
+from kernelgen.llm.replies import ParsedReply, parse_reply, short_reason
+from kernelgen.llm.usage import TokenUsage
+from kernelgen.opdir import render_baseline
+from kernelgen.verify.results import RunRecord
+from kernelgen.verify.runner import run_accuracy
+
+if TYPE_CHECKING:
+    from kernelgen.devices import DeviceInfo
+    from kernelgen.opdir import OperatorDir
+
+MALFORMED_BUDGET = 3
+Step = Callable[[str], None]
+
+
+# --- one usable reply -----------------------------------------------------------------------------
+@dataclass
+class Asked:
+    parsed: ParsedReply | None  # None: MALFORMED_BUDGET unusable replies in a row
+    attempts: list[str]
+    replies: int
+
+
+def ask_for_kernel(session: Session, spec, messages: Messages, *, purpose: str, want_baseline: bool = False,  # noqa: ANN001
+                   first_number: int = 1, budget: int = MALFORMED_BUDGET, on_step: Step = lambda s: None) -> Asked:
+    """Send `messages`; while the reply is malformed, send the parse error back (up to `budget`
+    replies in all). Numbering of attempt lines starts at `first_number`."""
+    attempts: list[str] = []
+    for i in range(budget):
+        number = first_number + i
+        on_step(f"{spec.name}: asking {session.model} ({purpose}, reply {number})")
+        reply = session.chat(messages, purpose)
+        try:
+            parsed = parse_reply(reply.text, spec, want_baseline=want_baseline, finish_reason=reply.finish_reason)
+            return Asked(parsed, attempts, i + 1)
+        except MalformedReplyError as e:
+            attempts.append(f"attempt {number}: malformed reply ({short_reason(e)})")
+            on_step(f"{spec.name}: {attempts[-1]}")
+            messages = malformed_followup(messages, reply.text, e.message, budget - i - 1)
+            purpose = "malformed"
+    return Asked(None, attempts, budget)
+
+
+# --- checking a candidate ---------------------------------------------------------------------------
+def verdict(run: RunRecord) -> tuple[str, str]:
+    """(short verdict, one line) for a harness run: 'wrong answer', '512 of 8192 elements differ ...'."""
+    acc = run.accuracy
+    if run.status == "timeout":
+        return "timeout", run.describe()
+    if run.status == "crash":
+        tail = run.stderr_tail.strip().splitlines()
+        return "crash", f"exit status {run.exit_code}" + (f": {tail[-1]}" if tail else "")
+    violations = run.all_violations()
+    syntax = next((v for v in violations if v.code == "syntax-error"), None)
+    if syntax:
+        return "compile error", syntax.message
+    if acc is not None and not acc.compiled:
+        return "compile error", (acc.error or "did not import").strip().splitlines()[-1]
+    # Wrong numbers first: a wrong kernel may also trip follow-on rules (e.g. the stale-output
+    # probe), but "the answer differs" is the story a reader and the model need.
+    if acc is not None and acc.failed_checks:
+        msg = acc.failed_checks[0].message
+        # "case 0 ... (candidate-first), output 'out': 512 of 8192 elements differ ..." -> the numbers first
+        head, _, tail = msg.partition(": ")
+        n_bad = len(acc.failed_checks)
+        return "wrong answer", f"{tail or head} [{head}; {n_bad} of {len(acc.checks)} checks failed]"
+    if violations:
+        return "violation", "; ".join(f"{v.code}: {v.message}" for v in violations[:2])
+    if acc is not None and acc.error:
+        last = acc.error.strip().splitlines()[-1]
+        return ("compile error" if "CompilationError" in acc.error else "error"), last
+    if run.passed:
+        return "correct", ""
+    return "failed", run.describe().splitlines()[0] if run.describe() else run.status
+
+
+def _compiled(run: RunRecord) -> bool:
+    acc = run.accuracy
+    return acc is not None and acc.compiled and acc.error is None
+
+
+def _rank(run: RunRecord) -> tuple:
+    acc = run.accuracy
+    passed_checks = sum(c.passed for c in acc.checks) if acc else 0
+    return (run.passed, _compiled(run), not run.all_violations(), passed_checks)
+
+
+@dataclass
+class Candidate:
+    number: int  # the reply it came from
+    path: Path  # rounds/round_<k>/attempt_<n>_<name>_triton.py
+    source: str
+    run: RunRecord
+    parsed: ParsedReply
+
+    @property
+    def correct(self) -> bool:
+        return self.run.passed
+
+    @property
+    def compiled(self) -> bool:
+        return _compiled(self.run)
+
+
+@dataclass
+class RepairOutcome:
+    """What `write_and_repair` ends with. `best` is None only when no usable reply came."""
+
+    best: Candidate | None
+    candidates: list[Candidate] = field(default_factory=list)
+    attempts: list[str] = field(default_factory=list)  # one line per reply, for RoundRecord.attempts
+    tokens: TokenUsage = field(default_factory=TokenUsage)  # this call's share, for RoundRecord.tokens
+    baseline_source: str | None = None  # the LLM's baseline, when it was asked for one
+
+    @property
+    def correct(self) -> bool:
+        return self.best is not None and self.best.correct
+
+    @property
+    def compiled(self) -> bool:
+        return any(c.compiled for c in self.candidates)
+
+
+def write_and_repair(session: Session, op: OperatorDir, device: DeviceInfo, messages: Messages, *,
+                     round_k: int = 0, repairs: int = 3, purpose: str = "generate", want_baseline: bool = False,
+                     intent: str = "", on_step: Step = lambda s: None,
+                     check: Callable[[Path], RunRecord] | None = None) -> RepairOutcome:
+    """Ask with `messages`, check each candidate with the harness, repair up to `repairs` times.
+
+    Candidates are written under `op.round_dir(round_k)`. `check` replaces the accuracy run (the
+    optimize loop may want a perf-shape spot check too); it must return a RunRecord. Stops at the
+    first correct candidate. LLMError propagates (the endpoint is down: nothing to repair).
+    """
+    spec = op.spec
+    check = check or (lambda path: run_accuracy(op, device, kernel=path))
+    start_usage = session.usage
+    outcome = RepairOutcome(best=None)
+    number, repairs_left = 1, repairs
+    while True:
+        asked = ask_for_kernel(session, spec, messages, purpose=purpose, want_baseline=want_baseline and outcome.baseline_source is None,
+                               first_number=number, on_step=on_step)
+        outcome.attempts += asked.attempts
+        number += asked.replies
+        if asked.parsed is None:
+            break  # the model could not produce a usable reply MALFORMED_BUDGET times in a row
+        parsed, this = asked.parsed, number - 1
+        if parsed.baseline_source is not None:
+            outcome.baseline_source = parsed.baseline_source
+            atomic_write(op.file("baseline"), render_baseline(spec, parsed.baseline_source, llm_written=True))
+        path = op.round_dir(round_k) / f"attempt_{this}_{spec.name}_triton.py"
+        atomic_write(path, parsed.source)
+        on_step(f"{spec.name}: checking attempt {this} on {device.kind}")
+        run = check(path)
+        cand = Candidate(number=this, path=path, source=parsed.source, run=run, parsed=parsed)
+        outcome.candidates.append(cand)
+        kind, line = verdict(run)
+        outcome.attempts.append(f"attempt {this}: {kind}" + (f": {clip(line)}" if line else ""))
+        on_step(f"{spec.name}: {outcome.attempts[-1]}")
+        if outcome.best is None or _rank(run) > _rank(outcome.best.run):
+            outcome.best = cand
+        if run.passed or repairs_left <= 0:
+            break
+        repairs_left -= 1
+        messages = repair_messages(spec, parsed.source, run.describe(), verdict=kind, attempt=this,
+                                   intent=intent or parsed.change, baseline=outcome.baseline_source)
+        purpose = "repair"
+    outcome.tokens = session.usage.minus(start_usage)
+    return outcome
+
+
+def clip(text: str, n: int = 240) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"

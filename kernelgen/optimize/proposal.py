@@ -1,0 +1,48 @@
+"""What a proposer hands the optimization loop, and what it is given: one small protocol, so the loop
+does not care whether the candidate came from the offline plan, an LLM, or a test's script."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from kernelgen.optimize.diagnose import Diagnosis
+from kernelgen.opdir import OperatorDir
+from kernelgen.verify.results import RunRecord
+from kernelgen.llm.usage import TokenUsage
+from kernelgen.record.state import OpState, RoundRecord
+
+
+@dataclass
+class RoundContext:
+    op: OperatorDir
+    state: OpState
+    round: int
+    best: RoundRecord  # the current best round
+    best_source: str
+    diagnosis: Diagnosis
+
+
+@dataclass
+class Proposal:
+    source: str  # the candidate <name>_triton.py
+    change: str  # one line: what changed
+    reason: str  # why, and the effect expected
+    backend: str
+    extra: dict[str, object] = field(default_factory=dict)  # e.g. the offline knobs
+    tokens: TokenUsage = field(default_factory=TokenUsage)
+    files: dict[str, str] = field(default_factory=dict)  # saved beside the candidate: prompt.md, reply.md
+    # A proposer that gates its own candidates (the LLM path checks and repairs inside one call) hands
+    # back the trusted harness's verdict on exactly this source, so the loop does not run it twice.
+    checked: RunRecord | None = None
+    attempts: list[str] = field(default_factory=list)
+
+
+class Proposer(Protocol):
+    name: str
+
+    def propose(self, ctx: RoundContext) -> Proposal | None:
+        """The next candidate, or None when there is nothing left to try."""
+
+    def next_directions(self, ctx: RoundContext) -> str:
+        """One line for the log's lessons: what this proposer would try next."""

@@ -1,0 +1,28 @@
+"""Rich renderings of results for the terminal (the markdown log has its own, in oplog)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from kernelgen.verify.results import PerfCase, PerformanceResult
+
+
+def _shape_label(shapes: dict[str, list[int]]) -> str:
+    # The first input's shape names the case; the rest (bias, weight) follow from it.
+    first = next(iter(shapes.values()))
+    return "x".join(map(str, first))
+
+
+def perf_table(perf: PerformanceResult) -> Table:
+    title = f"{perf.op} on {perf.device_name} (torch {perf.torch_version}, triton {perf.triton_version})"
+    if not perf.measured:
+        title += " — interpreter dry run, NOT a measurement"
+    t = Table(title=title, title_justify="left")
+    for col in ("case", "dtype", *PerfCase.CELL_HEADERS):
+        t.add_column(col, justify="left" if col in ("case", "dtype") else "right", no_wrap=True)
+    for c in perf.cases:
+        cells = c.cells()
+        if not c.valid:
+            cells[-1] += " INVALID"
+        t.add_row(_shape_label(c.shapes), c.dtype, *cells)
+    return t

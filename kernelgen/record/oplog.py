@@ -1,0 +1,201 @@
+"""`optimization_log.md`: rendered from the operator's state (never edited in place), with a summary
+table on top, one section per round following the record template (version information, bottleneck
+analysis, change, test results, lessons) and a final summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernelgen import __version__
+from kernelgen.devices import DRY_RUN_LABEL
+from kernelgen.fsutil import atomic_write
+from kernelgen.render import render
+from kernelgen.verify.results import PerfCase, RunRecord
+from kernelgen.spec import OperatorSpec
+from kernelgen.record.state import OpState, RoundRecord
+
+LOG_FILE = "optimization_log.md"
+
+
+def _fmt(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
+    return "—" if x is None else f"{x:{spec}}{suffix}"
+
+
+def accuracy_text(run: RunRecord | None) -> str:
+    if run is None:
+        return "- Accuracy: not run."
+    if run.status in ("timeout", "crash"):
+        return f"- Accuracy: **{run.status}** — {run.describe()}"
+    acc = run.accuracy
+    if acc is None:
+        return f"- Accuracy: **error** — {run.describe()}"
+    verdict = "**PASS**" if acc.correct else "**FAIL**"
+    lines = [f"- Accuracy: {verdict} — {acc.summary()} (seeds {acc.seeds}, both call orders, on {acc.device})."]
+    for v in acc.violations:
+        lines.append(f"  - violation `{v.code}`: {v.message}")
+    for c in acc.failed_checks[:3]:
+        lines.append(f"  - {c.message}")
+    if acc.error:
+        lines.append(f"  - error: `{acc.error.splitlines()[-1]}`")
+    return "\n".join(lines)
+
+
+def perf_text(run: RunRecord | None) -> str:
+    if run is None:
+        return "- Performance: not run."
+    perf = run.performance
+    if perf is None:
+        return f"- Performance: **{run.status}** — {run.describe()}"
+    head = f"- Performance on {perf.device_name} (torch {perf.torch_version}, triton {perf.triton_version})"
+    if not perf.measured:
+        head += " — **interpreter dry run: NOT a measurement**"
+    headers = ("case", "dtype", *PerfCase.CELL_HEADERS, "valid")
+    lines = [head + ":", "", "| " + " | ".join(headers) + " |", "|---|---|" + "---:|" * len(PerfCase.CELL_HEADERS) + ":---:|"]
+    for c in perf.cases:
+        shapes = " ".join(f"{k}{v}" for k, v in c.shapes.items())
+        valid = "yes" if c.valid else "NO: " + c.invalid_reason
+        lines.append("| " + " | ".join([shapes, c.dtype, *c.cells(), valid]) + " |")
+    if perf.note:
+        lines += ["", f"  {perf.note}"]
+    for v in perf.violations:
+        lines.append(f"  - violation `{v.code}`: {v.message}")
+    if perf.error:
+        lines.append(f"  - error: `{perf.error.splitlines()[-1]}`")
+    return "\n".join(lines)
+
+
+def summary_row(r: RoundRecord) -> dict[str, str]:
+    acc = r.accuracy.accuracy if r.accuracy else None
+    perf = r.performance.performance if r.performance else None
+    g_eager = perf.geomean("speedup_eager") if perf else None
+    g_comp = perf.geomean("speedup_compile") if perf else None
+    ms = [c.kernel.ms for c in perf.cases if c.kernel] if perf else []
+    peak = [c.frac_peak for c in perf.cases if c.frac_peak is not None] if perf else []
+    return {
+        "round": str(r.round),
+        "change": (r.change or "—").replace("|", "/")[:80],
+        "change_type": r.change_type,
+        "correct": "yes" if acc and acc.correct else "no",
+        "ms": " / ".join(f"{m:.4f}" for m in ms[:4]) + (" …" if len(ms) > 4 else "") if ms else "—",
+        "x_eager": _fmt(g_eager, ".3g"),  # 3 significant digits: interpreter dry runs give x0.00x
+        "x_compile": _fmt(g_comp, ".3g"),
+        "peak": _fmt(min(peak) * 100 if peak else None, ".0f", "%"),
+        "kept": _kept_text(r),
+    }
+
+
+def _kept_text(r: RoundRecord) -> str:
+    if r.finished_at is None:
+        return "in progress"
+    if r.kept:
+        return "kept"
+    if r.round > 0 and (r.accuracy is None or not r.accuracy.passed):
+        return "reverted (rejected)"
+    return "reverted"
+
+
+def _perf_of(r: RoundRecord | None):  # noqa: ANN202 - PerformanceResult | None
+    return r.performance.performance if r is not None and r.performance else None
+
+
+def _x(v: object) -> str:
+    return f"x{v:.3g}" if isinstance(v, (int, float)) else "—"
+
+
+def round_context(r: RoundRecord, state: OpState, spec: OperatorSpec) -> dict[str, object]:
+    """What the round template shows beyond the record itself: numbers before and after, the
+    analysis the round started from, and its lessons."""
+    perf = _perf_of(r)
+    diag = dict(r.extra.get("diagnosis") or {})  # type: ignore[arg-type]
+    decision = dict(r.extra.get("decision") or {})  # type: ignore[arg-type]
+    target = spec.target_speedup if diag.get("target") is None else diag.get("target")
+    after = perf.geomean("speedup_eager") if perf else None
+    dry_run = bool(perf and not perf.measured) or state.device == "cpu"
+    if r.round == 0:
+        analysis = ["Initial kernel: nothing measured before it; its own numbers (test results below) are the "
+                    "starting point of round 1's analysis."]
+        lessons = [r.outcome or "—"]
+    else:
+        analysis = list(diag.get("lines") or ["(no analysis recorded)"])  # type: ignore[arg-type]
+        lessons = list(r.extra.get("lessons") or [])  # type: ignore[arg-type]
+        if r.extra.get("next"):
+            lessons.append(f"Next directions: {r.extra['next']}")
+        if not lessons:
+            lessons = ["(round not finished)"]
+    if target is None:
+        target_status = "none set"
+    elif after is None:
+        target_status = f"x{target:g} vs eager — not measured this round"
+    else:
+        target_status = f"x{target:g} vs eager — {'met' if after >= target else 'not met'} (x{after:.3f})"
+    if decision.get("speedup_vs_best") is not None:
+        vs_best = f"{_x(decision['speedup_vs_best'])} (keep threshold {_x(decision.get('threshold'))})"
+    elif r.round == 0:
+        vs_best = "— (first round)"
+    else:
+        vs_best = "— (not timed: " + str(decision.get("reason", "not finished")) + ")"
+    if dry_run and r.round > 0:
+        vs_best += f" [{DRY_RUN_LABEL}]"
+    verdict = {"kept": "kept", "in progress": "in progress"}.get(_kept_text(r), _kept_text(r))
+    return {
+        "base_round": r.extra.get("base_round"),
+        "speedup_before": _x(diag.get("speedup_eager")) if r.round else "— (first round)",
+        "target": f"x{target:g} vs eager" if target is not None else "none set (optimize toward the device ceiling)",
+        "analysis": analysis,
+        "speedup_after": _x(after) + (f" [{DRY_RUN_LABEL}]" if dry_run and after is not None else ""),
+        "compile_after": _x(perf.geomean("speedup_compile") if perf else None),
+        "vs_best": vs_best,
+        "target_status": target_status,
+        "lessons": lessons,
+        "dry_run": dry_run,
+        "verdict": f"{r.change or 'no change'} — {verdict}",
+    }
+
+
+def final_summary(state: OpState) -> list[str]:
+    """The closing lines: why the run stopped, the best kernel and how the rounds went."""
+    if not state.stopped_because:
+        return []
+    opt = [r for r in state.rounds if r.round >= 1 and r.finished_at]
+    kept = sum(r.kept for r in opt)
+    rejected = sum(1 for r in opt if r.accuracy is None or not r.accuracy.passed)
+    lines = [f"Stopped: {state.stopped_because}."]
+    best = state.best()
+    perf = _perf_of(best)
+    if best is not None:
+        nums = ""
+        if perf is not None:
+            nums = f": geomean {_x(perf.geomean('speedup_eager'))} vs eager, {_x(perf.geomean('speedup_compile'))} vs torch.compile"
+            peaks = [c.frac_peak for c in perf.cases if c.frac_peak is not None]
+            nums += f", {100 * min(peaks):.0f}% of peak (worst case)" if peaks else ", fraction of peak unknown (no measured ceilings)"
+            if not perf.measured:
+                nums += f" [{DRY_RUN_LABEL}]"
+        lines.append(f"Best kernel: round {best.round} (`{best.kernel_file}`, promoted to `{state.name}_triton.py`){nums}.")
+    lines.append(f"{len(opt)} optimization round(s): {kept} kept, {len(opt) - kept - rejected} reverted as not faster, "
+                 f"{rejected} rejected by the harness.")
+    if state.tokens.calls:
+        t = state.tokens
+        lines.append(f"LLM usage: {t.calls} calls, {t.prompt_tokens} prompt + {t.completion_tokens} completion tokens.")
+    return lines
+
+
+def render_log(state: OpState, spec: OperatorSpec) -> str:
+    interpreter = any(
+        r.performance and r.performance.performance and not r.performance.performance.measured for r in state.rounds
+    ) or state.device == "cpu"
+    sections = [
+        render("log/round.md.j2", r=r, spec=spec, accuracy_text=accuracy_text(r.accuracy), perf_text=perf_text(r.performance),
+               c=round_context(r, state, spec), dry_run_label=DRY_RUN_LABEL)
+        for r in state.rounds
+    ]
+    return render(
+        "log/optimization_log.md.j2", state=state, spec=spec, version=__version__, interpreter=interpreter,
+        rows=[summary_row(r) for r in state.rounds], sections=sections, tokens=state.tokens,
+        final=final_summary(state), dry_run_label=DRY_RUN_LABEL,
+    )
+
+
+def write_log(op_dir: Path, state: OpState, spec: OperatorSpec) -> Path:
+    path = Path(op_dir) / LOG_FILE
+    atomic_write(path, render_log(state, spec))
+    return path

@@ -1,0 +1,323 @@
+"""Static checks on a candidate `<name>_triton.py`, before any of it runs.
+
+Each rule has a stable violation code. They are cheap and catch the lazy cheats; the runtime
+guard (kernelgen.verify.guard) and the harness (kernelgen.harness) catch the rest by watching what the
+wrapper actually dispatches and what it returns. `VIOLATION_CODES` below is the one table of every
+code any of the three can report (docs and prompts quote it; tests check it is complete).
+
+Static (this module, before the candidate runs)
+  syntax-error              the file does not parse
+  forbidden-import          imports a module outside ALLOWED_IMPORTS (os, sys, ctypes, numpy, ...)
+  imports-baseline          imports the reference implementation
+  forbidden-call            eval/exec/open/getattr-with-a-computed-name/... (FORBIDDEN_CALLS)
+  forbidden-api             reaches private or dangerous APIs: torch._C, torch.sys, torch.os,
+                            frames, side streams, CUDA graphs, torch.compile, torch.save/load, ...
+  reads-environment         touches os.environ / getenv (through any path): API keys live there
+  monkeypatch               assigns or deletes an attribute of an imported module or class
+                            (`torch.equal = ...`, `torch.Tensor.__eq__ = ...`)
+  introspection             touches dunder attributes/names or defines dunder hooks
+  tensor-subclass           defines a class deriving from a torch class (could lie via __torch_function__)
+  host-compute              .item() / .tolist() / .numpy(): computing on the host
+  fallback-try-except       try/except reachable from the entry function (a silent non-Triton path)
+  no-triton-kernel          no @triton.jit kernel at module level
+  no-entry-function         no plain function named after the op
+  entry-rebound             the entry function is decorated or rebound at module level
+  kernel-not-launched       the entry never launches a @triton.jit kernel
+Runtime (kernelgen.verify.guard, around each checked call)
+  torch-compute-in-wrapper  PyTorch computed something (any operator beyond allocation, views and
+                            same-dtype copies; a dtype cast counts)
+  no-triton-launch          the call launched no Triton kernel
+  off-stream-launch         a launch on a stream other than the caller's
+Harness (kernelgen.harness, on the results)
+  input-mutated             an input differs after the call
+  output-not-fresh          an output was not allocated during the call (input, cached, precomputed)
+  unwritten-output          output elements still hold the poison: the kernel never wrote them
+  stale-output              wrong when the same input buffers are refilled with new values
+  harness-tampering         torch / builtins / the harness itself changed under the candidate
+  timed-call-no-launch      (performance) a timed call launched no Triton kernel
+  timed-output-wrong        (performance) the last timed call's output is wrong
+A wrong value is a failed check (CaseCheck), not a violation; a timing beyond the device's measured
+ceiling marks the PerfCase invalid (`invalid_reason`); a timeout or crash is a RunRecord status.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from kernelgen.verify.results import Violation
+
+VIOLATION_CODES: dict[str, str] = {
+    "syntax-error": "the file does not parse",
+    "forbidden-import": "imports a module a kernel file may not use",
+    "imports-baseline": "imports the reference implementation",
+    "forbidden-call": "calls a builtin that runs code, opens files or reaches objects by computed name",
+    "forbidden-api": "reaches private or dangerous APIs (internals, sys/os through torch, frames, side streams, CUDA graphs, torch.compile, torch.save/load)",
+    "reads-environment": "reads environment variables (where API keys live)",
+    "monkeypatch": "assigns or deletes an attribute of an imported module or class",
+    "introspection": "touches dunder attributes or names, or defines dunder hooks",
+    "tensor-subclass": "defines a subclass of a torch class",
+    "host-compute": "moves data to the host to compute there (.item/.tolist/.numpy)",
+    "fallback-try-except": "try/except on the entry's path: a silent non-Triton fallback",
+    "no-triton-kernel": "defines no @triton.jit kernel",
+    "no-entry-function": "defines no plain entry function named after the op",
+    "entry-rebound": "the entry function is decorated or rebound at module level",
+    "kernel-not-launched": "the entry never launches a @triton.jit kernel",
+    "torch-compute-in-wrapper": "PyTorch computed in the wrapper (runtime)",
+    "no-triton-launch": "the call launched no Triton kernel (runtime)",
+    "off-stream-launch": "a Triton launch on another stream (runtime)",
+    "input-mutated": "an input was modified by the call",
+    "output-not-fresh": "an output was not allocated during the call",
+    "unwritten-output": "output elements were never written (still poisoned)",
+    "stale-output": "the result depends on an earlier call",
+    "harness-tampering": "torch, builtins or the harness were modified by the candidate",
+    "timed-call-no-launch": "a timed call launched no Triton kernel",
+    "timed-output-wrong": "the output of the timed calls is wrong",
+}
+
+# What a kernel file may import. Anything else (os, sys, numpy, subprocess, importlib, the baseline,
+# kernelgen itself) is a way to read secrets, compute on the host, or tamper with the harness.
+ALLOWED_IMPORTS = {"torch", "triton", "triton.language", "math", "functools", "typing", "__future__", "dataclasses", "itertools"}
+
+FORBIDDEN_CALLS = {"eval", "exec", "compile", "__import__", "open", "globals", "vars", "locals", "breakpoint", "input",
+                   "setattr", "delattr", "exit", "quit", "memoryview"}
+
+# Attribute chains (after resolving import aliases) that reach past the public API into places that
+# could switch off the dispatch guard, move work to another stream, hide work in a graph or a
+# compiler, touch files, or compute on the host.
+FORBIDDEN_ATTRS = {
+    "torch._C": "reaches into PyTorch's C internals (could disable the harness's dispatch guard)",
+    "torch.utils._python_dispatch": "manipulates PyTorch's dispatch modes",
+    "torch.utils.cpp_extension": "compiles native code",
+    "torch.library": "registers custom operators",
+    "torch.ops": "calls operators around the dispatcher's public API",
+    "torch.cuda.Stream": "creates a side stream: work must run on the caller's stream",
+    "torch.cuda.ExternalStream": "uses a side stream: work must run on the caller's stream",
+    "torch.cuda.stream": "switches streams: work must run on the caller's stream",
+    "torch.cuda.streams": "switches streams: work must run on the caller's stream",
+    "torch.cuda.set_stream": "switches streams: work must run on the caller's stream",
+    "torch.Stream": "creates a side stream: work must run on the caller's stream",
+    "torch.npu.Stream": "creates a side stream: work must run on the caller's stream",
+    "torch.npu.stream": "switches streams: work must run on the caller's stream",
+    "torch.npu.set_stream": "switches streams: work must run on the caller's stream",
+    "torch.cuda.graph": "CUDA graph replay hides launches from the harness",
+    "torch.cuda.graphs": "CUDA graph replay hides launches from the harness",
+    "torch.cuda.CUDAGraph": "CUDA graph replay hides launches from the harness",
+    "torch.compile": "torch.compile computes in PyTorch's compiler, not in the candidate's kernel",
+    "torch.jit": "TorchScript computes outside the candidate's kernel",
+    "torch.fx": "graph tracing: not a kernel's business",
+    "torch.export": "graph export: not a kernel's business",
+    "torch.save": "writes files",
+    "torch.load": "reads files (and unpickles)",
+    "torch.from_file": "reads files",
+    "torch.hub": "downloads code",
+    "torch.multiprocessing": "starts processes",
+    "torch.distributed": "talks to other processes",
+    "torch.testing": "comparison helpers the harness relies on",
+}
+# Attribute names refused wherever they appear in a chain: ways to the interpreter, the process,
+# the files, or other frames (`torch.sys.modules`, `torch.os.system`, `gen.gi_frame.f_back`).
+FORBIDDEN_ATTR_NAMES = {
+    "sys", "os", "modules", "builtins", "importlib", "subprocess", "ctypes", "system", "popen", "spawnv",
+    "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "gi_frame", "gi_code", "cr_frame", "ag_frame",
+    "tb_frame", "tb_next", "co_code", "func_globals", "mro", "load_library", "pathlib", "shutil", "inspect",
+}
+ENV_ATTR_NAMES = {"environ", "environb", "getenv", "putenv", "unsetenv", "getenvb"}
+# Dunder function names a kernel file may define (methods of a small config class, say).
+ALLOWED_DUNDER_DEFS = {"__init__", "__post_init__", "__repr__", "__call__"}
+ALLOWED_DUNDER_NAMES = {"__name__"}
+HOST_COMPUTE_METHODS = {"numpy", "tolist", "item"}
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _is_jit_decorator(dec: ast.AST) -> bool:
+    target = dec.func if isinstance(dec, ast.Call) else dec
+    name = _dotted(target) or ""
+    return name.split(".")[-1] in {"jit", "autotune", "heuristics"} and (name.startswith("triton") or name in {"jit", "autotune", "heuristics"})
+
+
+def _aliases(tree: ast.Module) -> dict[str, str]:
+    """Local names bound by imports: {'tl': 'triton.language', 'torch': 'torch'}."""
+    out: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                out[a.asname or a.name] = f"{node.module}.{a.name}"
+    return out
+
+
+def _is_dunder(name: str) -> bool:
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
+def _attr_problem(full: str, modules: set[str]) -> tuple[str, str] | None:
+    """Why a resolved dotted name is refused: (code, reason), or None."""
+    parts = full.split(".")
+    for bad, why in FORBIDDEN_ATTRS.items():
+        if full == bad or full.startswith(bad + "."):
+            return "forbidden-api", f"uses {full}: {why}"
+    if any(part in ENV_ATTR_NAMES for part in parts[1:]):
+        return "reads-environment", f"uses {full}: reads the process environment (where API keys live)"
+    for part in parts[1:]:
+        if part in FORBIDDEN_ATTR_NAMES:
+            return "forbidden-api", f"uses {full}: reaches the interpreter, the process, files or other frames"
+    if parts[0] in modules:
+        for part in parts[1:]:
+            if part.startswith("_") and not _is_dunder(part):
+                return "forbidden-api", f"uses {full}: private internals of {parts[0]}"
+        if parts[0] == "torch" and len(parts) == 2 and parts[1].startswith("set_"):
+            return "forbidden-api", f"uses {full}: changes PyTorch global state the baseline also runs under"
+    return None
+
+
+def check_source(source: str, entry: str, *, baseline_module: str | None = None) -> list[Violation]:
+    """Return the violations found in a kernel file's source (empty: passes)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        return [Violation(code="syntax-error", message=f"line {e.lineno}: {e.msg}")]
+    found: list[Violation] = []
+    aliases = _aliases(tree)
+
+    def add(code: str, message: str) -> None:
+        found.append(Violation(code=code, message=message))
+
+    # Names bound to modules (and objects imported from them): `torch`, `tl`, `F`, `partial`, ...
+    modules = {"torch", "triton", "math", "functools", "typing", "dataclasses", "itertools"}
+    module_aliases = {local for local, target in aliases.items() if target.split(".")[0] in modules}
+
+    def resolve(dotted: str) -> str:
+        head, _, rest = dotted.partition(".")
+        return aliases.get(head, head) + ("." + rest if rest else "")
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and node.level:
+                names = ["." * node.level + (node.module or "")]
+            for name in names:
+                if "baseline" in name or (baseline_module and name.endswith(baseline_module)):
+                    add("imports-baseline", f"imports {name!r}: the kernel may not use the reference implementation")
+                elif name not in ALLOWED_IMPORTS:
+                    add("forbidden-import", f"imports {name!r}; a kernel file may import only {', '.join(sorted(ALLOWED_IMPORTS))}")
+                elif isinstance(node, ast.ImportFrom):
+                    for a in node.names:
+                        if a.name == "*":
+                            continue
+                        problem = _attr_problem(f"{name}.{a.name}", modules)
+                        if problem is None and _is_dunder(a.name):
+                            problem = ("introspection", f"imports {name}.{a.name}")
+                        if problem:
+                            add(problem[0], f"line {node.lineno}: {problem[1]}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
+            add("forbidden-call", f"line {node.lineno}: calls {node.func.id}()")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in {"getattr", "hasattr"}:
+            attr = node.args[1] if len(node.args) > 1 else None
+            if not (isinstance(attr, ast.Constant) and isinstance(attr.value, str)):
+                add("forbidden-call", f"line {node.lineno}: {node.func.id}() with a computed attribute name")
+            else:
+                target = _dotted(node.args[0]) if node.args else None
+                full = resolve(target) + "." + attr.value if target else "?." + attr.value
+                problem = _attr_problem(full, modules)
+                if problem is None and (_is_dunder(attr.value) or (target and target.split(".")[0] in module_aliases and attr.value.startswith("_"))):
+                    problem = ("introspection", f"{node.func.id}(..., {attr.value!r})")
+                if problem:
+                    add(problem[0], f"line {node.lineno}: {problem[1]}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type" and len(node.args) == 3:
+            add("forbidden-call", f"line {node.lineno}: type() with three arguments creates a class at run time")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in HOST_COMPUTE_METHODS:
+            add("host-compute", f"line {node.lineno}: .{node.func.attr}() moves data to the host; compute belongs in a Triton kernel")
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            flat: list[ast.AST] = []
+            for t in targets:
+                flat += list(ast.walk(t)) if isinstance(t, (ast.Tuple, ast.List, ast.Starred)) else [t]
+            for t in flat:
+                base = t.value if isinstance(t, (ast.Attribute, ast.Subscript)) else None
+                while isinstance(base, (ast.Attribute, ast.Subscript)):
+                    base = base.value
+                # Any attribute store but `self.x = ...` (an alias such as `t = torch` would
+                # otherwise hide the module), and item stores into anything reached from a module.
+                attr_store = isinstance(t, ast.Attribute) and not (isinstance(base, ast.Name) and base.id == "self")
+                item_store = isinstance(t, ast.Subscript) and isinstance(base, ast.Name) and base.id in module_aliases
+                if attr_store or item_store:
+                    what = _dotted(t) or f"an attribute of {getattr(base, 'id', 'an expression')}"
+                    add("monkeypatch", f"line {node.lineno}: changes {resolve(what) if '.' in what else what}: "
+                        "a kernel file may not set attributes (of torch, triton, or anything else but self)")
+                elif isinstance(t, ast.Name) and t.id == entry and node.col_offset == 0:
+                    add("entry-rebound", f"line {node.lineno}: rebinds {entry!r} at module level")
+        if isinstance(node, ast.Attribute):
+            dotted = _dotted(node)
+            if dotted:
+                problem = _attr_problem(resolve(dotted), modules)
+                if problem:
+                    add(problem[0], f"line {node.lineno}: {problem[1]}")
+            elif node.attr in ENV_ATTR_NAMES:
+                add("reads-environment", f"line {node.lineno}: touches .{node.attr}")
+            elif node.attr in FORBIDDEN_ATTR_NAMES:
+                add("forbidden-api", f"line {node.lineno}: touches .{node.attr}")
+            if _is_dunder(node.attr) and node.attr not in ALLOWED_DUNDER_NAMES | {"__init__"}:
+                add("introspection", f"line {node.lineno}: touches {node.attr}")
+        elif isinstance(node, ast.Name) and _is_dunder(node.id) and node.id not in ALLOWED_DUNDER_NAMES:
+            add("introspection", f"line {node.lineno}: touches {node.id}")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _is_dunder(node.name) and node.name not in ALLOWED_DUNDER_DEFS:
+            add("introspection", f"line {node.lineno}: defines {node.name}, a hook into Python's or PyTorch's machinery")
+        elif isinstance(node, ast.ClassDef):
+            for b in node.bases + [k.value for k in node.keywords]:
+                dotted = _dotted(b)
+                if dotted and resolve(dotted).split(".")[0] == "torch":
+                    add("tensor-subclass", f"line {node.lineno}: class {node.name} derives from {resolve(dotted)}")
+                elif dotted is None or dotted in {"type"}:
+                    add("introspection", f"line {node.lineno}: class {node.name} has an unusual base or metaclass")
+
+    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == entry]
+    if len(defs) > 1:
+        add("entry-rebound", f"{entry!r} is defined {len(defs)} times at module level")
+    kernels = {name for name, fn in funcs.items() if any(_is_jit_decorator(d) for d in fn.decorator_list)}
+    if not kernels:
+        add("no-triton-kernel", "defines no @triton.jit kernel at module level")
+    if entry not in funcs:
+        add("no-entry-function", f"defines no function called {entry!r} at module level")
+        return found
+    if entry in kernels:
+        add("no-entry-function", f"{entry!r} must be a plain Python wrapper, not the @triton.jit kernel itself")
+        return found
+    if funcs[entry].decorator_list:
+        add("entry-rebound", f"{entry!r} is decorated: the harness must call the function as written (a cache or wrapper could answer instead)")
+
+    # Which plain functions does the entry reach (helpers it calls, transitively)?
+    reached, todo = set(), [entry]
+    while todo:
+        name = todo.pop()
+        if name in reached or name not in funcs or name in kernels:
+            continue
+        reached.add(name)
+        for n in ast.walk(funcs[name]):
+            if isinstance(n, ast.Name) and n.id in funcs:
+                todo.append(n.id)
+
+    launches = False
+    for name in reached:
+        for n in ast.walk(funcs[name]):
+            # `kernel[grid](...)` is a launch; so is `kernel.run(...)` style with a known kernel name.
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) and isinstance(n.func.value, ast.Name):
+                if n.func.value.id in kernels:
+                    launches = True
+            if isinstance(n, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+                add("fallback-try-except", f"line {n.lineno}: try/except in {name}() could fall back to a non-Triton path")
+    if kernels and not launches:
+        add("kernel-not-launched", f"{entry}() never launches a @triton.jit kernel (expected `{sorted(kernels)[0]}[grid](...)`)")
+    return found
