@@ -11,7 +11,7 @@ import pytest
 
 from kernelgen.optimize.changes import classify_change
 from kernelgen.optimize.diagnose import diagnose
-from kernelgen.optimize.loop import decide_keep, stop_reason
+from kernelgen.optimize.decide import decide_keep, stop_reason
 from kernelgen.record.oplog import render_log
 from kernelgen.optimize.planner import CATEGORIES, OfflinePlanner, candidate_steps, knob_category
 from kernelgen.record.plot import render_plot
@@ -87,7 +87,7 @@ def test_cpu_diagnosis_says_there_are_no_peaks():
     d = diagnose(_perf([2.0], measured=False), 0, target=None)
     text = "\n".join(d.lines)
     assert "No device ceilings on the CPU interpreter" in text and "not a measurement" in text
-    assert d.min_frac_peak is None and not d.at_ceiling
+    assert d.min_frac_peak is None and stop_reason(d) is None
 
 
 # --- change type from the diff ---------------------------------------------------------------------
@@ -141,15 +141,15 @@ def test_offline_planner_changes_one_knob_and_never_repeats(tmp_path):
     state = OpState(name="broadcast", created_at="t", backend="offline", device="cpu", rounds=[r0], best_round=0)
     ctx = RoundContext(op=None, state=state, round=1, best=r0, best_source=_fake_generate(spec).source,  # type: ignore[arg-type]
                        diagnosis=diagnose(None, 0, None))
-    p1 = planner.propose(ctx)
-    assert p1 is not None and p1.extra["knob"] == "BLOCK_SIZE" and p1.extra["to"] == 512
+    [p1] = planner.propose(ctx)
+    assert p1.knob == "BLOCK_SIZE" and p1.knob_to == 512
     assert "grid='1d'" in p1.reason  # the refused setting is named
     state.rounds.append(RoundRecord(round=1, started_at="t", finished_at="t", backend="offline", kernel_file="r1.py",
-                                    extra=dict(p1.extra)))  # tried and reverted
-    p2 = planner.propose(ctx)
+                                    knobs=p1.knobs, knob=p1.knob, knob_from=p1.knob_from, knob_to=p1.knob_to))  # tried and reverted
+    [p2] = planner.propose(ctx)
     # num_warps=2 generates the best's file again (no round spent on it): next category, memory access
-    assert p2 is not None and p2.extra["knob"] == "eviction"
-    changed = [k for k in SPACE if p2.extra["knobs"][k] != SPACE[k][0]]
+    assert p2.knob == "eviction"
+    changed = [k for k in SPACE if p2.knobs[k] != SPACE[k][0]]
     assert changed == ["eviction"]  # one variable at a time, from the best's knobs
 
 
@@ -166,22 +166,22 @@ def _state() -> OpState:
                       performance=_perf([0.5], [1.0], measured=False))
     perf2 = RunRecord(kind="performance", status="ok", exit_code=0, duration_s=1.0,
                       performance=_perf([0.6], [0.5], measured=False))
-    diag = diagnose(perf0.performance, 0, None).as_dict()
+    diag = diagnose(perf0.performance, 0, None)
     rounds = [
         RoundRecord(round=0, started_at="t0", finished_at="t0", backend="offline", change="initial kernel",
                     kernel_file="rounds/round_0/broadcast_triton.py", accuracy=_acc(True), performance=perf0, kept=True),
         RoundRecord(round=1, started_at="t1", finished_at="t1", backend="offline", change="block sizes: BLOCK 16 -> 32",
                     change_type="parameters", kernel_file="rounds/round_1/broadcast_triton.py", diff="--- a\n+++ b\n",
                     accuracy=_acc(True), performance=perf1, kept=True, outcome="kept",
-                    extra={"diagnosis": diag, "decision": decide_keep(perf1.performance).as_dict(),
-                           "lessons": ["Worked: ..."], "next": "num_warps"}),
+                    diagnosis=diag, decision=decide_keep(perf1.performance), lessons=["Worked: ..."],
+                    next_directions="num_warps"),
         RoundRecord(round=2, started_at="t2", finished_at="t2", backend="offline", change="grid 2d -> 1d",
                     change_type="logic", kernel_file="rounds/round_2/broadcast_triton.py", diff="--- a\n+++ b\n",
                     accuracy=_acc(True), performance=perf2, outcome="reverted",
-                    extra={"diagnosis": diag, "decision": decide_keep(perf2.performance).as_dict(), "lessons": ["Did not help"]}),
+                    diagnosis=diag, decision=decide_keep(perf2.performance), lessons=["Did not help"]),
         RoundRecord(round=3, started_at="t3", finished_at="t3", backend="offline", change="wrong", change_type="logic",
                     kernel_file="rounds/round_3/broadcast_triton.py", accuracy=_acc(False), outcome="rejected",
-                    extra={"diagnosis": diag, "lessons": ["Failed"]}),
+                    diagnosis=diag, lessons=["Failed"]),
     ]
     return OpState(name="broadcast", created_at="t", backend="offline", device="cpu", rounds=rounds, best_round=1,
                    stopped_because="3 optimization round(s) finished (--rounds 3)")

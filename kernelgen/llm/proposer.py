@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from kernelgen.devices import DeviceInfo
@@ -41,7 +40,7 @@ class LLMProposer:
         setup = prepare(backend, options)  # ConfigError (exit 2) before any round starts
         return cls(op=op, device=device, setup=setup, session=connect(setup, op.path), name=setup.backend)
 
-    def propose(self, ctx: RoundContext) -> Proposal | None:
+    def propose(self, ctx: RoundContext) -> list[Proposal]:
         from kernelgen.llm.repair import write_and_repair
         from kernelgen.llm.prompts import optimization_messages
         from kernelgen.llm.recording import LLM_DIR
@@ -67,15 +66,14 @@ class LLMProposer:
             # No usable reply within the malformed-reply budget: a rejected round, the best unchanged.
             failed = RunRecord(kind="accuracy", status="error", exit_code=None, duration_s=0.0,
                                stderr_tail="no usable reply: " + "; ".join(outcome.attempts[-3:]))
-            return Proposal(source=ctx.best_source, change="no usable reply", reason="", backend=self.name,
-                            tokens=outcome.tokens, attempts=outcome.attempts, checked=failed)
+            return [Proposal(source=ctx.best_source, change="no usable reply", reason="", backend=self.name,
+                             tokens=outcome.tokens, attempts=outcome.attempts, checked=failed)]
         parsed = best.parsed
-        return Proposal(
+        return [Proposal(
             source=best.source, change=parsed.change or "(the model named no change)",
             reason=parsed.reason or "", backend=self.name, tokens=outcome.tokens, attempts=outcome.attempts,
-            checked=best.run, extra={"model": self.session.model, "claimed_type": parsed.change_type,
-                                     "attempt_file": str(Path(best.path).relative_to(self.op.path))},
-        )
+            checked=best.run, model=self.session.model, claimed_type=parsed.change_type or None,
+        )]
 
     def next_directions(self, ctx: RoundContext) -> str:
         return "the next round asks the model again with this round's outcome in its history."

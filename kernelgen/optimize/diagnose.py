@@ -5,13 +5,13 @@ is reported as missing, and the CPU interpreter, which has no ceilings, says so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from kernelgen.devices import DRY_RUN_LABEL
+from kernelgen.record.state import Diagnosis
 from kernelgen.verify.results import PerformanceResult
 
 # Within 5% of the measured ceiling there is nothing left to win that the noise would not hide.
 CEILING_FRACTION = 0.95
+
 
 
 def _human_bytes(n: int) -> str:
@@ -21,41 +21,15 @@ def _human_bytes(n: int) -> str:
     return f"{n} B"
 
 
-@dataclass
-class Diagnosis:
-    round: int  # the round whose measurements are analysed (the current best)
-    measured: bool  # False under the interpreter
-    speedup_eager: float | None
-    speedup_compile: float | None
-    min_frac_peak: float | None
-    bound: str  # memory | compute | unknown (the worst case's)
-    target: float | None
-    lines: list[str] = field(default_factory=list)
-
-    @property
-    def target_met(self) -> bool:
-        return self.target is not None and self.speedup_eager is not None and self.speedup_eager >= self.target
-
-    @property
-    def at_ceiling(self) -> bool:
-        return self.min_frac_peak is not None and self.min_frac_peak >= CEILING_FRACTION
-
-    def as_dict(self) -> dict[str, object]:
-        return {"round": self.round, "measured": self.measured, "speedup_eager": self.speedup_eager,
-                "speedup_compile": self.speedup_compile, "min_frac_peak": self.min_frac_peak,
-                "bound": self.bound, "target": self.target, "lines": self.lines}
-
-
 def diagnose(perf: PerformanceResult | None, round_: int, target: float | None) -> Diagnosis:
     if perf is None or not perf.cases:
         why = perf.error.splitlines()[-1] if perf is not None and perf.error else "no performance result"
-        return Diagnosis(round_, False, None, None, None, "unknown", target,
-                         [f"Round {round_} has no timings to analyse ({why})."])
+        return Diagnosis(round=round_, measured=False, target=target, lines=[f"Round {round_} has no timings to analyse ({why})."])
     g_eager, g_comp = perf.geomean("speedup_eager"), perf.geomean("speedup_compile")
     fracs = [c.frac_peak for c in perf.cases if c.frac_peak is not None]
     worst = min((c for c in perf.cases if c.frac_peak is not None), key=lambda c: c.frac_peak or 0.0, default=None)
-    d = Diagnosis(round_, perf.measured, g_eager, g_comp, min(fracs) if fracs else None,
-                  worst.bound if worst else "unknown", target)
+    d = Diagnosis(round=round_, measured=perf.measured, speedup_eager=g_eager, speedup_compile=g_comp,
+                  min_frac_peak=min(fracs) if fracs else None, bound=worst.bound if worst else "unknown", target=target)
     label = "" if perf.measured else f" [{DRY_RUN_LABEL}]"
     d.lines.append(f"Starting point: round {round_} on {perf.device_name}{label}.")
     for c in perf.cases:
@@ -76,7 +50,7 @@ def diagnose(perf: PerformanceResult | None, round_: int, target: float | None) 
     if d.min_frac_peak is not None:
         room = 1 / d.min_frac_peak if d.min_frac_peak > 0 else float("inf")
         d.lines.append(f"Gap: the worst case reaches {100 * d.min_frac_peak:.0f}% of the {d.bound}-bound ceiling, "
-                       f"so at most x{room:.2f} is left there" + (" — at the ceiling." if d.at_ceiling else "."))
+                       f"so at most x{room:.2f} is left there" + (" — at the ceiling." if d.min_frac_peak >= CEILING_FRACTION else "."))
     if target is not None and g_eager is not None:
         if d.target_met:
             d.lines.append(f"Target x{target:g} vs eager is met (geomean x{g_eager:.3g}).")

@@ -1,146 +1,32 @@
 """`kernelgen optimize`: diagnose the current best -> propose a candidate -> gate it through the trusted
 harness -> time it against the best in the same process -> keep it only if faster beyond the noise.
 
-Nothing is lost and everything resumes: each round's candidate, results (accuracy.json,
-performance.json), prompt and reply live in `rounds/round_<k>/`; state.json is saved after every
-step; a kept candidate is promoted to `<name>_triton.py` atomically, the previous one copied into
-`best_history/` first. A round interrupted half-way (Ctrl-C, SIGKILL) is moved aside and redone by
-the same command; finished rounds, round 0 included, are never redone.
+Each round's candidate, results (accuracy.json, performance.json), prompt and reply live in
+`rounds/round_<k>/`; state.json is saved after every step (kernelgen.optimize.resume makes an
+interrupted run pick up where it stopped).
 """
 
 from __future__ import annotations
 
-import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from kernelgen.optimize.changes import classify_change, unified_diff
 from kernelgen.devices import DeviceInfo
-from kernelgen.devices import DRY_RUN_LABEL
-from kernelgen.optimize.diagnose import Diagnosis, diagnose
 from kernelgen.errors import GenerationError, UsageError
 from kernelgen.fsutil import atomic_write, move_aside, now
 from kernelgen.opdir import ROUNDS_DIR, OperatorDir, is_operator_dir, open_operator, operator_dirs_under
-from kernelgen.record.oplog import write_log
+from kernelgen.optimize.changes import classify_change, unified_diff
+from kernelgen.optimize.decide import MIN_NOISE, at_ceiling, decide_keep, stop_reason
+from kernelgen.optimize.diagnose import diagnose
 from kernelgen.optimize.proposal import Proposal, Proposer, RoundContext
-from kernelgen.verify.results import PerformanceResult, RunRecord
+from kernelgen.optimize.resume import HISTORY_DIR, finished_rounds, promote, recover
+from kernelgen.record.oplog import write_log
+from kernelgen.record.state import Diagnosis, KeepDecision, OpState, RoundRecord, load_state, save_state
+from kernelgen.verify.results import RunRecord
 from kernelgen.verify.runner import run_accuracy, run_performance
-from kernelgen.record.state import OpState, RoundRecord, load_state, save_state
 
 Step = Callable[[str], None]
-HISTORY_DIR = "best_history"
-# A candidate must beat the best by more than the run-to-run noise of either timing; never by less
-# than 1%, the spread do_bench medians show between identical runs of a bandwidth-bound kernel.
-MIN_NOISE = 0.01
-_ROUND_DIR = re.compile(r"^round_(\d+)$")
-
-
-# --- the keep/revert rule -------------------------------------------------------------------------
-@dataclass
-class KeepDecision:
-    keep: bool
-    speedup: float | None  # geomean speedup over the current best, timed in the same process
-    threshold: float  # the speedup it had to beat: 1 + max(spread of both timings, MIN_NOISE)
-    reason: str
-
-    def as_dict(self) -> dict[str, object]:
-        return {"keep": self.keep, "speedup_vs_best": self.speedup, "threshold": self.threshold, "reason": self.reason}
-
-
-def decide_keep(perf: PerformanceResult | None) -> KeepDecision:
-    if perf is None:
-        return KeepDecision(False, None, 1 + MIN_NOISE, "no performance result")
-    if not perf.ok:
-        why = perf.error or "; ".join(v.message for v in perf.violations) or \
-            "; ".join(c.invalid_reason for c in perf.cases if not c.valid)
-        return KeepDecision(False, None, 1 + MIN_NOISE, f"the timing run is not valid: {why.splitlines()[-1] if why else 'unknown'}")
-    speedup = perf.geomean("speedup_vs_compare")
-    spreads = [t.spread for c in perf.cases for t in (c.kernel, c.compare) if t is not None]
-    noise = max(spreads + [MIN_NOISE])
-    threshold = 1 + noise
-    if speedup is None:
-        return KeepDecision(False, None, threshold, "not timed against the current best")
-    label = "" if perf.measured else f" [{DRY_RUN_LABEL}]"
-    if speedup > threshold:
-        return KeepDecision(True, speedup, threshold,
-                            f"x{speedup:.3f} over the best, beyond the noise threshold x{threshold:.3f}{label}")
-    verdict = "slower" if speedup < 1 else "not faster beyond the noise"
-    return KeepDecision(False, speedup, threshold,
-                        f"x{speedup:.3f} over the best: {verdict} (threshold x{threshold:.3f}){label}")
-
-
-def stop_reason(diag: Diagnosis) -> str | None:
-    if diag.target_met:
-        return f"target met: geomean x{diag.speedup_eager:.2f} vs eager >= x{diag.target:g} (round {diag.round})"
-    if diag.at_ceiling:
-        return (f"at the device ceiling: every perf case reaches >= {100 * diag.min_frac_peak:.0f}% of the measured "
-                f"{diag.bound}-bound peak (round {diag.round}); what is left is within the noise")
-    return None
-
-
-# --- resume ---------------------------------------------------------------------------------------
-def finished_rounds(state: OpState) -> int:
-    return sum(1 for r in state.rounds if r.round >= 1 and r.finished_at is not None)
-
-
-def recover(op: OperatorDir, state: OpState, on_step: Step = lambda s: None) -> list[str]:
-    """Make the directory agree with the last finished round: a partial round's record is dropped and
-    its folder moved aside (kept, not deleted), and `<name>_triton.py` is the best round's kernel."""
-    notes: list[str] = []
-    r0 = next((r for r in state.rounds if r.round == 0), None)
-    if r0 is None or r0.finished_at is None:
-        raise UsageError(f"{op.path}: round 0 (`kernelgen new`) never finished",
-                         hint=f"run `kernelgen new {op.path / 'spec.yaml'} --force` (the old folder is moved aside)")
-    for r in [r for r in state.rounds if r.finished_at is None]:
-        state.rounds.remove(r)
-        notes.append(f"round {r.round} was interrupted; it is redone")
-    recorded = {r.round for r in state.rounds}
-    rounds_dir = op.path / ROUNDS_DIR
-    for d in sorted(rounds_dir.iterdir()) if rounds_dir.is_dir() else []:
-        m = _ROUND_DIR.match(d.name)
-        if d.is_dir() and m and int(m.group(1)) not in recorded:
-            moved = move_aside(d)
-            notes.append(f"partial {d.relative_to(op.path)} kept as {moved.relative_to(op.path)}")
-    if state.best_round is not None and state.best() is None:
-        kept = [r for r in state.rounds if r.kept]
-        state.best_round = kept[-1].round if kept else None
-    best = state.best()
-    if best is not None:
-        source = (op.path / best.kernel_file).read_text(encoding="utf-8")
-        current = op.file("triton")
-        if not current.is_file() or current.read_text(encoding="utf-8") != source:
-            kept_copy = _keep_previous(op, current, "unpromoted")
-            atomic_write(current, source)
-            notes.append(f"{current.name} restored to round {best.round}'s kernel"
-                         + (f" (the file found there is kept as {kept_copy.relative_to(op.path)})" if kept_copy else ""))
-    save_state(op.path, state)
-    for n in notes:
-        on_step(f"{op.name}: {n}")
-    return notes
-
-
-def _keep_previous(op: OperatorDir, path: Path, tag: str) -> Path | None:
-    """Copy the file about to be replaced into best_history/ under a name that says what it was."""
-    if not path.is_file():
-        return None
-    dest = op.path / HISTORY_DIR
-    dest.mkdir(exist_ok=True)
-    target = dest / f"{tag}_{path.name}"
-    n = 1
-    while target.exists():
-        if target.read_bytes() == path.read_bytes():
-            return target
-        target = dest / f"{tag}.{n}_{path.name}"
-        n += 1
-    shutil.copy2(path, target)
-    return target
-
-
-def promote(op: OperatorDir, state: OpState, record: RoundRecord, source: str) -> None:
-    _keep_previous(op, op.file("triton"), f"round_{state.best_round}")
-    atomic_write(op.file("triton"), source)
 
 
 # --- one round ------------------------------------------------------------------------------------
@@ -154,7 +40,8 @@ def _apply(record: RoundRecord, proposal: Proposal, best_source: str, best_file:
     record.backend = proposal.backend
     record.change_type = classify_change(best_source, proposal.source, op.name)
     record.diff = unified_diff(best_source, proposal.source, best_file, record.kernel_file)
-    record.extra.update(proposal.extra)
+    record.knobs, record.knob, record.knob_from, record.knob_to = proposal.knobs, proposal.knob, proposal.knob_from, proposal.knob_to
+    record.model, record.claimed_type = proposal.model, proposal.claimed_type
     record.tokens = record.tokens.add(proposal.tokens)
 
 
@@ -173,8 +60,7 @@ def run_round(op: OperatorDir, state: OpState, k: int, proposer: Proposer, diag:
     rdir = op.round_dir(k)
     name = op.file("triton").name
     record = RoundRecord(round=k, started_at=now(), backend=proposer.name, change_type="none",
-                         kernel_file=f"{ROUNDS_DIR}/round_{k}/{name}",
-                         extra={"base_round": best.round, "diagnosis": diag.as_dict()})
+                         kernel_file=f"{ROUNDS_DIR}/round_{k}/{name}", base_round=best.round, diagnosis=diag)
     ctx = RoundContext(op=op, state=state, round=k, best=best, best_source=best_source, diagnosis=diag)
     # Recorded before proposing: an LLM proposer writes its attempts into the round folder, and a
     # kill during the proposal must leave a round that `recover` recognises as partial.
@@ -182,8 +68,8 @@ def run_round(op: OperatorDir, state: OpState, k: int, proposer: Proposer, diag:
     state.rounds.append(record)
     save_state(op.path, state)
     on_step(f"proposing a candidate ({proposer.name}) from round {best.round}")
-    proposal = proposer.propose(ctx)
-    if proposal is None:
+    proposals = proposer.propose(ctx)
+    if not proposals:
         state.rounds.remove(record)
         save_state(op.path, state)
         if any(rdir.iterdir()):
@@ -191,6 +77,7 @@ def run_round(op: OperatorDir, state: OpState, k: int, proposer: Proposer, diag:
         else:
             rdir.rmdir()
         return False
+    proposal = proposals[0]
     candidate = rdir / name
     atomic_write(candidate, proposal.source)
     for fname, text in proposal.files.items():
@@ -210,7 +97,6 @@ def run_round(op: OperatorDir, state: OpState, k: int, proposer: Proposer, diag:
         record.attempts.append(f"{record.change} rejected: {_first_line(record.accuracy.describe())}")
     save_state(op.path, state)
 
-    previous = diag.speedup_eager
     if record.accuracy.passed:
         on_step(f"timing the candidate against round {best.round} in the same process")
         # The baselines (eager and torch.compile of the reference) do not change between rounds:
@@ -223,13 +109,15 @@ def run_round(op: OperatorDir, state: OpState, k: int, proposer: Proposer, diag:
         save_state(op.path, state)
         decision = decide_keep(record.performance.performance)
         if not record.performance.passed and decision.keep:  # a child that failed is never a win
-            decision = KeepDecision(False, decision.speedup, decision.threshold, f"the timing run failed: {_first_line(record.performance.describe())}")
+            decision = KeepDecision(keep=False, speedup=decision.speedup, threshold=decision.threshold,
+                                    reason=f"the timing run failed: {_first_line(record.performance.describe())}")
     else:
-        decision = KeepDecision(False, None, 1 + MIN_NOISE, f"rejected by the harness: {_first_line(record.accuracy.describe())}")
-    record.extra["decision"] = decision.as_dict()
+        decision = KeepDecision(keep=False, threshold=1 + MIN_NOISE,
+                                reason=f"rejected by the harness: {_first_line(record.accuracy.describe())}")
+    record.decision = decision
     if decision.keep:
         on_step(f"keeping round {k}: {decision.reason}")
-        promote(op, state, record, proposal.source)
+        promote(op, state, proposal.source)
         record.kept = True
         record.outcome = f"kept: {decision.reason}; promoted to {name} (round {best.round}'s kernel kept in {HISTORY_DIR}/)"
         state.best_round = k
@@ -240,14 +128,14 @@ def run_round(op: OperatorDir, state: OpState, k: int, proposer: Proposer, diag:
     new_best = state.best()
     assert new_best is not None
     after = ctx if not decision.keep else RoundContext(op, state, k, new_best, proposal.source, diag)
-    record.extra["lessons"] = lessons(record, decision, best.round, previous)
-    record.extra["next"] = proposer.next_directions(after)
+    record.lessons = lessons(record, decision, best.round)
+    record.next_directions = proposer.next_directions(after)
     record.finished_at = now()
     save_state(op.path, state)
     return True
 
 
-def lessons(record: RoundRecord, decision: KeepDecision, base_round: int, previous: float | None) -> list[str]:
+def lessons(record: RoundRecord, decision: KeepDecision, base_round: int) -> list[str]:
     """What worked, what failed and why — from the numbers of this round."""
     if record.accuracy is None or not record.accuracy.passed:
         why = _first_line(record.accuracy.describe()) if record.accuracy else "not checked"
@@ -369,7 +257,7 @@ def reached_target(op: OperatorDir, target: float | None = None) -> bool:
     if best is None or best.performance is None or best.performance.performance is None:
         return False
     d = diagnose(best.performance.performance, best.round, target if target is not None else op.spec.target_speedup)
-    return d.target_met or d.at_ceiling
+    return d.target_met or at_ceiling(d)
 
 
 def select_operators(paths: list[Path], *, cwd: Path | None = None, root: Path = Path("generated"),

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from kernelgen.errors import KernelGenError
 from kernelgen.optimize.proposal import Proposal, RoundContext
+from kernelgen.record.state import RoundRecord
 from kernelgen.spec import OperatorSpec
 
 CATEGORIES = ("grid shape", "block sizes", "warps and stages", "memory access", "per-shape selection / autotune")
@@ -116,18 +117,18 @@ class OfflinePlanner:
         assert self.space_fn is not None
         return self.space_fn(self.spec)
 
-    def knobs_of(self, record_extra: dict[str, object]) -> dict[str, Any]:
+    def knobs_of(self, record: RoundRecord) -> dict[str, Any]:
         """Full knob settings of a round: the space's defaults (its first values, what `kernelgen new`
         used) overridden by what the round recorded."""
         out = {k: v[0] for k, v in self.space().items()}
-        out.update(dict(record_extra.get("knobs") or {}))  # type: ignore[arg-type]
+        out.update(record.knobs or {})
         return out
 
     def _tried(self, ctx: RoundContext) -> set[str]:
-        return {_key(self.knobs_of(r.extra)) for r in ctx.state.rounds if r.round == 0 or "knobs" in r.extra}
+        return {_key(self.knobs_of(r)) for r in ctx.state.rounds if r.round == 0 or r.knobs is not None}
 
     def _steps(self, ctx: RoundContext) -> list[tuple[str, Any, dict[str, Any]]]:
-        base = self.knobs_of(ctx.best.extra)
+        base = self.knobs_of(ctx.best)
         tried = self._tried(ctx)
         out = []
         for name, value in candidate_steps(self.space(), base):
@@ -136,8 +137,8 @@ class OfflinePlanner:
                 out.append((name, value, knobs))
         return out
 
-    def propose(self, ctx: RoundContext) -> Proposal | None:
-        base = self.knobs_of(ctx.best.extra)
+    def propose(self, ctx: RoundContext) -> list[Proposal]:
+        base = self.knobs_of(ctx.best)
         assert self.generate is not None
         skipped: list[str] = []
         for name, value, knobs in self._steps(ctx):
@@ -151,16 +152,15 @@ class OfflinePlanner:
                 continue  # the knob does not reach this operator's code: no round spent on it
             cat = knob_category(name)
             self.skipped = tuple(skipped)
-            return Proposal(
+            return [Proposal(
                 source=kern.source, backend=self.name,
                 change=f"{cat}: {name} {base.get(name)!r} -> {value!r}",
                 reason=f"offline plan, one variable at a time from round {ctx.best.round}: {_EXPECT[cat]}."
                        + (f" Skipped first (the generator refused them): {'; '.join(skipped)}." if skipped else ""),
-                extra={"knobs": dict(getattr(kern, "knobs", None) or knobs), "knob": name, "from": base.get(name),
-                       "to": value, "category": cat, "family": getattr(kern, "family", "")},
-            )
+                knobs=dict(getattr(kern, "knobs", None) or knobs), knob=name, knob_from=base.get(name), knob_to=value,
+            )]
         self.skipped = tuple(skipped)
-        return None
+        return []
 
     def next_directions(self, ctx: RoundContext) -> str:
         steps = self._steps(ctx)

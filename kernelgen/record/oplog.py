@@ -106,9 +106,8 @@ def round_context(r: RoundRecord, state: OpState, spec: OperatorSpec) -> dict[st
     """What the round template shows beyond the record itself: numbers before and after, the
     analysis the round started from, and its lessons."""
     perf = _perf_of(r)
-    diag = dict(r.extra.get("diagnosis") or {})  # type: ignore[arg-type]
-    decision = dict(r.extra.get("decision") or {})  # type: ignore[arg-type]
-    target = spec.target_speedup if diag.get("target") is None else diag.get("target")
+    diag, decision = r.diagnosis, r.decision
+    target = diag.target if diag is not None and diag.target is not None else spec.target_speedup
     after = perf.geomean("speedup_eager") if perf else None
     dry_run = bool(perf and not perf.measured) or state.device == "cpu"
     if r.round == 0:
@@ -116,10 +115,10 @@ def round_context(r: RoundRecord, state: OpState, spec: OperatorSpec) -> dict[st
                     "starting point of round 1's analysis."]
         lessons = [r.outcome or "—"]
     else:
-        analysis = list(diag.get("lines") or ["(no analysis recorded)"])  # type: ignore[arg-type]
-        lessons = list(r.extra.get("lessons") or [])  # type: ignore[arg-type]
-        if r.extra.get("next"):
-            lessons.append(f"Next directions: {r.extra['next']}")
+        analysis = list(diag.lines) if diag is not None and diag.lines else ["(no analysis recorded)"]
+        lessons = list(r.lessons)
+        if r.next_directions:
+            lessons.append(f"Next directions: {r.next_directions}")
         if not lessons:
             lessons = ["(round not finished)"]
     if target is None:
@@ -128,18 +127,18 @@ def round_context(r: RoundRecord, state: OpState, spec: OperatorSpec) -> dict[st
         target_status = f"x{target:g} vs eager — not measured this round"
     else:
         target_status = f"x{target:g} vs eager — {'met' if after >= target else 'not met'} (x{after:.3f})"
-    if decision.get("speedup_vs_best") is not None:
-        vs_best = f"{_x(decision['speedup_vs_best'])} (keep threshold {_x(decision.get('threshold'))})"
+    if decision is not None and decision.speedup is not None:
+        vs_best = f"{_x(decision.speedup)} (keep threshold {_x(decision.threshold)})"
     elif r.round == 0:
         vs_best = "— (first round)"
     else:
-        vs_best = "— (not timed: " + str(decision.get("reason", "not finished")) + ")"
+        vs_best = "— (not timed: " + (decision.reason if decision is not None else "not finished") + ")"
     if dry_run and r.round > 0:
         vs_best += f" [{DRY_RUN_LABEL}]"
     verdict = {"kept": "kept", "in progress": "in progress"}.get(_kept_text(r), _kept_text(r))
     return {
-        "base_round": r.extra.get("base_round"),
-        "speedup_before": _x(diag.get("speedup_eager")) if r.round else "— (first round)",
+        "base_round": r.base_round,
+        "speedup_before": _x(diag.speedup_eager if diag is not None else None) if r.round else "— (first round)",
         "target": f"x{target:g} vs eager" if target is not None else "none set (optimize toward the device ceiling)",
         "analysis": analysis,
         "speedup_after": _x(after) + (f" [{DRY_RUN_LABEL}]" if dry_run and after is not None else ""),

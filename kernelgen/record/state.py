@@ -21,6 +21,36 @@ class _Model(BaseModel):
 
 
 ChangeType = Literal["initial", "parameters", "interface", "logic", "none"]
+# A knob setting of the offline generator, as stored: kernelgen.offline validates it by family.
+KnobValue = int | float | bool | str | None
+
+
+class Diagnosis(_Model):
+    """The bottleneck analysis a round starts from: the current best's measured numbers against the
+    device's ceilings (kernelgen.optimize.diagnose writes it)."""
+
+    round: int  # the round whose measurements are analysed (the best when the round started)
+    measured: bool  # False under the interpreter: nothing here is a measurement
+    speedup_eager: float | None = None  # geomean over the perf cases
+    speedup_compile: float | None = None
+    min_frac_peak: float | None = None  # the worst case's fraction of its ceiling
+    bound: str = "unknown"  # memory | compute | unknown (the worst case's)
+    target: float | None = None
+    lines: list[str] = Field(default_factory=list)  # the analysis in words, numbers included
+
+    @property
+    def target_met(self) -> bool:
+        return self.target is not None and self.speedup_eager is not None and self.speedup_eager >= self.target
+
+
+class KeepDecision(_Model):
+    """Why a candidate was kept or not: its speedup over the best, timed in the same process, against
+    the noise threshold it had to beat."""
+
+    keep: bool
+    speedup: float | None = None  # geomean over the best; None when it was not timed
+    threshold: float  # 1 + the measured noise of both timings (never below 1 + MIN_NOISE)
+    reason: str
 
 
 class RoundRecord(_Model):
@@ -39,7 +69,17 @@ class RoundRecord(_Model):
     outcome: str = ""  # what happened, in words (rejected because..., kept: x1.08 over round 2)
     attempts: list[str] = Field(default_factory=list)  # repair history within the round
     tokens: TokenUsage = Field(default_factory=TokenUsage)
-    extra: dict[str, object] = Field(default_factory=dict)  # room for the optimizer's analysis
+    base_round: int | None = None  # the best round this one started from
+    diagnosis: Diagnosis | None = None
+    decision: KeepDecision | None = None
+    lessons: list[str] = Field(default_factory=list)  # what worked, what failed and why
+    next_directions: str = ""  # what the proposer would try next
+    knobs: dict[str, KnobValue] | None = None  # the offline generator's full setting baked into this kernel
+    knob: str = ""  # the one knob an offline round changed (with knob_from -> knob_to)
+    knob_from: KnobValue = None
+    knob_to: KnobValue = None
+    model: str = ""  # the LLM that wrote the candidate
+    claimed_type: ChangeType | None = None  # the change type the LLM claimed (change_type is detected from the diff)
 
 
 class OpState(_Model):
