@@ -19,10 +19,11 @@ from kernelgen.backends import kernel_writer
 from kernelgen.devices import DeviceInfo, resolve_device
 from kernelgen.errors import OutputExistsError
 from kernelgen.fsutil import atomic_write, move_aside, now
-from kernelgen.opdir import SPEC_FILE, OperatorDir, render_baseline, render_trusted
+from kernelgen.opdir import OperatorDir, render_baseline, write_trusted_files
 from kernelgen.record.oplog import write_log
 from kernelgen.record.state import OpState, RoundRecord, save_state
 from kernelgen.spec import OperatorSpec, load_spec
+from kernelgen.verify import integrity
 from kernelgen.verify.runner import run_accuracy, run_performance
 
 Step = Callable[[str], None]
@@ -34,13 +35,6 @@ class NewResult:
     state: OpState
     correct: bool
     moved_aside: Path | None
-
-
-def write_trusted_files(op_dir: Path, spec: OperatorSpec, spec_text: str, baseline: str) -> None:
-    atomic_write(op_dir / SPEC_FILE, spec_text)
-    atomic_write(op_dir / f"{spec.name}_baseline.py", baseline)
-    for kind, text in render_trusted(spec).items():
-        atomic_write(op_dir / f"{spec.name}_{kind}.py", text)
 
 
 def _check_and_time(op: OperatorDir, record: RoundRecord, device: DeviceInfo, *, measure: bool, on_step: Step) -> None:
@@ -81,6 +75,7 @@ def new_operator(
         generated = writer.write(op, dev, on_step)
         if generated.baseline_source is not None:
             atomic_write(op.file("baseline"), render_baseline(spec, generated.baseline_source, llm_written=True))
+            integrity.record(op.path, spec.name)
         atomic_write(op.file("triton"), generated.source)
         round0 = op.round_dir(0)
         round0.mkdir(parents=True, exist_ok=True)

@@ -65,8 +65,24 @@ def render_baseline(spec: OperatorSpec, reference: str | None = None, *, llm_wri
 
 
 def render_trusted(spec: OperatorSpec) -> dict[str, str]:
-    """The accuracy and performance scripts: rendered by KernelGen, never by an LLM."""
+    """The test files (file name -> text): rendered by KernelGen, never by an LLM."""
+    from kernelgen.verify.accuracy import DEFAULT_SEEDS
+
     return {
-        "accuracy": render("files/accuracy.py.j2", spec=spec),
-        "performance": render("files/performance.py.j2", spec=spec),
+        f"{spec.name}_accuracy.py": render("files/accuracy.py.j2", spec=spec, seeds=len(DEFAULT_SEEDS)),
+        f"{spec.name}_performance.py": render("files/performance.py.j2", spec=spec),
+        "conftest.py": render("files/conftest.py.j2", spec=spec),
     }
+
+
+def write_trusted_files(op_dir: Path, spec: OperatorSpec, spec_text: str, baseline: str) -> None:
+    """spec.yaml, the baseline and the test files, then the integrity record that holds them (and
+    the installed tool) to these bytes in every later run."""
+    from kernelgen.fsutil import atomic_write
+    from kernelgen.verify import integrity
+
+    atomic_write(Path(op_dir) / SPEC_FILE, spec_text)
+    atomic_write(Path(op_dir) / f"{spec.name}_baseline.py", baseline)
+    for name, text in render_trusted(spec).items():
+        atomic_write(Path(op_dir) / name, text)
+    integrity.record(Path(op_dir), spec.name)

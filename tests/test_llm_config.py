@@ -76,13 +76,15 @@ def test_key_is_secret_everywhere(llm_env, monkeypatch):  # noqa: F811
     rows = describe_settings(s)
     assert ("api_key", "set (hidden)", "environment (OPENAI_API_KEY)") in rows
     assert all(KEY not in " ".join(r) for r in rows)
-    # and the harness's children never see it
+    # and the judge's workers never see it
+    from pathlib import Path
+
     from kernelgen.devices import DeviceInfo
-    from kernelgen.verify.runner import child_environment
+    from kernelgen.verify.session import worker_environment
 
     monkeypatch.setenv("KERNELGEN_API_KEY", KEY)
-    env = child_environment(DeviceInfo("cpu", "cpu", interpreter=True))
-    assert KEY not in env.values()
+    env = worker_environment(DeviceInfo("cpu", "cpu", interpreter=True), Path("/tmp/scratch"))
+    assert KEY not in env.values() and not any("KEY" in k for k in env)
 
 
 def test_openai_backend_without_endpoint_fails_before_work(llm_env):  # noqa: F811

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from kernelgen.cli import app
 from kernelgen.devices import resolve_device
 from kernelgen.errors import GenerationError
-from kernelgen.new import write_trusted_files
+from kernelgen.opdir import write_trusted_files
 from kernelgen.llm.generate import generate
 from kernelgen.llm.setup import prepare
 from kernelgen.opdir import OperatorDir, render_baseline

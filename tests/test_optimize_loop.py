@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from kernelgen.cli import app
 from kernelgen.devices import resolve_device
-from kernelgen.new import write_trusted_files
+from kernelgen.opdir import write_trusted_files
 from kernelgen.opdir import OperatorDir, render_baseline
 from kernelgen.optimize.loop import optimize_operator
 from kernelgen.spec import load_spec

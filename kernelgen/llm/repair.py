@@ -26,6 +26,7 @@ from kernelgen.llm.prompts import malformed_followup, repair_messages
 from kernelgen.llm.replies import ParsedReply, parse_reply, short_reason
 from kernelgen.llm.usage import TokenUsage
 from kernelgen.opdir import render_baseline
+from kernelgen.verify import integrity
 from kernelgen.verify.results import RunRecord
 from kernelgen.verify.runner import run_accuracy
 
@@ -171,6 +172,7 @@ def write_and_repair(session: Session, op: OperatorDir, device: DeviceInfo, mess
         if parsed.baseline_source is not None:
             outcome.baseline_source = parsed.baseline_source
             atomic_write(op.file("baseline"), render_baseline(spec, parsed.baseline_source, llm_written=True))
+            integrity.record(op.path, op.name)  # the LLM's baseline is the reference from now on
         path = op.round_dir(round_k) / f"attempt_{this}_{spec.name}_triton.py"
         atomic_write(path, parsed.source)
         on_step(f"{spec.name}: checking attempt {this} on {device.kind}")

@@ -24,7 +24,7 @@ from kernelgen.optimize.resume import HISTORY_DIR, finished_rounds, promote, rec
 from kernelgen.record.oplog import write_log
 from kernelgen.record.state import Diagnosis, KeepDecision, OpState, RoundRecord, load_state, save_state
 from kernelgen.verify.results import RunRecord
-from kernelgen.verify.runner import run_accuracy, run_performance
+from kernelgen.verify.runner import kernel_source, run_accuracy, run_performance
 
 Step = Callable[[str], None]
 
@@ -103,7 +103,8 @@ def run_round(op: OperatorDir, state: OpState, k: int, proposer: Proposer, diag:
         # they are timed once (round 0, or when the best is first measured on this device) and
         # reused; a round times only the candidate against the best, in the same process. On an
         # H200 this cut a round's exclusive device time from ~1 s to ~0.5 s per case x dtype.
-        record.performance = run_performance(op, device, kernel=candidate, compare=best_path, no_compile=True, no_eager=True)
+        record.performance = run_performance(op, device, kernel=candidate, compare=kernel_source(op, best_path), no_compile=True,
+                                             no_eager=True)
         _reuse_baseline_timings(record.performance, best.performance)
         _save_run(rdir / "performance.json", record.performance)
         save_state(op.path, state)

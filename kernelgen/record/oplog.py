@@ -30,7 +30,12 @@ def accuracy_text(run: RunRecord | None) -> str:
     if acc is None:
         return f"- Accuracy: **error** — {run.describe()}"
     verdict = "**PASS**" if acc.correct else "**FAIL**"
-    lines = [f"- Accuracy: {verdict} — {acc.summary()} (seeds {acc.seeds}, both call orders, on {acc.device})."]
+    lines = [f"- Accuracy: {verdict} — {acc.summary()} ({len(acc.seeds)} seeds per case and generated strided, sliced, "
+             f"reshaped and scaled cases; each checked with two poison fills, unguarded and with Triton ablated; on {acc.device})."]
+    for note in acc.skipped:
+        lines.append(f"  - not checked here: {note}")
+    for note in acc.sandbox:
+        lines.append(f"  - sandbox: {note}")
     for v in acc.violations:
         lines.append(f"  - violation `{v.code}`: {v.message}")
     for c in acc.failed_checks[:3]:

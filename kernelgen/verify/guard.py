@@ -1,39 +1,39 @@
-"""The runtime guard around one call of a candidate's entry function.
+"""The in-process guard around one call of a candidate, inside the sandboxed worker.
 
-It intercepts every PyTorch operator dispatched during the call (a `TorchDispatchMode`, so it sees
-what runs, not what the source looks like) and every Triton launch (by wrapping the JIT runner):
-- the wrapper may only allocate, view and copy-to-contiguous; any other operator is PyTorch doing
-  the work the kernel claims to do (`torch-compute-in-wrapper`);
-- freshly allocated tensors are poisoned (NaN for floats, an unlikely value for integers), so an
-  output element the kernel never wrote cannot pass by holding last call's answer or a zero;
-- at least one Triton kernel must be launched (`no-triton-launch`), on the caller's stream
-  (`off-stream-launch`);
-- the storages allocated during the call are recorded, so the harness can tell a fresh output from
-  a cached, precomputed or input tensor (`output-not-fresh`, checked in kernelgen.harness).
-
-Floating-point poison is a NaN with a payload of our own (POISON_BITS), so an element the kernel
-never wrote is told apart from a NaN it computed (`unwritten-output`). Every violation code is
-listed in kernelgen/staticcheck.py (VIOLATION_CODES) and docs/trust.md.
+Everything here runs in the candidate's own process, so a determined candidate could subvert it: it is
+evidence the judge adds to its own checks, never the only evidence. It provides:
+- a `TorchDispatchMode` that lets the wrapper only allocate, view and copy without a dtype change;
+  any other operator is PyTorch doing the kernel's work (`torch-compute-in-wrapper`); fresh
+  allocations are poisoned with the judge's fill of this call (kernelgen.verify.poison);
+- launch hooks on Triton's JIT and interpreter runners: launches are counted (`no-triton-launch`,
+  `off-stream-launch`), and in an *ablated* call every launch — pre-run hooks included — becomes a
+  no-op, so the judge can check that the answer really came from Triton;
+- the interpreter's program order (forward, reversed, shuffled), so a kernel relying on programs
+  running in order fails on the CPU as it would on a GPU;
+- a count of threads started during the call (`thread-started`).
+Every violation code is listed in kernelgen/verify/codes.py.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
+import os
+import random
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from kernelgen.verify.results import Violation
-
-aten = torch.ops.aten
+from kernelgen.verify.poison import Fill, poison
 
 # Allocation: allowed, and the result is poisoned.
 _ALLOC = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
 # Allocation with defined contents (atomics need zeros): allowed, not poisoned.
-_FILLED_ALLOC = {"zeros", "zeros_like", "new_zeros", "zero_", "fill_", "full", "full_like", "new_full", "ones", "ones_like", "new_ones", "scalar_tensor"}
+_FILLED_ALLOC = {"zeros", "zeros_like", "new_zeros", "zero_", "fill_", "full", "full_like", "new_full", "ones",
+                 "ones_like", "new_ones", "scalar_tensor"}
 # Views and metadata: no data touched.
 _VIEWS = {
     "view", "_unsafe_view", "reshape", "expand", "expand_as", "permute", "transpose", "t", "unsqueeze",
@@ -44,43 +44,10 @@ _VIEWS = {
 }
 # Copies that keep the dtype (`.contiguous()` dispatches clone). A dtype change is arithmetic.
 _COPIES = {"clone", "contiguous", "copy_", "_to_copy", "_copy_from", "_copy_from_and_resize"}
-# What Triton's launcher itself dispatches (the CPU interpreter copies arguments to host buffers
-# and back); allowed only while a launch is in progress.
-_LAUNCHER = _COPIES | {"resize_", "set_", "_local_scalar_dense"}
-
-_POISON_INT = {torch.int8: -77, torch.uint8: 201, torch.int16: -7777, torch.int32: -123456789, torch.int64: -123456789}
-# Quiet NaNs with a payload of our own, written through an integer view of the same width: the
-# bits an unwritten float element still holds after the call (arithmetic NaNs are canonical).
-POISON_BITS: dict[torch.dtype, tuple[torch.dtype, int]] = {
-    torch.float16: (torch.int16, 0x7E5A),
-    torch.bfloat16: (torch.int16, 0x7FDA),
-    torch.float32: (torch.int32, 0x7FC0DEAD),
-    torch.float64: (torch.int64, 0x7FF8DEADBEEFDEAD),
-}
-
-
-def _poison_value(dtype: torch.dtype, salt: int) -> Any:
-    if dtype.is_floating_point:
-        return float("nan")
-    if dtype == torch.bool:
-        return bool(salt % 2)  # alternate per call: an unwritten bool fails under one of the seeds
-    return _POISON_INT.get(dtype, -1)
-
-
-def poison(t: torch.Tensor, salt: int = 0) -> None:
-    if t.dtype in POISON_BITS:
-        int_dtype, bits = POISON_BITS[t.dtype]
-        t.view(int_dtype).fill_(bits)
-    else:
-        t.fill_(_poison_value(t.dtype, salt))
-
-
-def poisoned_mask(t: torch.Tensor) -> torch.Tensor | None:
-    """Where `t` still holds the float poison bit pattern (None for dtypes without a pattern)."""
-    if t.dtype not in POISON_BITS:
-        return None
-    int_dtype, bits = POISON_BITS[t.dtype]
-    return t.view(int_dtype) == bits
+# What Triton's launcher itself dispatches (the CPU interpreter copies arguments to host buffers and
+# back: copy_, empty, new_empty, set_ with Triton 3.9); allowed only while a launch is in progress.
+# No fill, no scalar reads: Python arithmetic written into a tensor during a launch is not a kernel.
+_LAUNCHER = _COPIES | {"resize_", "set_"}
 
 
 def _storage_key(t: torch.Tensor) -> int:
@@ -91,37 +58,34 @@ def _storage_key(t: torch.Tensor) -> int:
 
 
 @dataclass
-class CallReport:
+class GuardReport:
     launches: int = 0
-    dispatched: list[str] = field(default_factory=list)
-    violations: list[Violation] = field(default_factory=list)
-    # Storage addresses of tensors allocated (or copied) by the wrapper during the call; their
-    # tensors are kept alive until the report goes, so no address is reused meanwhile.
+    violations: list[tuple[str, str]] = field(default_factory=list)  # (code, message)
+    # Storages allocated (or copied) by the wrapper during the call, kept alive until the report goes
+    # so no address is reused meanwhile: an output outside them is cached, precomputed or an input.
     allocated: dict[int, torch.Tensor] = field(default_factory=dict)
 
     def is_fresh(self, t: torch.Tensor) -> bool:
-        """Whether `t` lives in storage allocated during the call (a view of it counts)."""
         return _storage_key(t) in self.allocated
 
     def add(self, code: str, message: str) -> None:
-        if not any(v.code == code and v.message == message for v in self.violations):
-            self.violations.append(Violation(code=code, message=message))
+        if (code, message) not in self.violations:
+            self.violations.append((code, message))
 
 
 class _GuardMode(TorchDispatchMode):
-    def __init__(self, report: CallReport, salt: int, watched_stream: Any):
+    def __init__(self, report: GuardReport, fill: Fill, watched_stream: Any):
         super().__init__()
         self.report = report
-        self.salt = salt
+        self.fill = fill
         self.launching = 0
         self.watched_stream = watched_stream
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ARG002 - the dispatch protocol
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
-        self.report.dispatched.append(name)
         if self.launching:
-            if name not in _LAUNCHER | _ALLOC | _FILLED_ALLOC | _VIEWS:
+            if name not in _LAUNCHER | _ALLOC | _VIEWS:
                 self.report.add("torch-compute-in-wrapper", f"aten.{name} ran inside a Triton launch (an argument computing with PyTorch)")
             return func(*args, **kwargs)
         if name in _COPIES:
@@ -136,7 +100,7 @@ class _GuardMode(TorchDispatchMode):
         if name in _ALLOC:
             out = func(*args, **kwargs)
             if isinstance(out, torch.Tensor) and out.numel():
-                poison(out, self.salt)
+                poison(out, self.fill)
             self._record(out)
             return out
         if name in _FILLED_ALLOC and not name.endswith("_"):
@@ -153,24 +117,24 @@ class _GuardMode(TorchDispatchMode):
             self.report.allocated[_storage_key(out)] = out
 
 
+# --- launches -----------------------------------------------------------------------------------
 _ACTIVE: list[_GuardMode] = []
-# Launch counters for calls timed without the dispatch guard (a list bump is all a launch costs).
-_COUNTERS: list[list[int]] = []
+_COUNTERS: list[list[int]] = []  # launch counters of unguarded (timed, plain) calls
+_ABLATE = [False]
 _PATCH_LOCK = threading.Lock()
-_PATCHED = False
+_PATCHED = [False]
 
 
-def _launch_runners() -> list[type]:
+def launch_runners() -> list[type]:
     """The classes whose `.run` performs a Triton launch (compiled, and interpreted on the CPU)."""
-    classes = []
     from triton.runtime.jit import JITFunction
 
-    classes.append(JITFunction)
+    classes: list[type] = [JITFunction]
     try:
         from triton.runtime.interpreter import InterpretedFunction
 
         classes.append(InterpretedFunction)
-    except ImportError:  # pragma: no cover - old Triton without the interpreter module
+    except ImportError:  # pragma: no cover - a Triton without the interpreter module
         pass
     return classes
 
@@ -182,24 +146,29 @@ def _current_stream() -> Any:
 
 
 def install_launch_hooks() -> None:
-    """Wrap Triton's launch path once per process so launches are counted while a guard is active."""
-    global _PATCHED
+    """Wrap Triton's launch path once per process: count, watch the stream, ablate on request."""
     with _PATCH_LOCK:
-        if _PATCHED:
+        if _PATCHED[0]:
             return
-        for cls in _launch_runners():
+        for cls in launch_runners():
             original = cls.run
 
-            def run(self, *args, __original=original, **kwargs):  # noqa: ANN001
+            def run(self, *args, __original=original, **kwargs):  # noqa: ANN001, ANN202
                 for c in _COUNTERS:
                     c[0] += 1
+                if _ACTIVE:
+                    mode = _ACTIVE[-1]
+                    mode.report.launches += 1
+                    if getattr(self, "pre_run_hooks", None):
+                        mode.report.add("launch-hook", "the kernel carries pre-run hooks: Python of the candidate's runs "
+                                        "inside the launch, where it can compute what the kernel claims to")
+                    stream = _current_stream()
+                    if mode.watched_stream is not None and stream is not None and stream != mode.watched_stream:
+                        mode.report.add("off-stream-launch", "a Triton kernel was launched on a stream other than the caller's; timing would not see it")
+                if _ABLATE[0]:
+                    return None  # no hooks, no kernel: the answer must not appear anyway
                 if not _ACTIVE:
                     return __original(self, *args, **kwargs)
-                mode = _ACTIVE[-1]
-                mode.report.launches += 1
-                stream = _current_stream()
-                if mode.watched_stream is not None and stream is not None and stream != mode.watched_stream:
-                    mode.report.add("off-stream-launch", "a Triton kernel was launched on a stream other than the caller's; timing would not see it")
                 mode.launching += 1
                 try:
                     return __original(self, *args, **kwargs)
@@ -207,15 +176,16 @@ def install_launch_hooks() -> None:
                     mode.launching -= 1
 
             cls.run = run
-        _PATCHED = True
+        _install_program_order()
+        _PATCHED[0] = True
 
 
 @contextlib.contextmanager
-def guarded(salt: int = 0) -> Iterator[CallReport]:
-    """Run the body under the guard; afterwards the report holds launches and violations."""
+def guarded(fill: Fill) -> Iterator[GuardReport]:
+    """Run the body under the dispatch guard with this poison fill."""
     install_launch_hooks()
-    report = CallReport()
-    mode = _GuardMode(report, salt, _current_stream())
+    report = GuardReport()
+    mode = _GuardMode(report, fill, _current_stream())
     _ACTIVE.append(mode)
     try:
         with mode:
@@ -228,7 +198,7 @@ def guarded(salt: int = 0) -> Iterator[CallReport]:
 
 @contextlib.contextmanager
 def counting_launches() -> Iterator[list[int]]:
-    """Count Triton launches in the body without guarding it (for the timed calls)."""
+    """Count Triton launches in the body without guarding it (plain and timed calls)."""
     install_launch_hooks()
     counter = [0]
     _COUNTERS.append(counter)
@@ -238,7 +208,104 @@ def counting_launches() -> Iterator[list[int]]:
         _COUNTERS.remove(counter)
 
 
-def call_guarded(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], salt: int = 0) -> tuple[Any, CallReport]:
-    with guarded(salt) as report:
-        out = fn(*args, **kwargs)
-    return out, report
+@contextlib.contextmanager
+def ablated() -> Iterator[None]:
+    """Every Triton launch in the body (pre-run hooks included) does nothing."""
+    install_launch_hooks()
+    _ABLATE[0] = True
+    try:
+        yield
+    finally:
+        _ABLATE[0] = False
+
+
+# --- the interpreter's program order ---------------------------------------------------------------
+_ORDER: dict[str, Any] = {"mode": "forward", "seed": 0}
+
+
+class _DeferredPrograms:
+    """Stands in for a kernel's Python function inside the interpreter's grid loop: looks like it
+    (globals, signature, name) to the interpreter, but hands each program's call to `on_call`."""
+
+    def __init__(self, fn: Any, on_call: Any):
+        self._fn, self._on_call = fn, on_call
+        self.__signature__ = inspect.signature(fn)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fn, name)
+
+    def __call__(self, **fn_args: Any) -> None:
+        self._on_call(fn_args)
+
+
+def _install_program_order() -> None:
+    """On the CPU interpreter, run a launch's programs in the order `program_order` sets. Triton's
+    GridExecutor walks the grid in nested loops calling `self.fn(**args)` per program; the wrapper
+    defers those calls and replays them in the chosen order once the last program is reached."""
+    try:
+        from triton.runtime import interpreter
+    except ImportError:  # pragma: no cover
+        return
+    original = interpreter.GridExecutor.__call__
+
+    def ordered_call(self, *args, **kwargs):  # noqa: ANN001, ANN202
+        if _ORDER["mode"] == "forward":
+            return original(self, *args, **kwargs)
+        real_fn, builder, pending = self.fn, interpreter.interpreter_builder, []
+
+        def run_program(fn_args: dict[str, Any]) -> None:
+            pending.append(builder.grid_idx)
+            nx, ny, nz = builder.grid_dim
+            if len(pending) < nx * ny * nz:
+                return
+            order = list(reversed(pending)) if _ORDER["mode"] == "reversed" else \
+                random.Random(_ORDER["seed"]).sample(pending, len(pending))
+            for idx in order:
+                builder.set_grid_idx(*idx)
+                real_fn(**fn_args)
+
+        self.fn = _DeferredPrograms(real_fn, run_program)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            self.fn = real_fn
+
+    interpreter.GridExecutor.__call__ = ordered_call
+
+
+@contextlib.contextmanager
+def program_order(mode: str, seed: int = 0) -> Iterator[None]:
+    """forward | reversed | shuffled: the order the interpreter runs a launch's programs in."""
+    _ORDER.update(mode=mode, seed=seed)
+    try:
+        yield
+    finally:
+        _ORDER.update(mode="forward", seed=0)
+
+
+# --- threads ----------------------------------------------------------------------------------------
+def thread_ids() -> set[str]:
+    """Every thread of this process, native ones included (what /proc lists)."""
+    try:
+        return set(os.listdir("/proc/self/task"))
+    except OSError:  # pragma: no cover - not Linux
+        return {str(t.ident) for t in threading.enumerate()}
+
+
+@contextlib.contextmanager
+def watching_threads() -> Iterator[list[int]]:
+    """Count Python threads started in the body, plus native threads still alive after it."""
+    started = [0]
+    original = threading.Thread.start
+
+    def start(self, *a, **k):  # noqa: ANN001, ANN202
+        started[0] += 1
+        return original(self, *a, **k)
+
+    before = thread_ids()
+    threading.Thread.start = start  # type: ignore[method-assign]
+    try:
+        yield started
+    finally:
+        threading.Thread.start = original  # type: ignore[method-assign]
+        started[0] = max(started[0], len(thread_ids() - before))

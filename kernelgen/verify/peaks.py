@@ -1,6 +1,8 @@
-"""The device's measured ceilings: copy bandwidth and matmul rate, measured once per device and
-cached per user. Datasheet numbers are not used: an H100 SXM's datasheet says 3.35 TB/s, a large
-device-to-device copy measures about 3.0 TB/s, and a kernel is judged against what is reachable."""
+"""The device's measured ceilings, measured once per device and cached per user: copy bandwidth (bytes
+read + written), read bandwidth (a large reduction, which reads and writes nearly nothing: a
+read-only kernel legitimately beats the copy ceiling — an H200 reads at ~4.4 TB/s and copies at
+~4.25), and the matmul rate. Datasheet numbers are not used: an H100 SXM's datasheet says 3.35 TB/s,
+a large device-to-device copy measures about 3.0 TB/s, and a kernel is judged against what is reachable."""
 
 from __future__ import annotations
 
@@ -33,6 +35,9 @@ def measure_peaks(bench) -> DevicePeaks:  # noqa: ANN001 - bench: (fn) -> median
     dst = torch.empty_like(src)
     ms = bench(lambda: dst.copy_(src))
     copy_gbps = 2 * n * 4 / (ms * 1e-3) / 1e9
+    # Read ceiling: the best of two reductions over the same 1 GiB (a sum and a max).
+    read_ms = min(bench(lambda: src.sum()), bench(lambda: src.amax()))
+    read_gbps = n * 4 / (read_ms * 1e-3) / 1e9
     del src, dst
     # 8192^3 bf16 on random data (zeros run ~13% faster and would overstate the ceiling).
     m = 8192
@@ -45,6 +50,7 @@ def measure_peaks(bench) -> DevicePeaks:  # noqa: ANN001 - bench: (fn) -> median
     return DevicePeaks(
         device_name=torch.cuda.get_device_name(),
         copy_gbps=copy_gbps,
+        read_gbps=read_gbps,
         matmul_tflops=tflops,
         measured_at=date.today().isoformat(),
         torch_version=torch.__version__,
@@ -66,10 +72,24 @@ def load_or_measure(bench, *, refresh: bool = False) -> DevicePeaks:  # noqa: AN
             cached = {}  # a damaged cache is re-measured, not trusted
     if key in cached and not refresh:
         try:
-            return DevicePeaks.model_validate(cached[key])
+            peaks = DevicePeaks.model_validate(cached[key])
+            if peaks.read_gbps is not None:  # a cache from before read ceilings existed is measured again
+                return peaks
         except ValueError:
             pass
     peaks = measure_peaks(bench)
     cached[key] = peaks.model_dump()
     atomic_write(path, json.dumps(cached, indent=2))
     return peaks
+
+
+def device_peaks(device) -> DevicePeaks | None:  # noqa: ANN001 - DeviceInfo
+    """The ceilings of `device` (measured once and cached), None off CUDA: the interpreter has none,
+    and an NPU's are not measured yet."""
+    if device.kind != "cuda":
+        return None
+    from kernelgen.verify.devicelock import device_lock
+    from kernelgen.verify.timing import rep_times, summarize
+
+    with device_lock(exclusive=True):
+        return load_or_measure(lambda fn: summarize(rep_times(fn, "cuda")).ms)

@@ -1,6 +1,9 @@
-"""Typed results that cross the process boundary: the child harness writes them as JSON, the parent
-validates them here (an untrusted candidate shares the child's process, so the parent never takes
-a result it cannot parse at face value)."""
+"""Typed results: what the judge decided about a candidate (accuracy, timing), as it is stored in
+state.json, shown in the log and the terminal, and written by `kernelgen bench --json`.
+
+The judge builds these in its own process from what it compared and timed itself; nothing here is
+filled in by a candidate. Every text that came from a candidate (an exception, printed output) is
+scrubbed of secrets before it is put into one (kernelgen.verify.scrub)."""
 
 from __future__ import annotations
 
@@ -21,14 +24,18 @@ class Violation(_Model):
     message: str
 
 
-class CaseCheck(_Model):
-    """One comparison of candidate against baseline: a test case × dtype × seed × call order."""
+CallKind = Literal["guarded", "second-fill", "plain", "stale-probe"]
 
-    case: int
+
+class CaseCheck(_Model):
+    """One comparison of candidate against baseline: a case x dtype x seed x kind of call."""
+
+    case: int  # the spec's test case it is, or derives from
+    variant: str = ""  # "" for the spec's case; strided | transposed | sliced | random-shape | scaled x16 ...
     shapes: dict[str, list[int]]
     dtype: str
     seed: int
-    order: Literal["candidate-first", "baseline-first"]
+    call: CallKind = "guarded"
     passed: bool
     output: str = ""  # which output, for multi-output ops
     max_abs_err: float | None = None
@@ -37,23 +44,36 @@ class CaseCheck(_Model):
     total: int = 0
     nonfinite: int = 0  # NaN/Inf where the baseline is finite (among the mismatches)
     unwritten: int = 0  # still holding the guard's poison: never written by the kernel
+    unwritten_first: list[int] | None = None  # index of the first element never written
+    unwritten_last: list[int] | None = None
+    unwritten_pattern: str = ""  # rows / columns / tail / scattered, in words
     worst_index: list[int] | None = None
     got: float | None = None
     expected: float | None = None
     message: str = ""
 
+    @property
+    def label(self) -> str:
+        shapes = " ".join(f"{k}{v}" for k, v in self.shapes.items())
+        extra = f" {self.variant}" if self.variant else ""
+        return f"case {self.case}{extra} {shapes} {self.dtype} seed {self.seed} ({self.call})"
+
 
 class AccuracyResult(_Model):
     op: str
-    kernel: str  # path of the kernel file checked
+    kernel: str  # the kernel file checked, as named by the caller
+    kernel_sha256: str = ""  # of the exact bytes that were checked (and may be promoted)
     device: str
     interpreter: bool
     compiled: bool  # imported and defines the entry function
-    correct: bool  # every check passed and no violation
+    correct: bool  # every expected check ran and passed, and no violation
     seeds: list[int]
     input_seed_base: int | None = None  # random per run: inputs cannot be predicted at import time
+    checks_expected: int = 0  # planned by the judge before the first call; fewer done is a failure
     checks: list[CaseCheck] = Field(default_factory=list)
     violations: list[Violation] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list)  # what could not be checked here, and why
+    sandbox: list[str] = Field(default_factory=list)  # what the worker's sandbox could not enforce here
     error: str | None = None  # an exception raised by the candidate, with its last frames
 
     @property
@@ -62,7 +82,7 @@ class AccuracyResult(_Model):
 
     def summary(self) -> str:
         n_ok = sum(c.passed for c in self.checks)
-        head = f"{n_ok}/{len(self.checks)} checks passed"
+        head = f"{n_ok}/{self.checks_expected or len(self.checks)} checks passed"
         if self.violations:
             head += "; violations: " + ", ".join(sorted({v.code for v in self.violations}))
         if self.error:
@@ -75,16 +95,18 @@ class DevicePeaks(_Model):
 
     device_name: str
     copy_gbps: float  # bytes read + written per second / 1e9, large device-to-device copy
+    read_gbps: float | None = None  # bytes read per second / 1e9, a large read-only reduction
     matmul_tflops: float | None = None  # large bf16 cuBLAS matmul
     measured_at: str  # ISO date
     torch_version: str
 
 
 class KernelTiming(_Model):
-    ms: float  # median
+    ms: float  # the mean of the faster half of the repetitions (kernelgen.verify.timing.summarize)
     ms_min: float
     ms_max: float
-    spread: float  # (p80 - p20) / median: the run-to-run noise this number carries
+    spread: float  # (p80 - p20) / ms: the run-to-run noise this number carries
+    reps: int = 0
 
 
 class PerfCase(_Model):
@@ -99,11 +121,15 @@ class PerfCase(_Model):
     compiled: KernelTiming | None = None  # torch.compile of the reference
     gbps: float | None = None
     tflops: float | None = None
-    frac_peak: float | None = None  # of the copy bandwidth (memory-bound) or matmul peak
+    frac_peak: float | None = None  # of the right ceiling: read, copy (read + write) or matmul
     bound: Literal["memory", "compute", "unknown"] = "unknown"
+    ceiling: Literal["read", "copy", "matmul", ""] = ""  # which measured ceiling frac_peak is against
+    flops_source: Literal["spec", "counted", ""] = ""  # the spec's `flops`, or PyTorch's flop counter on the reference
+    peers: dict[str, KernelTiming] = Field(default_factory=dict)  # peer libraries (Liger-Kernel, FlagGems) on the same inputs
     speedup_eager: float | None = None
     speedup_compile: float | None = None
-    speedup_vs_compare: float | None = None
+    speedup_vs_compare: float | None = None  # the median over interleaved rounds of best / candidate
+    pair_noise: float | None = None  # (max - min) / median of those per-round ratios
     valid: bool = True
     invalid_reason: str = ""
     spot_check: str = ""  # "" when the output at this shape matched the reference
@@ -163,8 +189,10 @@ class PerformanceResult(_Model):
     torch_version: str
     triton_version: str
     peaks: DevicePeaks | None = None
+    kernel_sha256: str = ""
     cases: list[PerfCase] = Field(default_factory=list)
     violations: list[Violation] = Field(default_factory=list)
+    sandbox: list[str] = Field(default_factory=list)
     error: str | None = None
 
     @property
@@ -182,7 +210,8 @@ RunStatus = Literal["ok", "failed", "timeout", "crash", "error"]
 
 
 class RunRecord(_Model):
-    """What the isolated runner saw of one child process."""
+    """One run of the judge over a candidate: its verdict, or why there is none (the worker timed out
+    or crashed)."""
 
     kind: Literal["accuracy", "performance"]
     status: RunStatus  # ok: exit 0 with a result; failed: a result that says no; timeout/crash: no result
@@ -217,8 +246,11 @@ class RunRecord(_Model):
         if self.accuracy:
             if self.accuracy.error:
                 lines.append(self.accuracy.error)
-            for c in self.accuracy.failed_checks[:5]:
-                lines.append(c.message)
+            failed = self.accuracy.failed_checks
+            for c in failed[:5]:
+                lines.append(f"{c.label}: {c.message}")
+            if len(failed) > 5:
+                lines.append(f"... and {len(failed) - 5} more failing checks")
         if self.performance and self.performance.error:
             lines.append(self.performance.error)
         if self.status == "error" and not lines:

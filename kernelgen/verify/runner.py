@@ -1,175 +1,138 @@
-"""Running candidate code in isolation: a fresh subprocess, a wall-clock timeout, its own process
-group (killed whole on timeout), its own working directory, and an environment without secrets.
+"""The judge's front door for the rest of KernelGen: check or time one operator's kernel and get a
+`RunRecord` back — a verdict, or why there is none (the worker timed out or crashed).
 
-The child writes a typed JSON result; the parent validates it (kernelgen.verify.results) and never trusts
-an exit code alone: a candidate that calls `os._exit(0)` leaves no result and is a crash.
+Before anything runs, the folder's integrity record is checked (kernelgen.verify.integrity); the
+kernel is read once, and those bytes are what is checked, timed and reported (their sha256 is in the
+result); the operator folder is compared before and after the judged calls.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import signal
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import Literal
-
-from pydantic import ValidationError
+from typing import Any, Callable
 
 from kernelgen.devices import DeviceInfo
-from kernelgen.errors import HarnessError
-from kernelgen.verify.results import AccuracyResult, PerformanceResult, RunRecord
-
-DEFAULT_TIMEOUT_S = {"accuracy": 600.0, "performance": 900.0}
-# Any variable whose name contains one of these is withheld from a child (case-insensitive).
-SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
-_SECRET_RE = re.compile("|".join(SECRET_MARKERS), re.IGNORECASE)
-# Endpoint settings are not secrets but tell a candidate where our LLM lives; withheld too.
-_WITHHELD_PREFIXES = ("OPENAI_", "KERNELGEN_API", "KERNELGEN_BASE_URL", "DASHSCOPE_", "DEEPSEEK_", "ANTHROPIC_")
-
-
-def child_environment(device: DeviceInfo, extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not _SECRET_RE.search(k) and not k.upper().startswith(_WITHHELD_PREFIXES)
-    }
-    # The child imports kernelgen; make the package importable even when it is not installed.
-    pkg_root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH", "")) if p)
-    env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env.pop("TRITON_INTERPRET", None)
-    env.update(device.child_env())
-    env.update(extra or {})
-    return env
+from kernelgen.errors import OperatorDirError
+from kernelgen.opdir import OperatorDir, render_baseline, render_trusted
+from kernelgen.verify import integrity
+from kernelgen.verify.accuracy import DEFAULT_SEEDS, check_accuracy
+from kernelgen.verify.judge import Judge, KernelSource, Origin
+from kernelgen.verify.performance import measure_performance
+from kernelgen.verify.results import RunRecord, Violation
+from kernelgen.verify.scrub import scrub
+from kernelgen.verify.session import WorkerFailure
 
 
-def _tail(text: str, n: int = 40) -> str:
-    lines = text.strip().splitlines()
-    return "\n".join(lines[-n:])
+def load_baseline(op: OperatorDir) -> Callable[..., Any]:
+    """The reference the judge runs: the operator folder's baseline file (checked by the integrity
+    record first). A baseline an LLM wrote (the spec had no reference) is untrusted code: it never
+    runs in the judge but in a sandboxed worker of its own (kernelgen.verify.judge.WorkerBaseline)."""
+    source = op.file("baseline").read_text(encoding="utf-8")
+    namespace: dict[str, Any] = {"__name__": f"kernelgen_baseline_{op.name}"}
+    exec(compile(source, str(op.file("baseline")), "exec"), namespace)  # noqa: S102 - the user's own reference
+    fn = namespace.get(op.name)
+    if not callable(fn):
+        raise OperatorDirError(f"{op.file('baseline')}: defines no function {op.name!r}")
+    return fn
 
 
-def run_isolated(
-    kind: Literal["accuracy", "performance"],
-    script: Path,
-    args: list[str],
-    device: DeviceInfo,
-    *,
-    timeout_s: float | None = None,
-    echo=None,  # noqa: ANN001 - optional callable(str) receiving the child's stdout lines
-) -> RunRecord:
-    """Run `python SCRIPT ARGS --json RESULT` isolated and return what happened, typed."""
-    timeout_s = timeout_s or float(os.environ.get("KERNELGEN_TIMEOUT", DEFAULT_TIMEOUT_S[kind]))
-    with tempfile.TemporaryDirectory(prefix=f"kernelgen-{kind}-") as work:
-        result_path = Path(work) / "result.json"
-        cwd = Path(work) / "cwd"
-        cwd.mkdir()
-        cmd = [sys.executable, str(Path(script).resolve()), *args, "--device", device.kind, "--json", str(result_path)]
-        t0 = time.monotonic()
-        proc = subprocess.Popen(
-            cmd, cwd=cwd, env=child_environment(device), stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        )
-        timed_out = False
-        try:
-            out, err = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc.pid)
-            try:
-                out, err = proc.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                # Something outside the group (a process that left it) still holds the pipes:
-                # stop reading rather than wait for it.
-                for pipe in (proc.stdout, proc.stderr):
-                    if pipe:
-                        pipe.close()
-                proc.kill()
-                proc.wait()
-                out, err = "", ""
-        finally:
-            # Whatever happened, nothing the candidate started outlives the run.
-            _kill_group(proc.pid)
-        duration = time.monotonic() - t0
-        if echo is not None:
-            for line in out.splitlines():
-                echo(line)
-        record = RunRecord(kind=kind, status="ok", exit_code=proc.returncode, duration_s=duration,
-                           stderr_tail=_tail(err or out))
-        if timed_out:
-            record.status = "timeout"
-            return record
-        if proc.returncode is not None and proc.returncode < 0:
-            try:
-                record.signal = signal.Signals(-proc.returncode).name
-            except ValueError:
-                record.signal = f"signal {-proc.returncode}"
-        try:
-            payload = result_path.read_text(encoding="utf-8") if result_path.is_file() else None
-        except (OSError, UnicodeDecodeError):
-            payload = "<unreadable>"
-        if payload is None:
-            record.status = "crash"
-            why = f"the process exited with status {proc.returncode}" + (f" ({record.signal})" if record.signal else "") + " without writing a result"
-            record.stderr_tail = f"{record.stderr_tail}\n{why}".strip()
-            return record
-        try:
-            if kind == "accuracy":
-                record.accuracy = AccuracyResult.model_validate_json(payload)
-            else:
-                record.performance = PerformanceResult.model_validate_json(payload)
-        except ValidationError as e:
-            # The candidate shares the child's process and could have written this file itself:
-            # an unreadable result is a failed run, not a reason to stop the caller.
-            record.status = "error"
-            record.stderr_tail = _tail(f"the {kind} child wrote a result that does not validate: {e}\n{record.stderr_tail}")
-            return record
-        if proc.returncode != 0:
-            record.status = "failed"
-        return record
+def require_trusted_files(op: OperatorDir) -> None:
+    """The integrity record's check; a folder from before such records holds its rendered scripts to
+    what KernelGen renders now, then gets a record."""
+    if integrity.load(op.path) is not None:
+        integrity.require_intact(op.path, op.name)
+        return
+    for name, text in render_trusted(op.spec).items():
+        path = op.path / name
+        if name != "conftest.py" and (not path.is_file() or path.read_text(encoding="utf-8") != text):
+            raise integrity.IntegrityError(
+                f"{path} is missing or differs from what KernelGen renders; it decides verdicts, so nothing is run",
+                hint=f"`kernelgen refresh {op.path}` renders it again (the rounds are kept)")
+    if op.spec.reference is not None and op.file("baseline").read_text(encoding="utf-8") != render_baseline(op.spec):
+        raise integrity.IntegrityError(f"{op.file('baseline')} differs from the spec's reference",
+                                       hint=f"`kernelgen refresh {op.path}` renders it again")
+    path = op.path / "conftest.py"
+    if not path.is_file():
+        from kernelgen.fsutil import atomic_write
+
+        atomic_write(path, render_trusted(op.spec)["conftest.py"])
+    integrity.record(op.path, op.name)
 
 
-def _kill_group(pid: int) -> None:
+def open_judge(op: OperatorDir, device: DeviceInfo) -> Judge:
+    """A judge for this operator, after the integrity check (IntegrityError, exit 2, when it fails)."""
+    require_trusted_files(op)
+    if op.spec.reference is None:
+        from kernelgen.verify.judge import WorkerBaseline
+
+        return Judge(op.spec, device, WorkerBaseline(device, op.file("baseline").read_text(encoding="utf-8"), op.name))
+    return Judge(op.spec, device, load_baseline(op))
+
+
+def kernel_source(op: OperatorDir, kernel: Path | None, origin: Origin | None = None) -> KernelSource:
+    path = Path(kernel) if kernel else op.file("triton")
+    if not path.is_file():
+        raise OperatorDirError(f"{path}: no such kernel file")
+    return KernelSource(source=path.read_text(encoding="utf-8"), name=op.file("triton").name, origin=origin or "file")
+
+
+def _failure_record(kind: str, e: WorkerFailure, started: float) -> RunRecord:
+    return RunRecord(kind=kind, status=e.status, exit_code=None, duration_s=time.monotonic() - started,  # type: ignore[arg-type]
+                     stderr_tail=scrub(e.message))
+
+
+def _folder_violation(op: OperatorDir, before: integrity.Snapshot) -> Violation | None:
+    changes = integrity.diff(before, integrity.snapshot(op.path))
+    return Violation(code="folder-changed", message=integrity.describe(changes)) if changes else None
+
+
+def run_accuracy(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None = None, source: KernelSource | None = None,
+                 seeds: int | None = None, judge: Judge | None = None,
+                 log: Callable[[str], None] = lambda s: None) -> RunRecord:
+    """Every planned accuracy check of the operator's kernel (or `kernel`, or `source`)."""
+    started = time.monotonic()
+    own = judge is None
+    judge = judge or open_judge(op, device)
+    src = source or kernel_source(op, kernel)
+    before = integrity.snapshot(op.path)
     try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        result = check_accuracy(judge, src, seeds=tuple(range(seeds)) if seeds else DEFAULT_SEEDS, log=log)
+    except WorkerFailure as e:
+        return _failure_record("accuracy", e, started)
+    finally:
+        if own:
+            judge.close()
+    changed = _folder_violation(op, before)
+    if changed:
+        result.violations.append(changed)
+        result.correct = False
+    return RunRecord(kind="accuracy", status="ok" if result.correct else "failed", exit_code=0 if result.correct else 1,
+                     duration_s=time.monotonic() - started, accuracy=result)
 
 
-def _trusted_script(op, kind: str) -> Path:  # noqa: ANN001 - op: OperatorDir
-    """The op's rendered test script, refused if it no longer matches what KernelGen renders:
-    these files decide correctness, so an edited one is not run."""
-    from kernelgen.opdir import render_trusted
+def run_performance(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None = None, source: KernelSource | None = None,
+                    compare: KernelSource | None = None, no_compile: bool = False, no_eager: bool = False,
+                    judge: Judge | None = None, log: Callable[[str], None] = lambda s: None) -> RunRecord:
+    """The kernel timed on every perf case (against `compare`, the current best, when given)."""
+    from kernelgen.verify.peaks import device_peaks
 
-    path = op.file(kind)
-    expected = render_trusted(op.spec)[kind]
-    if not path.is_file() or path.read_text(encoding="utf-8") != expected:
-        raise HarnessError(
-            f"{path} is missing or differs from what KernelGen renders; it decides {kind}, so it is not run",
-            hint=f"restore it with `kernelgen new {op.path / 'spec.yaml'} --out {op.path.parent} --force` (old files are kept)",
-        )
-    return path
+    started = time.monotonic()
+    own = judge is None
+    judge = judge or open_judge(op, device)
+    src = source or kernel_source(op, kernel)
+    before = integrity.snapshot(op.path)
+    try:
+        perf = measure_performance(judge, src, compare_with=compare, with_eager=not no_eager,
+                                   with_compile=False if no_compile else None, peaks=device_peaks(device), log=log)
+    except WorkerFailure as e:
+        return _failure_record("performance", e, started)
+    finally:
+        if own:
+            judge.close()
+    changed = _folder_violation(op, before)
+    if changed:
+        perf.violations.append(changed)
+    return RunRecord(kind="performance", status="ok" if perf.ok else "failed", exit_code=0 if perf.ok else 1,
+                     duration_s=time.monotonic() - started, performance=perf)
 
-
-def run_accuracy(op, device: DeviceInfo, *, kernel: Path | None = None, seeds: int | None = None,
-                 timeout_s: float | None = None, echo=None) -> RunRecord:  # noqa: ANN001
-    args = ["--kernel", str(Path(kernel).resolve())] if kernel else []
-    if seeds:
-        args += ["--seeds", str(seeds)]
-    return run_isolated("accuracy", _trusted_script(op, "accuracy"), args, device, timeout_s=timeout_s, echo=echo)
-
-
-def run_performance(op, device: DeviceInfo, *, kernel: Path | None = None, compare: Path | None = None,
-                    no_compile: bool = False, no_eager: bool = False, timeout_s: float | None = None, echo=None) -> RunRecord:  # noqa: ANN001
-    args = ["--kernel", str(Path(kernel).resolve())] if kernel else []
-    if compare:
-        args += ["--compare", str(Path(compare).resolve())]
-    if no_compile:
-        args.append("--no-compile")
-    if no_eager:
-        args.append("--no-eager")
-    return run_isolated("performance", _trusted_script(op, "performance"), args, device, timeout_s=timeout_s, echo=echo)

@@ -1,11 +1,11 @@
-"""Static checks on a candidate `<name>_triton.py`, before any of it runs.
+"""Static checks on a candidate `<name>_triton.py`, in the judge, before any of it runs.
 
-Each rule has a stable violation code. They are cheap and catch the lazy cheats; the runtime
-guard (kernelgen.verify.guard) and the harness (kernelgen.harness) catch the rest by watching what the
-wrapper actually dispatches and what it returns. `VIOLATION_CODES` below is the one table of every
-code any of the three can report (docs and prompts quote it; tests check it is complete).
+They are cheap and catch the lazy cheats; everything else is decided by what the candidate does in its
+sandboxed worker (kernelgen.verify.accuracy, performance). A denylist cannot be complete — a module
+reached through another name (`torch.serialization.pickle`) slips past it — so nothing depends on it
+alone: it only saves a worker start for the obvious cases. Every code, static or not, is listed in
+kernelgen/verify/codes.py.
 
-Static (this module, before the candidate runs)
   syntax-error              the file does not parse
   forbidden-import          imports a module outside ALLOWED_IMPORTS (os, sys, ctypes, numpy, ...)
   imports-baseline          imports the reference implementation
@@ -14,30 +14,14 @@ Static (this module, before the candidate runs)
                             frames, side streams, CUDA graphs, torch.compile, torch.save/load, ...
   reads-environment         touches os.environ / getenv (through any path): API keys live there
   monkeypatch               assigns or deletes an attribute of an imported module or class
-                            (`torch.equal = ...`, `torch.Tensor.__eq__ = ...`)
   introspection             touches dunder attributes/names or defines dunder hooks
-  tensor-subclass           defines a class deriving from a torch class (could lie via __torch_function__)
+  tensor-subclass           defines a class deriving from a torch class
   host-compute              .item() / .tolist() / .numpy(): computing on the host
   fallback-try-except       try/except reachable from the entry function (a silent non-Triton path)
   no-triton-kernel          no @triton.jit kernel at module level
   no-entry-function         no plain function named after the op
   entry-rebound             the entry function is decorated or rebound at module level
   kernel-not-launched       the entry never launches a @triton.jit kernel
-Runtime (kernelgen.verify.guard, around each checked call)
-  torch-compute-in-wrapper  PyTorch computed something (any operator beyond allocation, views and
-                            same-dtype copies; a dtype cast counts)
-  no-triton-launch          the call launched no Triton kernel
-  off-stream-launch         a launch on a stream other than the caller's
-Harness (kernelgen.harness, on the results)
-  input-mutated             an input differs after the call
-  output-not-fresh          an output was not allocated during the call (input, cached, precomputed)
-  unwritten-output          output elements still hold the poison: the kernel never wrote them
-  stale-output              wrong when the same input buffers are refilled with new values
-  harness-tampering         torch / builtins / the harness itself changed under the candidate
-  timed-call-no-launch      (performance) a timed call launched no Triton kernel
-  timed-output-wrong        (performance) the last timed call's output is wrong
-A wrong value is a failed check (CaseCheck), not a violation; a timing beyond the device's measured
-ceiling marks the PerfCase invalid (`invalid_reason`); a timeout or crash is a RunRecord status.
 """
 
 from __future__ import annotations
@@ -45,34 +29,6 @@ from __future__ import annotations
 import ast
 
 from kernelgen.verify.results import Violation
-
-VIOLATION_CODES: dict[str, str] = {
-    "syntax-error": "the file does not parse",
-    "forbidden-import": "imports a module a kernel file may not use",
-    "imports-baseline": "imports the reference implementation",
-    "forbidden-call": "calls a builtin that runs code, opens files or reaches objects by computed name",
-    "forbidden-api": "reaches private or dangerous APIs (internals, sys/os through torch, frames, side streams, CUDA graphs, torch.compile, torch.save/load)",
-    "reads-environment": "reads environment variables (where API keys live)",
-    "monkeypatch": "assigns or deletes an attribute of an imported module or class",
-    "introspection": "touches dunder attributes or names, or defines dunder hooks",
-    "tensor-subclass": "defines a subclass of a torch class",
-    "host-compute": "moves data to the host to compute there (.item/.tolist/.numpy)",
-    "fallback-try-except": "try/except on the entry's path: a silent non-Triton fallback",
-    "no-triton-kernel": "defines no @triton.jit kernel",
-    "no-entry-function": "defines no plain entry function named after the op",
-    "entry-rebound": "the entry function is decorated or rebound at module level",
-    "kernel-not-launched": "the entry never launches a @triton.jit kernel",
-    "torch-compute-in-wrapper": "PyTorch computed in the wrapper (runtime)",
-    "no-triton-launch": "the call launched no Triton kernel (runtime)",
-    "off-stream-launch": "a Triton launch on another stream (runtime)",
-    "input-mutated": "an input was modified by the call",
-    "output-not-fresh": "an output was not allocated during the call",
-    "unwritten-output": "output elements were never written (still poisoned)",
-    "stale-output": "the result depends on an earlier call",
-    "harness-tampering": "torch, builtins or the harness were modified by the candidate",
-    "timed-call-no-launch": "a timed call launched no Triton kernel",
-    "timed-output-wrong": "the output of the timed calls is wrong",
-}
 
 # What a kernel file may import. Anything else (os, sys, numpy, subprocess, importlib, the baseline,
 # kernelgen itself) is a way to read secrets, compute on the host, or tamper with the harness.
@@ -120,6 +76,10 @@ FORBIDDEN_ATTR_NAMES = {
     "sys", "os", "modules", "builtins", "importlib", "subprocess", "ctypes", "system", "popen", "spawnv",
     "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "gi_frame", "gi_code", "cr_frame", "ag_frame",
     "tb_frame", "tb_next", "co_code", "func_globals", "mro", "load_library", "pathlib", "shutil", "inspect",
+    # known ways past this list (it cannot be complete: the worker's sandbox and the judge's own
+    # checks are what hold; these only stop copies of attacks already seen)
+    "pickle", "serialization", "marshal", "get_type_hints", "add_pre_run_hook", "pre_run_hooks",
+    "launch_enter_hook", "launch_exit_hook", "threading", "multiprocessing", "np", "numpy",
 }
 ENV_ATTR_NAMES = {"environ", "environb", "getenv", "putenv", "unsetenv", "getenvb"}
 # Dunder function names a kernel file may define (methods of a small config class, say).

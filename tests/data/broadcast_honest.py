@@ -18,6 +18,7 @@ def _broadcast_kernel(x_ptr, bias_ptr, out_ptr, n_rows, n_cols, BLOCK_M: tl.cons
 
 def broadcast(x, bias):
     x = x.contiguous()
+    bias = bias.contiguous()
     out = torch.empty_like(x)
     n_cols = x.shape[-1]
     n_rows = x.numel() // n_cols

@@ -1,0 +1,209 @@
+"""The judge: one operator's trusted process-side state — its spec, its baseline, the inputs it drew —
+and the sandboxed workers its candidates run in.
+
+The candidate never runs here. A worker receives inputs and returns outputs; the judge draws the
+inputs, runs the baseline, compares, counts the checks it planned and writes the verdict
+(kernelgen.verify.accuracy, kernelgen.verify.performance). Kernels KernelGen's own offline generator
+wrote share one long-lived worker (compile once, time many); every other kernel gets a worker of its
+own, so one candidate cannot tamper with the process another is judged in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
+
+from kernelgen.devices import DeviceInfo
+from kernelgen.spec import OperatorSpec, torch_dtype
+from kernelgen.verify.poison import Fill
+from kernelgen.verify.protocol import DTYPE_SIZES, OtherValue, Reply, TensorRef
+from kernelgen.verify.session import WorkerFailure, WorkerSession
+from kernelgen.verify.staticcheck import check_source
+
+Origin = Literal["offline", "llm", "file"]
+ALIGN = 64
+MIN_ARENA = 64 << 20
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """The exact bytes of a kernel file to judge, and where they came from."""
+
+    source: str
+    name: str  # the file name it is known by (<op>_triton.py)
+    origin: Origin = "file"
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.source.encode("utf-8")).hexdigest()
+
+
+def _nbytes(shape: list[int], dtype: str) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n * DTYPE_SIZES.get(dtype, 8)
+
+
+class Judge:
+    def __init__(self, spec: OperatorSpec, device: DeviceInfo, baseline: Callable[..., Any], *,
+                 extra_cases: list[dict[str, list[int]]] | None = None):
+        self.spec = spec
+        self.device = device
+        self.baseline = baseline
+        self.arena_bytes = self._arena_size(extra_cases or [])
+        self._shared: WorkerSession | None = None
+        self._own: dict[str, WorkerSession] = {}
+        self._slots: dict[str, tuple[WorkerSession, str]] = {}
+        self.load_violations: dict[str, list[tuple[str, str]]] = {}  # kernel sha -> what importing it did
+        self.sandbox_notes: list[str] = []
+
+    def _arena_size(self, extra: list[dict[str, list[int]]]) -> int:
+        """Room for one case's inputs, their copies after the call, and its outputs, at the largest
+        case this judge may see (outputs estimated by running the reference on meta tensors)."""
+        import torch
+
+        cases = list(self.spec.test_cases) + list(extra)
+        if not self.device.interpreter:
+            cases += list(self.spec.effective_perf_cases)
+        biggest = 0
+        for case in cases:
+            dt = max(self.spec.dtypes, key=lambda d: DTYPE_SIZES.get(d, 8))
+            ins = sum(_nbytes(case[i.name], self.spec.input_dtype(i, dt)) for i in self.spec.inputs)
+            try:
+                args = [torch.empty(case[i.name], dtype=torch_dtype(self.spec.input_dtype(i, dt)), device="meta")
+                        for i in self.spec.inputs]
+                outs = self.baseline(*args, **self.spec.param_defaults)
+                outs = outs if isinstance(outs, (tuple, list)) else (outs,)
+                out_bytes = sum(o.numel() * o.element_size() for o in outs if isinstance(o, torch.Tensor))
+            except Exception:  # noqa: BLE001 - no meta kernel: assume outputs as large as the inputs
+                out_bytes = ins
+            biggest = max(biggest, ins, out_bytes)
+        # inputs (strided variants take twice their size) + inputs after + outputs, generously
+        return max(MIN_ARENA, 6 * biggest + (16 << 20))
+
+    # --- workers -----------------------------------------------------------------------------------
+    def load(self, kernel: KernelSource) -> tuple[WorkerSession, str]:
+        """The worker and slot running `kernel` (loaded once per judge); WorkerFailure or
+        LoadError when it cannot be imported."""
+        key = kernel.sha256
+        if key in self._slots:
+            return self._slots[key]
+        if kernel.origin == "offline":
+            if self._shared is None or self._shared.closed:
+                self._shared = self._start("offline kernels")
+            worker = self._shared
+        else:
+            worker = self._own.get(key)
+            if worker is None or worker.closed:
+                worker = self._own[key] = self._start(kernel.name)
+        slot = f"k{len(self._slots)}"
+        reply = worker.request({"op": "load", "slot": slot, "entry": self.spec.name, "filename": kernel.name,
+                                "source": kernel.source})
+        if not reply.ok:
+            raise LoadError(reply.error)
+        self.load_violations[key] = [(v["code"], f"on import: {v['message']}") for v in
+                                     (reply.report.violations if reply.report else [])]
+        self._slots[key] = (worker, slot)
+        return worker, slot
+
+    def _start(self, label: str) -> WorkerSession:
+        worker = WorkerSession(self.device, arena_bytes=self.arena_bytes, label=label)
+        for note in worker.sandbox_missing:
+            if note not in self.sandbox_notes:
+                self.sandbox_notes.append(note)
+        return worker
+
+    def forget(self, kernel: KernelSource) -> None:
+        """Stop the worker of a kernel that is no longer needed (an untrusted one has its own)."""
+        entry = self._slots.pop(kernel.sha256, None)
+        if entry and entry[0] is not self._shared:
+            entry[0].close()
+            self._own.pop(kernel.sha256, None)
+
+    def close(self) -> None:
+        for w in [self._shared, *self._own.values()]:
+            if w is not None:
+                w.close()
+        self._shared, self._own, self._slots = None, {}, {}
+        closer = getattr(self.baseline, "close", None)
+        if closer is not None:
+            closer()
+
+    def __enter__(self) -> "Judge":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- moving tensors ----------------------------------------------------------------------------
+    @staticmethod
+    def put(worker: WorkerSession, key: str, inputs: list[Any], *, refill: bool = False) -> None:
+        refs, offset = [], 0
+        for t in inputs:
+            ref = worker.arena.write(t, offset)
+            refs.append(ref.model_dump())
+            offset += -(-ref.nbytes // ALIGN) * ALIGN
+        reply = worker.request({"op": "refill" if refill else "put", "key": key, "tensors": refs})
+        if not reply.ok:
+            raise WorkerFailure("error", f"the worker could not take the inputs: {reply.error}")
+
+    @staticmethod
+    def drop(worker: WorkerSession, key: str) -> None:
+        worker.request({"op": "drop", "key": key})
+
+    def call(self, worker: WorkerSession, slot: str, key: str, *, mode: str, fill: Fill, order: str = "forward",
+             seed: int = 0, out_limit: int, return_inputs: bool = False) -> Reply:
+        return worker.request({"op": "call", "slot": slot, "key": key, "params": self.spec.param_defaults,
+                               "mode": mode, "fill": fill.model_dump(), "order": order, "seed": seed,
+                               "out_offset": 0, "out_limit": out_limit, "return_inputs": return_inputs})
+
+    def read(self, worker: WorkerSession, value: TensorRef | OtherValue, *, max_bytes: int) -> Any:
+        """A private copy of one returned value, on the judge's device; a description for a non-tensor."""
+        if isinstance(value, OtherValue):
+            return value
+        return worker.arena.read(value, self.device.torch_device, max_bytes=max_bytes)
+
+
+class LoadError(Exception):
+    """The kernel file could not be imported, or defines no entry function: its own failure."""
+
+
+def static_problems(spec: OperatorSpec, kernel: KernelSource) -> list[tuple[str, str]]:
+    """(code, message) for every static rule the file breaks, before any of it runs."""
+    return [(v.code, v.message) for v in check_source(kernel.source, spec.name, baseline_module=f"{spec.name}_baseline")]
+
+
+class WorkerBaseline:
+    """A baseline an LLM wrote (the spec had no reference) is untrusted code like any candidate: it
+    runs in a sandboxed worker of its own, and the judge takes its outputs as the ground truth."""
+
+    def __init__(self, device: DeviceInfo, source: str, name: str, arena_bytes: int = 1 << 30):
+        self.device = device
+        self.worker = WorkerSession(device, arena_bytes=arena_bytes, label="baseline (written by an LLM)")
+        reply = self.worker.request({"op": "load", "slot": "baseline", "entry": name, "filename": f"{name}_baseline.py",
+                                     "source": source})
+        if not reply.ok:
+            self.worker.close()
+            raise LoadError(f"the LLM-written baseline does not import: {reply.error}")
+        self._fill = None
+
+    def __call__(self, *inputs: Any, **params: Any) -> Any:
+        from kernelgen.verify.poison import draw_fills
+
+        if any(getattr(t, "device", None) is not None and t.device.type == "meta" for t in inputs):
+            raise NotImplementedError("a sandboxed baseline does not run on meta tensors")
+        self._fill = self._fill or draw_fills()[0]
+        Judge.put(self.worker, "baseline", list(inputs))
+        reply = self.worker.request({"op": "call", "slot": "baseline", "key": "baseline", "params": params, "mode": "plain",
+                                     "fill": self._fill.model_dump(), "order": "forward", "seed": 0, "out_offset": 0,
+                                     "out_limit": self.worker.arena.size // 2, "return_inputs": False})
+        if not reply.ok:
+            raise RuntimeError(f"the LLM-written baseline failed: {reply.error}")
+        outs = [self.worker.arena.read(v, self.device.torch_device, max_bytes=self.worker.arena.size)
+                for v in reply.outputs if isinstance(v, TensorRef)]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def close(self) -> None:
+        self.worker.close()

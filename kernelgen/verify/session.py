@@ -1,0 +1,243 @@
+"""The judge's handle on one sandboxed worker: start it, send a request, wait for the reply within a
+time limit, read what it printed (capped, in bytes), and end it with everything it started.
+
+A worker that hangs is killed (its PID namespace with it) and reported as a timeout; one that dies
+is reported with its exit status and the tail of what it printed, scrubbed of secrets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from kernelgen.devices import DeviceInfo
+from kernelgen.verify import sandbox
+from kernelgen.verify.protocol import Arena, ProtocolError, Reply, parse_reply, recv, send
+from kernelgen.verify.scrub import scrub
+
+START_TIMEOUT_S = 180.0  # importing torch and Triton on a loaded 2-core machine, or CUDA's first init
+DEFAULT_REQUEST_TIMEOUT_S = 600.0  # one call or one timing under the interpreter; KERNELGEN_TIMEOUT overrides
+CAPTURE_BYTES = 16 << 10  # kept from the start and from the end of each stream; the rest is counted, not kept
+# What a worker inherits from the judge's environment: nothing secret, nothing that says where our LLM lives.
+ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH",
+             "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES",
+             "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
+             "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH", "TRITON_F32_DEFAULT")
+WORKER_ENV_LIMIT = "KERNELGEN_WORKER_MEMORY"
+
+
+class WorkerFailure(Exception):
+    """The worker timed out, crashed or broke the protocol; `status` says which."""
+
+    def __init__(self, status: str, message: str):
+        super().__init__(message)
+        self.status = status  # timeout | crash | error
+        self.message = message
+
+
+class _Capture:
+    """Drains one stream so the worker never blocks on a full pipe; keeps its head and tail."""
+
+    def __init__(self, stream: Any):
+        self.head, self.tail, self.total = b"", b"", 0
+        self._thread = threading.Thread(target=self._run, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _run(self, stream: Any) -> None:
+        for chunk in iter(lambda: stream.read1(1 << 16), b""):
+            self.total += len(chunk)
+            if len(self.head) < CAPTURE_BYTES:
+                self.head += chunk[: CAPTURE_BYTES - len(self.head)]
+            self.tail = (self.tail + chunk)[-CAPTURE_BYTES:]
+
+    def text(self) -> str:
+        self._thread.join(timeout=2)
+        if self.total <= 2 * CAPTURE_BYTES:
+            body = self.head + self.tail[-(self.total - len(self.head)):] if self.total > len(self.head) else self.head
+        else:
+            body = self.head + f"\n[... {self.total - 2 * CAPTURE_BYTES} bytes not kept ...]\n".encode() + self.tail
+        return scrub(body.decode("utf-8", errors="replace"))
+
+
+def worker_environment(device: DeviceInfo, scratch: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k in ENV_ALLOW or k.startswith(("LC_", "NCCL_", "TORCH_SYMM", "NVSHMEM_"))}
+    env.update({
+        "PYTHONPATH": os.pathsep.join(sandbox.worker_python_path()),
+        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "PYTHONNOUSERSITE": "1",
+        "HOME": str(scratch / "home"), "TMPDIR": str(scratch / "tmp"), "XDG_CACHE_HOME": str(scratch / "cache"),
+        "TRITON_CACHE_DIR": str(scratch / "triton"), "TRITON_HOME": str(scratch / "home"),
+        "KERNELGEN_DEVICE": device.kind,
+    })
+    if device.interpreter:  # one thread each: the judge and the worker share a few cores
+        env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    return env
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`, found through /proc (those a candidate re-parented included,
+    when `pid` is a subreaper)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+class WorkerSession:
+    def __init__(self, device: DeviceInfo, *, arena_bytes: int, label: str = "worker",
+                 request_timeout_s: float | None = None):
+        self.device = device
+        self.label = label
+        self.request_timeout_s = request_timeout_s or float(os.environ.get("KERNELGEN_TIMEOUT", DEFAULT_REQUEST_TIMEOUT_S))
+        self.scratch = Path(tempfile.mkdtemp(prefix="kernelgen-worker-"))
+        for sub in ("home", "tmp", "cache", "triton"):
+            (self.scratch / sub).mkdir()
+        self.arena = Arena.create(arena_bytes)
+        self._sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        read, listed = sandbox.python_read_paths(sandbox.worker_python_path())
+        memory = int(os.environ.get(WORKER_ENV_LIMIT, 0)) or (sandbox.DEFAULT_CPU_MEMORY if device.interpreter else 32 << 30)
+        self.cgroups = sandbox.make_cgroups(f"kernelgen-{os.getpid()}-{id(self)}", pids_max=256, memory_max=memory)
+        policy = {"scratch": str(self.scratch), "read_paths": read, "list_paths": listed, "interpreter": device.interpreter,
+                  "cpu_memory": memory, "cgroups": self.cgroups,
+                  "namespaces": os.environ.get("KERNELGEN_SANDBOX", "on") != "off",
+                  "landlock": os.environ.get("KERNELGEN_SANDBOX", "on") != "off"}
+        cmd = [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-m", "kernelgen.verify.worker",
+               "--socket", str(child.fileno()), "--arena", str(self.arena.fd), "--device", device.kind,
+               "--policy", json.dumps(policy)]
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(cmd, cwd=self.scratch, env=worker_environment(device, self.scratch),
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     pass_fds=(child.fileno(), self.arena.fd), start_new_session=True)
+        child.close()
+        self._out, self._err = _Capture(self.proc.stdout), _Capture(self.proc.stderr)
+        self.closed = False
+        hello = self._reply(START_TIMEOUT_S, "start")
+        if not hello.ok:
+            raise WorkerFailure("crash", scrub(hello.error) + self._tails())
+        self.info = hello.info
+        sandbox_report = hello.info.get("sandbox") or {}
+        self.sandbox_missing = [scrub(str(m)) for m in sandbox_report.get("missing", [])]
+
+    # --- requests ------------------------------------------------------------------------------
+    def request(self, payload: dict[str, Any], *, timeout_s: float | None = None) -> Reply:
+        if self.closed:
+            raise WorkerFailure("error", "the worker was already stopped")
+        try:
+            send(self._sock, payload)
+        except OSError:
+            raise self._died() from None
+        return self._reply(timeout_s or self.request_timeout_s, str(payload.get("op")))
+
+    def _reply(self, timeout_s: float, what: str) -> Reply:
+        self._sock.settimeout(timeout_s)
+        try:
+            data = recv(self._sock)
+        except socket.timeout:
+            self.kill()
+            raise WorkerFailure("timeout", f"the worker did not answer {what!r} within {timeout_s:.0f} s; it was "
+                                "killed with every process it started") from None
+        except (EOFError, OSError):
+            raise self._died() from None
+        except ProtocolError as e:
+            self.kill()
+            raise WorkerFailure("error", f"the worker broke the protocol: {e}") from None
+        try:
+            reply = parse_reply(data)
+        except ProtocolError as e:
+            self.kill()
+            raise WorkerFailure("error", f"the worker broke the protocol: {e}") from None
+        reply.error = scrub(reply.error)
+        return reply
+
+    def _died(self) -> WorkerFailure:
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+        self.kill()
+        if code is not None and code < 0:
+            try:
+                how = f"signal {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"signal {-code}"
+        elif code is not None and code > 128:
+            how = f"exit status {code} (signal {code - 128} in the sandbox)"
+        else:
+            how = f"exit status {code}"
+        return WorkerFailure("crash", f"the worker died ({how}) without answering" + self._tails())
+
+    def _tails(self) -> str:
+        err, out = self._err.text().strip(), self._out.text().strip()
+        tail = "\n".join((err or out).splitlines()[-20:])
+        return f"\n{tail}" if tail else ""
+
+    def output(self) -> str:
+        """What the worker printed (head and tail of each stream, scrubbed)."""
+        return (self._out.text() + self._err.text()).strip()
+
+    # --- ending -----------------------------------------------------------------------------------
+    def kill(self) -> None:
+        if self.proc.poll() is None or descendants(self.proc.pid):
+            for pid in reversed(descendants(self.proc.pid)):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a process in uninterruptible sleep
+            pass
+        self._cleanup()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        if self.proc.poll() is None:
+            try:
+                send(self._sock, {"op": "bye"})
+                self._sock.settimeout(10)
+                recv(self._sock)
+                self.proc.wait(timeout=10)
+            except (OSError, EOFError, ProtocolError, subprocess.TimeoutExpired, socket.timeout):
+                pass
+        self.kill()
+
+    def _cleanup(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._sock.close()
+        self.arena.close()
+        sandbox.remove_cgroups(self.cgroups)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def __enter__(self) -> "WorkerSession":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,258 @@
+"""The sandboxed worker: the only process a candidate kernel ever runs in.
+
+    python -m kernelgen.verify.worker --socket FD --arena FD --policy JSON
+
+Its bootstrap (this file, trusted) applies the sandbox (kernelgen.verify.sandbox) before torch or any
+candidate is imported, then serves the judge's requests: load a kernel file from the bytes the judge
+sends, store inputs, call the entry function (guarded, plain, or with every Triton launch ablated,
+in the interpreter program order asked for), time it, and return the outputs' bytes. It decides
+nothing: the judge draws the inputs, runs the baseline, compares and writes the verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import socket
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from kernelgen.verify import sandbox
+from kernelgen.verify.protocol import Arena, OtherValue, ProtocolError, TensorRef, recv, send
+
+ALIGN = 64  # bytes between tensors in the arena
+
+
+def _short_tb(exc: BaseException, limit: int = 8) -> str:
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    text = "".join(lines[-limit:])
+    return text.strip()[-4000:]
+
+
+class Worker:
+    def __init__(self, sock: socket.socket, arena: Arena, device: str, scratch: Path):
+        self.sock = sock
+        self.arena = arena
+        self.device = device  # cpu | cuda | npu
+        self.kernels = scratch / "kernels"
+        self.kernels.mkdir(exist_ok=True)
+        self.slots: dict[str, Any] = {}
+        self.store: dict[str, list[Any]] = {}
+        self.calls: dict[tuple[str, str], int] = {}
+        self.torch: Any = None
+        self.tamper: Any = None
+
+    def _start_torch(self) -> None:
+        """torch, Triton, the launch hooks and the tampering snapshot, on the first request that needs
+        them (a worker answers the judge's hello in a fraction of the ~5 s they take to import)."""
+        if self.torch is not None:
+            return
+        if self.device == "cpu":
+            os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported: @triton.jit reads it then
+        import torch
+
+        from kernelgen.verify import guard
+        from kernelgen.verify.tamper import TamperSnapshot
+
+        if self.device == "cpu":
+            torch.set_num_threads(1)
+        self.torch, self.guard = torch, guard
+        guard.install_launch_hooks()
+        t = torch.ones(1 << 16, device=self.device)  # start the pools torch keeps, before threads are counted
+        float((t * 2).sum())
+        self.tamper = TamperSnapshot()
+
+    # --- requests ------------------------------------------------------------------------------
+    def serve(self) -> None:
+        while True:
+            try:
+                req = recv(self.sock)
+            except EOFError:
+                return
+            op = req.get("op")
+            if op == "bye":
+                send(self.sock, {"ok": True, "kind": "bye"})
+                return
+            handler = getattr(self, f"op_{op}", None)
+            if handler is None:
+                send(self.sock, {"ok": False, "error": f"unknown request {op!r}"})
+                continue
+            try:
+                self._start_torch()
+                reply = handler(req)
+            except ProtocolError as e:
+                reply = {"ok": False, "error": f"protocol: {e}"}
+            except BaseException as e:  # noqa: BLE001 - the candidate's failure is a reply, not the worker's end
+                if isinstance(e, KeyboardInterrupt):
+                    raise
+                reply = {"ok": False, "error": _short_tb(e)}
+            changed = self.tamper.changed() if self.tamper is not None else []
+            if changed:
+                from kernelgen.verify.tamper import describe
+
+                code, message = describe(changed, f"after the {op} request")
+                report = reply.setdefault("report", {})
+                report.setdefault("violations", []).append({"code": code, "message": message})
+                self.tamper.rebase()
+            send(self.sock, reply)
+
+    def op_load(self, req: dict[str, Any]) -> dict[str, Any]:
+        slot, name = str(req["slot"]), str(req["entry"])
+        path = self.kernels / f"{slot}_{Path(str(req['filename'])).name}"
+        path.write_text(str(req["source"]), encoding="utf-8")  # the private copy: the bytes the judge sent
+        module_name = f"kernelgen_candidate_{slot}"
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            return {"ok": False, "error": f"cannot import {path.name}"}
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+        fn = getattr(module, name, None)
+        if not callable(fn):
+            return {"ok": False, "error": f"{path.name} defines no function {name!r}"}
+        self.slots[slot] = fn
+        return {"ok": True, "kind": "loaded"}
+
+    def op_put(self, req: dict[str, Any]) -> dict[str, Any]:
+        refs = [TensorRef.model_validate(r) for r in req["tensors"]]
+        self.store[str(req["key"])] = [self.arena.read(r, self.device, max_bytes=self.arena.size) for r in refs]
+        return {"ok": True, "kind": "stored"}
+
+    def op_refill(self, req: dict[str, Any]) -> dict[str, Any]:
+        """New values into the same buffers (same addresses): a result cached by address goes stale."""
+        refs = [TensorRef.model_validate(r) for r in req["tensors"]]
+        for t, r in zip(self.store[str(req["key"])], refs):
+            t.copy_(self.arena.read(r, self.device, max_bytes=self.arena.size))
+        return {"ok": True, "kind": "stored"}
+
+    def op_drop(self, req: dict[str, Any]) -> dict[str, Any]:
+        self.store.pop(str(req["key"]), None)
+        if self.device == "cuda":
+            self.torch.cuda.empty_cache()
+        return {"ok": True, "kind": "stored"}
+
+    def _outputs(self, out: Any, offset: int, limit: int, report: Any = None) -> tuple[list[dict], list[bool]]:
+        values = tuple(out) if type(out) in (tuple, list) else (out,)
+        refs, fresh, end = [], [], offset + limit
+        for v in values:
+            if type(v) is not self.torch.Tensor:  # exact: a subclass could lie through __torch_function__
+                refs.append(OtherValue(type_name=type(v).__name__).model_dump())
+                fresh.append(False)
+                continue
+            ref = self.arena.write(v.detach(), offset) if offset + _nbytes(v) <= end else None
+            if ref is None:
+                raise ProtocolError(f"the outputs take more than the {limit} bytes the judge expected")
+            refs.append(ref.model_dump())
+            fresh.append(bool(report.is_fresh(v)) if report is not None else True)
+            offset += -(-ref.nbytes // ALIGN) * ALIGN
+        return refs, fresh
+
+    def op_call(self, req: dict[str, Any]) -> dict[str, Any]:
+        from kernelgen.verify.poison import Fill
+
+        slot, key, mode = str(req["slot"]), str(req["key"]), str(req["mode"])
+        fn, inputs, params = self.slots[slot], self.store[key], dict(req.get("params") or {})
+        fill = Fill.model_validate(req["fill"])
+        count = self.calls[(slot, key)] = self.calls.get((slot, key), 0) + 1
+        g = self.guard
+        report, launches = None, [0]
+        with g.program_order(str(req.get("order", "forward")), int(req.get("seed", 0))), g.watching_threads() as threads:
+            if mode == "plain":
+                with g.counting_launches() as launches:
+                    out = fn(*inputs, **params)
+            else:
+                with g.guarded(fill) as report:
+                    if mode == "ablated":
+                        with g.ablated():
+                            out = fn(*inputs, **params)
+                    else:
+                        out = fn(*inputs, **params)
+            self._sync()
+        violations = [{"code": c, "message": m} for c, m in (report.violations if report else [])]
+        if mode == "ablated":
+            violations = [v for v in violations if v["code"] != "torch-compute-in-wrapper" or "inside a Triton launch" not in v["message"]]
+        # The first call of a kernel on new inputs may compile, and the compiler keeps threads of its own.
+        if threads[0] and count > 1:
+            violations.append({"code": "thread-started", "message": f"{threads[0]} thread(s) started during the call"})
+        outputs, fresh = self._outputs(out, int(req["out_offset"]), int(req["out_limit"]), report)
+        inputs_after = []
+        if req.get("return_inputs"):
+            offset = int(req["out_offset"]) + int(req["out_limit"])
+            for t in inputs:
+                ref = self.arena.write(t, offset)
+                inputs_after.append(ref.model_dump())
+                offset += -(-ref.nbytes // ALIGN) * ALIGN
+        return {"ok": True, "kind": "called", "outputs": outputs, "inputs_after": inputs_after,
+                "report": {"launches": report.launches if report else launches[0], "violations": violations,
+                           "threads_started": threads[0], "fresh": fresh}}
+
+    def op_time(self, req: dict[str, Any]) -> dict[str, Any]:
+        from kernelgen.verify.timing import rep_times
+
+        slot, key = str(req["slot"]), str(req["key"])
+        fn, inputs, params = self.slots[slot], self.store[key], dict(req.get("params") or {})
+        calls, last = [0], [None]
+
+        def timed() -> None:
+            calls[0] += 1
+            last[0] = fn(*inputs, **params)
+
+        with self.guard.counting_launches() as launches:
+            times = rep_times(timed, self.device, warmup_ms=float(req.get("warmup_ms", 25)), rep_ms=float(req.get("rep_ms", 100)))
+        outputs, _ = self._outputs(last[0], int(req["out_offset"]), int(req["out_limit"]))
+        return {"ok": True, "kind": "timed", "times_ms": times, "calls": calls[0], "launches": launches[0], "outputs": outputs}
+
+    def op_host(self, req: dict[str, Any]) -> dict[str, Any]:
+        from kernelgen.verify.timing import host_overhead_us
+
+        fn, inputs, params = self.slots[str(req["slot"])], self.store[str(req["key"])], dict(req.get("params") or {})
+        return {"ok": True, "kind": "host", "host_us": host_overhead_us(lambda: fn(*inputs, **params), self.device)}
+
+    def op_sync(self, req: dict[str, Any]) -> dict[str, Any]:  # noqa: ARG002 - every request carries one dict
+        self._sync()
+        return {"ok": True, "kind": "synced"}
+
+    def _sync(self) -> None:
+        from kernelgen.verify.timing import synchronize
+
+        synchronize(self.device)
+
+
+def _nbytes(t: Any) -> int:
+    from kernelgen.verify.protocol import storage_span
+
+    return storage_span(t) * t.element_size()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="KernelGen's sandboxed worker (started by the judge, not by hand)")
+    p.add_argument("--socket", type=int, required=True)
+    p.add_argument("--arena", type=int, required=True)
+    p.add_argument("--policy", required=True, help="the sandbox policy, as JSON")
+    p.add_argument("--device", required=True, choices=["cpu", "cuda", "npu"])
+    args = p.parse_args(argv)
+    policy_data = json.loads(args.policy)
+    policy = sandbox.SandboxPolicy(**{**policy_data, "scratch": Path(policy_data["scratch"])})
+    report = sandbox.apply(policy)  # forks into the PID namespace; only its first process returns here
+    sock = socket.socket(fileno=args.socket)
+    arena = Arena.attach(args.arena)
+    try:
+        from importlib.metadata import version
+
+        worker = Worker(sock, arena, args.device, policy.scratch)
+        send(sock, {"ok": True, "kind": "hello", "info": {"pid": os.getpid(), "torch": version("torch"),
+                                                            "triton": version("triton"), "sandbox": report.as_dict()}})
+    except BaseException as e:  # noqa: BLE001 - the judge must learn why the worker could not start
+        send(sock, {"ok": False, "kind": "hello", "error": f"the worker could not start: {_short_tb(e)}",
+                    "info": {"sandbox": report.as_dict()}})
+        return 3
+    worker.serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
