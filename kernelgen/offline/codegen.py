@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelgen.offline.classify import Plan
+from kernelgen.offline.classify import Classification
+from kernelgen.offline.knobs import Knobs
 from kernelgen.offline.matgen import matmul_kernel
 from kernelgen.offline.naming import Names
 from kernelgen.render import render
 from kernelgen.offline.rowgen import KernelText, assign_spaces, pointwise_kernel, row_kernel
-from kernelgen.offline.trace import Traced
+from kernelgen.offline.trace import DtypeRule, FixedDtype, LikeInput, Traced
 from kernelgen.spec import DTYPES, OperatorSpec, parse_init
 
 _HELPERS = '''def _broadcast_shape(*shapes):
@@ -60,13 +61,12 @@ def indent(lines: list[str], depth: int = 1) -> str:
     return "\n".join(pad + line if line else "" for line in lines)
 
 
-def _dtype_expr(rule: tuple[str, Any], names: Names) -> str:
-    kind, val = rule
-    if kind == "like":
-        return f"{names.inputs[val]}.dtype"
-    if kind == "fixed":
-        return f"torch.{val}"
-    table = ", ".join(f"torch.{k}: torch.{v}" for k, v in val.items())
+def _dtype_expr(rule: DtypeRule, names: Names) -> str:
+    if isinstance(rule, LikeInput):
+        return f"{names.inputs[rule.index]}.dtype"
+    if isinstance(rule, FixedDtype):
+        return f"torch.{rule.dtype}"
+    table = ", ".join(f"torch.{k}: torch.{v}" for k, v in rule.by_case_dtype.items())
     return f"{{{table}}}[{names.inputs[0]}.dtype]"
 
 
@@ -104,8 +104,8 @@ def _ret(traced: Traced, names: Names) -> str:
 
 
 # --- pointwise and row programs ----------------------------------------------------------
-def _frame_wrapper(spec: OperatorSpec, traced: Traced, plan: Plan, names: Names, text: KernelText,
-                   knobs: dict, rows: bool) -> tuple[list[str], str, str]:
+def _frame_wrapper(spec: OperatorSpec, traced: Traced, names: Names, text: KernelText,
+                   knobs: Knobs, rows: bool) -> tuple[list[str], str, str]:
     """Wrapper body lines, the heuristic helper text, the decorator text."""
     ins = names.inputs
     lines = [f"shape = _broadcast_shape({', '.join(f'{n}.shape' for n in ins)})"]
@@ -121,14 +121,14 @@ def _frame_wrapper(spec: OperatorSpec, traced: Traced, plan: Plan, names: Names,
     lines.append(f"    {views}{',' if len(ins) == 1 else ''} = " + ", ".join(f"{n}_v.contiguous()" for n in ins))
     lines.append(f"    frame = _frame(shape, {strides}, {rows})")
     lines.append("n_outer, n_inner, n_cols, strides = frame")
-    stages = "" if knobs["num_stages"] == "auto" else f", num_stages={knobs['num_stages']}"
+    stages = "" if knobs.num_stages is None else f", num_stages={knobs.num_stages}"
     kname = f"_{spec.name}_kernel"
     args = ", ".join(text.wrapper_args)
     decorator = ""
     if not rows:
-        if knobs["grid"] == "1d":
+        if knobs.grid == "1d":
             helper = _pointwise_1d_config(knobs)
-            if knobs["autotune"]:
+            if knobs.autotune:
                 decorator = _autotune_1d()
                 lines.append(f'if {ins[0]}.device.type == "cpu":  # the CPU interpreter cannot time configs')
                 lines.append("    block, num_warps = _launch_config(n_outer * n_inner * n_cols)")
@@ -143,7 +143,7 @@ def _frame_wrapper(spec: OperatorSpec, traced: Traced, plan: Plan, names: Names,
                 lines.append(f"{kname}[grid]({args}, BLOCK_SIZE=block, num_warps=num_warps{stages})")
         else:
             helper = _pointwise_2d_config(knobs)
-            if knobs["autotune"]:
+            if knobs.autotune:
                 decorator = _autotune_2d()
                 lines.append(f'if {ins[0]}.device.type == "cpu":  # the CPU interpreter cannot time configs')
                 lines.append("    block_r, block_c, num_warps = _launch_config(n_outer * n_inner, n_cols)")
@@ -158,7 +158,7 @@ def _frame_wrapper(spec: OperatorSpec, traced: Traced, plan: Plan, names: Names,
                 lines.append(f"{kname}[grid]({args}, BLOCK_R=block_r, BLOCK_C=block_c, num_warps=num_warps{stages})")
     else:
         helper = _row_config(knobs)
-        if knobs["autotune"]:
+        if knobs.autotune:
             decorator = _autotune_rows()
             lines.append('grid = lambda meta: (triton.cdiv(n_outer * n_inner, meta["BLOCK_R"]),)')
             lines.append(f'if {ins[0]}.device.type == "cpu":  # the CPU interpreter cannot time configs')
@@ -174,14 +174,14 @@ def _frame_wrapper(spec: OperatorSpec, traced: Traced, plan: Plan, names: Names,
     return lines, helper, decorator
 
 
-def _warps_expr(knobs: dict, auto: str) -> str:
-    return auto if knobs["num_warps"] == "auto" else str(knobs["num_warps"])
+def _warps_expr(knobs: Knobs, auto: str) -> str:
+    return auto if knobs.num_warps is None else str(knobs.num_warps)
 
 
-def _pointwise_2d_config(knobs: dict) -> str:
+def _pointwise_2d_config(knobs: Knobs) -> str:
     from kernelgen.offline.knobs import POINTWISE_TILE
 
-    tile = POINTWISE_TILE if knobs["BLOCK_SIZE"] == "auto" else knobs["BLOCK_SIZE"]
+    tile = POINTWISE_TILE if knobs.BLOCK_SIZE is None else knobs.BLOCK_SIZE
     warps = _warps_expr(knobs, "8 if block_r * block_c >= 4096 else 4")
     return f'''@functools.lru_cache(maxsize=1024)
 def _launch_config(n_rows, n_cols):
@@ -196,10 +196,10 @@ def _launch_config(n_rows, n_cols):
     return block_r, block_c, num_warps'''
 
 
-def _pointwise_1d_config(knobs: dict) -> str:
+def _pointwise_1d_config(knobs: Knobs) -> str:
     from kernelgen.offline.knobs import POINTWISE_TILE
 
-    tile = POINTWISE_TILE if knobs["BLOCK_SIZE"] == "auto" else knobs["BLOCK_SIZE"]
+    tile = POINTWISE_TILE if knobs.BLOCK_SIZE is None else knobs.BLOCK_SIZE
     warps = _warps_expr(knobs, "8 if block >= 4096 else 4")
     return f'''@functools.lru_cache(maxsize=1024)
 def _launch_config(n_elements):
@@ -209,12 +209,12 @@ def _launch_config(n_elements):
     return block, num_warps'''
 
 
-def _row_config(knobs: dict) -> str:
+def _row_config(knobs: Knobs) -> str:
     from kernelgen.offline import knobs as h
 
-    single = h.ROW_MAX_SINGLE if knobs["MAX_SINGLE_PASS"] == "auto" else knobs["MAX_SINGLE_PASS"]
-    loop = h.ROW_LOOP_BLOCK if knobs["LOOP_BLOCK"] == "auto" else knobs["LOOP_BLOCK"]
-    tile = h.ROW_TILE if knobs["ROW_TILE"] == "auto" else knobs["ROW_TILE"]
+    single = h.ROW_MAX_SINGLE if knobs.MAX_SINGLE_PASS is None else knobs.MAX_SINGLE_PASS
+    loop = h.ROW_LOOP_BLOCK if knobs.LOOP_BLOCK is None else knobs.LOOP_BLOCK
+    tile = h.ROW_TILE if knobs.ROW_TILE is None else knobs.ROW_TILE
     warps = _warps_expr(knobs, "4 if tile <= 2048 else (8 if tile <= 8192 else 16)")
     return f'''@functools.lru_cache(maxsize=1024)
 def _launch_config(n_rows, n_cols):
@@ -269,14 +269,14 @@ def _autotune_rows() -> str:
 
 
 # --- matmul -----------------------------------------------------------------------------
-def _matmul_config(knobs: dict) -> str:
+def _matmul_config(knobs: Knobs) -> str:
     def pick(name: str, auto: str) -> str:
-        return auto if knobs[name] == "auto" else str(knobs[name])
+        return auto if getattr(knobs, name) is None else str(getattr(knobs, name))
 
-    fixed = all(knobs[k] != "auto" for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages"))
+    fixed = all(getattr(knobs, k) is not None for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages"))
     if fixed:
-        body = (f"    return {knobs['BLOCK_M']}, {knobs['BLOCK_N']}, {knobs['BLOCK_K']}, "
-                f"{knobs['GROUP_SIZE_M']}, {knobs['num_warps']}, {knobs['num_stages']}")
+        body = (f"    return {knobs.BLOCK_M}, {knobs.BLOCK_N}, {knobs.BLOCK_K}, "
+                f"{knobs.GROUP_SIZE_M}, {knobs.num_warps}, {knobs.num_stages}")
     else:
         body = f'''    if fp32:
         # IEEE fp32 runs on FMA units, not tensor cores: moderate tiles, short K steps.
@@ -291,15 +291,15 @@ def _matmul_config(knobs: dict) -> str:
         # small outputs: smaller tiles so there are enough programs to fill the SMs
         bm, bn, bk, warps, stages = 64, 64, 32, 4, 4
     bm, bn, bk = {pick("BLOCK_M", "bm")}, {pick("BLOCK_N", "bn")}, {pick("BLOCK_K", "bk")}
-    return bm, bn, bk, {knobs["GROUP_SIZE_M"]}, {pick("num_warps", "warps")}, {pick("num_stages", "stages")}'''
+    return bm, bn, bk, {knobs.GROUP_SIZE_M}, {pick("num_warps", "warps")}, {pick("num_stages", "stages")}'''
     return f'''@functools.lru_cache(maxsize=256)
 def _launch_config(M, N, K, fp32):
     """(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_SIZE_M, num_warps, num_stages) for one problem size."""
 {body}'''
 
 
-def _autotune_matmul(knobs: dict) -> str:
-    g = knobs["GROUP_SIZE_M"]
+def _autotune_matmul(knobs: Knobs) -> str:
+    g = knobs.GROUP_SIZE_M
     return f'''@triton.autotune(
     configs=[
         triton.Config({{"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_SIZE_M": {g}}}, num_warps=w, num_stages=s)
@@ -313,8 +313,8 @@ def _autotune_matmul(knobs: dict) -> str:
 '''
 
 
-def _matmul_wrapper(spec: OperatorSpec, traced: Traced, plan: Plan, names: Names, text: KernelText,
-                    knobs: dict, a_idx: int, b_idx: int) -> tuple[list[str], str, str]:
+def _matmul_wrapper(spec: OperatorSpec, traced: Traced, names: Names, text: KernelText,
+                    knobs: Knobs, a_idx: int, b_idx: int) -> tuple[list[str], str, str]:
     a, b = names.inputs[a_idx], names.inputs[b_idx]
     lines = []
     if traced.inputs[b_idx].transposed:
@@ -335,7 +335,7 @@ def _matmul_wrapper(spec: OperatorSpec, traced: Traced, plan: Plan, names: Names
     kname = f"_{spec.name}_kernel"
     args = ", ".join(text.wrapper_args)
     decorator = ""
-    if knobs["autotune"]:
+    if knobs.autotune:
         decorator = _autotune_matmul(knobs)
         lines.append(f'if {a}.device.type == "cpu":  # the CPU interpreter cannot time configs')
         lines.append(f"    bm, bn, bk, group, num_warps, num_stages = _launch_config(M, N, K, {a}.dtype == torch.float32)")
@@ -355,27 +355,27 @@ def _matmul_wrapper(spec: OperatorSpec, traced: Traced, plan: Plan, names: Names
 
 
 # --- the file ---------------------------------------------------------------------------
-def generate_source(spec: OperatorSpec, traced: Traced, plan: Plan, knobs: dict) -> str:
+def generate_source(spec: OperatorSpec, traced: Traced, kind: Classification, knobs: Knobs) -> str:
     names = Names(spec)
     g = traced.graph
-    if plan.family == "matmul":
+    if kind.family == "matmul":
         mm = next(n for n in g.nodes if n.op == "mm")
         a_idx, b_idx = (g.node(i).attrs["index"] for i in mm.args)
-        epi_roles = [r if r != "mm" else "full" for r in plan.roles]
+        epi_roles = [r if r != "mm" else "full" for r in kind.roles]
         for n in g.nodes:
             n.space = "full"
         text = matmul_kernel(g, epi_roles, names, traced.params, a_idx, b_idx)
-        wrapper, helper, decorator = _matmul_wrapper(spec, traced, plan, names, text, knobs, a_idx, b_idx)
+        wrapper, helper, decorator = _matmul_wrapper(spec, traced, names, text, knobs, a_idx, b_idx)
         helpers = helper
         traffic = "Compute: 2*M*N*K FLOPs; memory: read a and b, write the M x N output once."
     else:
-        assign_spaces(g, plan.roles)
-        rows = plan.family != "pointwise"
+        assign_spaces(g, kind.roles)
+        rows = kind.family != "pointwise"
         if rows:
-            text = row_kernel(g, plan.roles, names, traced.params, [o.space for o in traced.outputs], knobs, None)
+            text = row_kernel(g, kind.roles, names, traced.params, [o.space for o in traced.outputs], knobs)
         else:
-            text = pointwise_kernel(g, plan.roles, names, traced.params, knobs)
-        wrapper, helper, decorator = _frame_wrapper(spec, traced, plan, names, text, knobs, rows)
+            text = pointwise_kernel(g, kind.roles, names, traced.params, knobs)
+        wrapper, helper, decorator = _frame_wrapper(spec, traced, names, text, knobs, rows)
         helpers = _HELPERS + "\n\n\n" + helper
         traffic = ("Memory traffic: each input is read once and each output written once (rows longer than the "
                    "single-pass limit are re-read once per reduction pass), so the kernel is bound by bandwidth."
@@ -383,15 +383,15 @@ def generate_source(spec: OperatorSpec, traced: Traced, plan: Plan, knobs: dict)
                    "Memory traffic: each input is read once (broadcast inputs once per tile) and each output "
                    "written once: the kernel is bound by copy bandwidth.")
     description = " ".join(spec.description.split()) or spec.name
-    shown = {k: v for k, v in knobs.items()}
     return render(
         "offline/kernel_file.py.j2",
         name=spec.name,
         description=description,
-        family=plan.family,
-        summary=plan.summary,
+        family=kind.family,
+        summary=kind.summary,
         traffic=traffic,
-        knobs=", ".join(f"{k}={v}" for k, v in shown.items()),
+        # None (the file's own heuristic) reads "auto" in the file's header
+        knobs=", ".join(f"{k}={'auto' if v is None else v}" for k, v in knobs.model_dump().items()),
         decorators=decorator,
         kernel_params=_kernel_params(text),
         kernel_body=indent(text.body),

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelgen.offline import exprs
+from kernelgen.offline.knobs import Knobs, PointwiseKnobs
 from kernelgen.offline.ir import SPACE_RANK, Graph, Node
 from kernelgen.offline.naming import Names
 from kernelgen.offline.unsupported import unsupported
@@ -84,7 +85,7 @@ class _Emitter:
             f"{name}_row + cols * stride_{name}_col"
         return f"{val} = tl.load({name}_ptr + {offs}, mask=mask{self.evict}){up}"
 
-    def statement(self, n: Node, looped: bool = False) -> str:
+    def statement(self, n: Node) -> str:
         if n.op in REDUCTIONS:
             fn, neutral = REDUCTIONS[n.op]
             src = self.var(self.g.node(n.args[0]))
@@ -112,7 +113,7 @@ def _cone(graph: Graph, roots: list[int], stop: set[str]) -> list[int]:
     return sorted(seen)
 
 
-def _signature(graph: Graph, roles: list[str], names: Names, outputs_space: list[str], rows: bool,
+def _signature(graph: Graph, roles: list[str], names: Names, outputs_space: list[str],
                params: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
     args: list[tuple[str, str]] = []
     launch: list[str] = []
@@ -162,10 +163,10 @@ def _row_offsets(emitter: _Emitter, used: set[int]) -> list[str]:
     return lines
 
 
-def pointwise_kernel(graph: Graph, roles: list[str], names: Names, params: list[str], knobs: dict) -> KernelText:
-    mode = knobs["grid"]
-    em = _Emitter(graph, roles, names, mode, knobs["eviction"])
-    args, launch = _signature(graph, roles, names, ["full"] * len(graph.outputs), False, params)
+def pointwise_kernel(graph: Graph, roles: list[str], names: Names, params: list[str], knobs: PointwiseKnobs) -> KernelText:
+    mode = knobs.grid
+    em = _Emitter(graph, roles, names, mode, knobs.eviction)
+    args, launch = _signature(graph, roles, names, ["full"] * len(graph.outputs), params)
     size_knobs = [("BLOCK_R", "rows per program"), ("BLOCK_C", "columns per program")] if mode == "2d" \
         else [("BLOCK_SIZE", "elements per program")]
     args += [(f"{k}: tl.constexpr", c) for k, c in size_knobs]
@@ -224,11 +225,11 @@ def _partial(graph: Graph, oid: int, roles: list[str]) -> bool:
 
 
 def row_kernel(graph: Graph, roles: list[str], names: Names, params: list[str], out_spaces: list[str],
-               knobs: dict, single_only: bool | None) -> KernelText:
+               knobs: Knobs) -> KernelText:
     """One program per BLOCK_R rows. SINGLE_PASS: the whole row in registers, read once; otherwise
     one loop over column blocks per reduction level, recomputing the pointwise work from loads."""
-    em = _Emitter(graph, roles, names, "2d", knobs["eviction"])
-    args, launch = _signature(graph, roles, names, out_spaces, True, params)
+    em = _Emitter(graph, roles, names, "2d", knobs.eviction)
+    args, launch = _signature(graph, roles, names, out_spaces, params)
     args += [("BLOCK_R: tl.constexpr", "rows per program"),
              ("BLOCK_C: tl.constexpr", "columns per block (the whole row when SINGLE_PASS)"),
              ("SINGLE_PASS: tl.constexpr", "True: the row fits one block and is read once")]
@@ -249,15 +250,10 @@ def row_kernel(graph: Graph, roles: list[str], names: Names, params: list[str], 
 
     single = _single_pass(graph, em, names, out_spaces, pre_ids)
     looped = _looped(graph, em, names, out_spaces, pre_ids, live)
-    if single_only is True:
-        body += single
-    elif single_only is False:
-        body += looped
-    else:
-        body.append("if SINGLE_PASS:")
-        body += ["    " + s for s in single]
-        body.append("else:")
-        body += ["    " + s for s in looped]
+    body.append("if SINGLE_PASS:")
+    body += ["    " + s for s in single]
+    body.append("else:")
+    body += ["    " + s for s in looped]
     return KernelText(args, body, launch)
 
 
