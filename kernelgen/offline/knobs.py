@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 # Pointwise: ~4096 elements (16 KB of fp32) per program gives each H100 SM enough loads in flight
 # to approach copy bandwidth; the Triton 2-D broadcast kernel measured 87-100% of a 3.0 TB/s copy.
@@ -24,8 +24,18 @@ ROW_LOOP_BLOCK = 4096
 # with one row per program would leave 15/16 of every warp idle).
 ROW_TILE = 2048
 
-# A size, a warp count or a stage count: a positive int (True is not 512).
+# A stage count, a threshold or a group size: a positive int (True is not 512).
 Count = Annotated[int, Field(strict=True, gt=0)]
+
+
+def _power_of_two(n: int) -> int:
+    if n & (n - 1):
+        raise ValueError("must be a power of two (tl.arange and num_warps take nothing else)")
+    return n
+
+
+# A block size or a warp count: Triton takes powers of two only.
+Pow2 = Annotated[Count, AfterValidator(_power_of_two)]
 
 
 def candidates(default: Any, *others: Any) -> Any:
@@ -42,8 +52,8 @@ class _Knobs(BaseModel):
 
 
 class PointwiseKnobs(_Knobs):
-    BLOCK_SIZE: Optional[Count] = candidates(None, 512, 1024, 2048, 4096, 8192)  # elements per program
-    num_warps: Optional[Count] = candidates(None, 2, 4, 8, 16)
+    BLOCK_SIZE: Optional[Pow2] = candidates(None, 512, 1024, 2048, 4096, 8192)  # elements per program
+    num_warps: Optional[Pow2] = candidates(None, 2, 4, 8, 16)
     num_stages: Optional[Count] = candidates(None, 1, 2, 3)
     grid: Literal["2d", "1d"] = candidates("2d", "1d")  # [rows, cols] tiles, or a flat 1-D grid
     eviction: Literal["none", "evict_first"] = candidates("none", "evict_first")  # on the full-size loads
@@ -52,20 +62,20 @@ class PointwiseKnobs(_Knobs):
 
 class RowKnobs(_Knobs):
     MAX_SINGLE_PASS: Optional[Count] = candidates(None, 2048, 4096, 8192, 16384, 32768)  # longest row read once
-    LOOP_BLOCK: Optional[Count] = candidates(None, 1024, 2048, 4096, 8192)  # columns per step of longer rows
+    LOOP_BLOCK: Optional[Pow2] = candidates(None, 1024, 2048, 4096, 8192)  # columns per step of longer rows
     ROW_TILE: Optional[Count] = candidates(None, 512, 1024, 2048, 4096, 8192)  # elements a program holds
-    num_warps: Optional[Count] = candidates(None, 1, 2, 4, 8, 16, 32)
+    num_warps: Optional[Pow2] = candidates(None, 1, 2, 4, 8, 16, 32)
     num_stages: Optional[Count] = candidates(None, 1, 2, 3, 4)
     eviction: Literal["none", "evict_first"] = candidates("none", "evict_first")
     autotune: StrictBool = candidates(False, True)
 
 
 class MatmulKnobs(_Knobs):
-    BLOCK_M: Optional[Count] = candidates(None, 64, 128, 256)
-    BLOCK_N: Optional[Count] = candidates(None, 64, 128, 256)
-    BLOCK_K: Optional[Count] = candidates(None, 32, 64, 128)
+    BLOCK_M: Optional[Pow2] = candidates(None, 64, 128, 256)
+    BLOCK_N: Optional[Pow2] = candidates(None, 64, 128, 256)
+    BLOCK_K: Optional[Pow2] = candidates(None, 32, 64, 128)
     GROUP_SIZE_M: Count = candidates(8, 1, 4, 16)  # row-blocks sharing columns of b in L2
-    num_warps: Optional[Count] = candidates(None, 4, 8)
+    num_warps: Optional[Pow2] = candidates(None, 4, 8)
     num_stages: Optional[Count] = candidates(None, 2, 3, 4, 5)
     autotune: StrictBool = candidates(False, True)
 
