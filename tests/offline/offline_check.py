@@ -71,3 +71,13 @@ def check_kernel(spec: OperatorSpec, tmp: Path, knobs: dict | None = None, cases
             for a, b in zip(inputs, before):
                 assert torch.equal(a, b), f"{where}: an input was modified"
     return kern
+
+
+def run_guarded(fn, inputs: list, **params):
+    """Call a generated wrapper under KernelGen's runtime guard; fail on any violation (PyTorch
+    computing in the wrapper, no launch, ...). Returns the outputs."""
+    from kernelgen.verify.guard import call_guarded
+
+    out, report = call_guarded(fn, list(inputs), params)
+    assert not report.violations, [v.message for v in report.violations]
+    return out

@@ -168,7 +168,11 @@ def layer_norm(x, weight, bias, eps=1e-05):
     bias_v = bias.expand(shape)  # a view: stride 0 where bias broadcasts
     out = torch.empty(shape, dtype=x.dtype, device=x.device)
     frame = _frame(shape, (x_v.stride(), weight_v.stride(), bias_v.stride()), True)
-    if frame is None:  # a broadcast needing more than three dims: copy the inputs once
+    if frame is None:  # more than three dims remain: copy strided inputs once, broadcasts stay views
+        x_v, weight_v, bias_v = x.contiguous().expand(shape), weight.contiguous().expand(shape), bias.contiguous().expand(shape)
+        frame = _frame(shape, (x_v.stride(), weight_v.stride(), bias_v.stride()), True)
+    if frame is None:  # broadcasts that interleave: materialise them, the last dim kept apart so
+        # that per-row and per-column inputs still read as one value per row / per column
         x_v, weight_v, bias_v = x_v.contiguous(), weight_v.contiguous(), bias_v.contiguous()
         frame = _frame(shape, (x_v.stride(), weight_v.stride(), bias_v.stride()), True)
     n_outer, n_inner, n_cols, strides = frame

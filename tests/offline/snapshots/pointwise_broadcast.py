@@ -110,9 +110,13 @@ def broadcast(x, bias):
     bias_v = bias.expand(shape)  # a view: stride 0 where bias broadcasts
     out = torch.empty(shape, dtype=x.dtype, device=x.device)
     frame = _frame(shape, (x_v.stride(), bias_v.stride()), False)
-    if frame is None:  # a broadcast needing more than three dims: copy the inputs once
-        x_v, bias_v = x_v.contiguous(), bias_v.contiguous()
+    if frame is None:  # more than three dims remain: copy strided inputs once, broadcasts stay views
+        x_v, bias_v = x.contiguous().expand(shape), bias.contiguous().expand(shape)
         frame = _frame(shape, (x_v.stride(), bias_v.stride()), False)
+    if frame is None:  # broadcasts that interleave: materialise them, the last dim kept apart so
+        # that per-row and per-column inputs still read as one value per row / per column
+        x_v, bias_v = x_v.contiguous(), bias_v.contiguous()
+        frame = _frame(shape, (x_v.stride(), bias_v.stride()), True)
     n_outer, n_inner, n_cols, strides = frame
     block_r, block_c, num_warps = _launch_config(n_outer * n_inner, n_cols)
     grid = (triton.cdiv(n_outer * n_inner, block_r) * triton.cdiv(n_cols, block_c),)

@@ -108,9 +108,13 @@ def swiglu(gate, up):
     up_v = up.expand(shape)  # a view: stride 0 where up broadcasts
     out = torch.empty(shape, dtype=gate.dtype, device=gate.device)
     frame = _frame(shape, (gate_v.stride(), up_v.stride()), False)
-    if frame is None:  # a broadcast needing more than three dims: copy the inputs once
-        gate_v, up_v = gate_v.contiguous(), up_v.contiguous()
+    if frame is None:  # more than three dims remain: copy strided inputs once, broadcasts stay views
+        gate_v, up_v = gate.contiguous().expand(shape), up.contiguous().expand(shape)
         frame = _frame(shape, (gate_v.stride(), up_v.stride()), False)
+    if frame is None:  # broadcasts that interleave: materialise them, the last dim kept apart so
+        # that per-row and per-column inputs still read as one value per row / per column
+        gate_v, up_v = gate_v.contiguous(), up_v.contiguous()
+        frame = _frame(shape, (gate_v.stride(), up_v.stride()), True)
     n_outer, n_inner, n_cols, strides = frame
     if gate.device.type == "cpu":  # the CPU interpreter cannot time configs
         block, num_warps = _launch_config(n_outer * n_inner * n_cols)

@@ -145,7 +145,11 @@ def rms_norm(x, weight, eps=1e-06):
     weight_v = weight.expand(shape)  # a view: stride 0 where weight broadcasts
     out = torch.empty(shape, dtype=x.dtype, device=x.device)
     frame = _frame(shape, (x_v.stride(), weight_v.stride()), True)
-    if frame is None:  # a broadcast needing more than three dims: copy the inputs once
+    if frame is None:  # more than three dims remain: copy strided inputs once, broadcasts stay views
+        x_v, weight_v = x.contiguous().expand(shape), weight.contiguous().expand(shape)
+        frame = _frame(shape, (x_v.stride(), weight_v.stride()), True)
+    if frame is None:  # broadcasts that interleave: materialise them, the last dim kept apart so
+        # that per-row and per-column inputs still read as one value per row / per column
         x_v, weight_v = x_v.contiguous(), weight_v.contiguous()
         frame = _frame(shape, (x_v.stride(), weight_v.stride()), True)
     n_outer, n_inner, n_cols, strides = frame

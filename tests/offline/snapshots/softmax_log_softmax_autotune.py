@@ -157,8 +157,12 @@ def log_softmax(x):
     x_v = x.expand(shape)  # a view: stride 0 where x broadcasts
     out = torch.empty(shape, dtype=x.dtype, device=x.device)
     frame = _frame(shape, (x_v.stride(),), True)
-    if frame is None:  # a broadcast needing more than three dims: copy the inputs once
-        x_v, = x_v.contiguous()
+    if frame is None:  # more than three dims remain: copy strided inputs once, broadcasts stay views
+        x_v = x.contiguous().expand(shape)
+        frame = _frame(shape, (x_v.stride(),), True)
+    if frame is None:  # broadcasts that interleave: materialise them, the last dim kept apart so
+        # that per-row and per-column inputs still read as one value per row / per column
+        x_v = x_v.contiguous()
         frame = _frame(shape, (x_v.stride(),), True)
     n_outer, n_inner, n_cols, strides = frame
     grid = lambda meta: (triton.cdiv(n_outer * n_inner, meta["BLOCK_R"]),)
