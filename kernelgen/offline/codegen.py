@@ -16,7 +16,7 @@ from kernelgen.offline.knobs import Knobs, MatmulKnobs, PointwiseKnobs, RowKnobs
 from kernelgen.offline.matgen import matmul_kernel
 from kernelgen.offline.naming import Names
 from kernelgen.offline.rowgen import assign_spaces, pointwise_kernel, row_kernel
-from kernelgen.offline.trace import DtypeRule, FixedDtype, LikeInput, Traced
+from kernelgen.offline.trace import DtypeRule, FixedDtype, LikeInput, Promoted, Traced
 from kernelgen.render import render
 from kernelgen.spec import DTYPES, OperatorSpec, parse_init
 
@@ -45,6 +45,8 @@ def _dtype_expr(rule: DtypeRule, names: Names) -> str:
         return f"{names.inputs[rule.index]}.dtype"
     if isinstance(rule, FixedDtype):
         return f"torch.{rule.dtype}"
+    if isinstance(rule, Promoted):  # a helper in the file: torch.promote_types is an operator
+        return "_result_dtype(" + ", ".join(f"{names.inputs[i]}={names.inputs[i]}.dtype" for i in rule.indices) + ")"
     table = ", ".join(f"torch.{k}: torch.{v}" for k, v in rule.by_case_dtype.items())
     return f"{{{table}}}[{names.inputs[0]}.dtype]"
 
@@ -85,7 +87,8 @@ def _frame_wrapper(traced: Traced, names: Names, keep_last: bool) -> dict[str, A
     for o, info in zip(names.outputs, traced.outputs):
         shape = "shape" if info.space == "full" else ("shape[:-1] + (1,)" if info.keepdim else "shape[:-1]")
         outputs.append({"name": o, "shape": shape, "dtype": _dtype_expr(info.dtype_rule, names)})
-    return {"inputs": names.inputs, "outputs": outputs, "keep_last": keep_last, "returns_tuple": traced.returns_tuple}
+    return {"inputs": names.inputs, "outputs": outputs, "keep_last": keep_last, "returns_tuple": traced.returns_tuple,
+            "same_dtype": [names.inputs[i] for i in traced.same_dtype_inputs]}
 
 
 def _pointwise(spec: OperatorSpec, traced: Traced, kind: Classification, names: Names,
@@ -154,7 +157,8 @@ def _matmul(spec: OperatorSpec, traced: Traced, kind: Classification, names: Nam
               "warps": _or(knobs.num_warps, "warps"), "stages": _or(knobs.num_stages, "stages")}
     wrapper = {"a": a, "b": b, "a_transposed": traced.inputs[a_idx].transposed,
                "b_transposed": traced.inputs[b_idx].transposed, "epilogue_inputs": epilogue_inputs,
-               "outputs": outputs, "returns_tuple": traced.returns_tuple}
+               "outputs": outputs, "returns_tuple": traced.returns_tuple,
+               "same_dtype": [names.inputs[i] for i in traced.same_dtype_inputs]}
     return dict(kernel=kernel, a=a, b=b, autotune=knobs.autotune, config=config, wrapper=wrapper, launch=launch)
 
 
@@ -178,6 +182,7 @@ def generate_source(spec: OperatorSpec, traced: Traced, kind: Classification, kn
         # None (the file's own heuristic) reads "auto" in the file's header
         knobs=", ".join(f"{k}={'auto' if v is None else v}" for k, v in knobs.model_dump().items()),
         signature=spec.signature,
+        promotes=any(isinstance(o.dtype_rule, Promoted) for o in traced.outputs),
         main=_main_lines(spec, names),
         **context,
     )

@@ -12,7 +12,7 @@ operator's name.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Union
 
 import torch
@@ -40,13 +40,21 @@ class FixedDtype:
 
 
 @dataclass(frozen=True)
+class Promoted:
+    """The output has the dtype PyTorch promotes these inputs to (x + bias with x float16 and bias
+    float32: float32). In the spec's cases they share one dtype, so this is LikeInput there."""
+
+    indices: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class DtypeTable:
     """The output dtype per case dtype, when neither rule above fits."""
 
     by_case_dtype: dict[str, str]
 
 
-DtypeRule = Union[LikeInput, FixedDtype, DtypeTable]
+DtypeRule = Union[LikeInput, FixedDtype, Promoted, DtypeTable]
 
 
 @dataclass
@@ -72,6 +80,9 @@ class Traced:
     returns_tuple: bool
     params: list[str]
     has_matmul: bool
+    # inputs the wrapper requires to share one dtype: set when the reference would not run with
+    # mixed float dtypes, so how it promotes them is unknown (empty: it promotes as Promoted says)
+    same_dtype_inputs: list[int] = field(default_factory=list)
 
 
 def _decompositions() -> dict:
@@ -209,8 +220,11 @@ def trace_reference(spec: OperatorSpec) -> Traced:
         rets = list(ret) if isinstance(ret, (tuple, list)) else [ret]
         per_dtype[d] = [str(r.dtype).replace("torch.", "") for r in rets]
 
-    outputs = [OutputInfo(space, keepdim, _dtype_rule(spec, per_dtype, k))
+    promoting = _promoting_inputs(spec, fn, case0, len(out_kinds[0]))
+    outputs = [OutputInfo(space, keepdim, _dtype_rule(spec, per_dtype, k, promoting[k] if promoting else set()))
                for k, (space, keepdim) in enumerate(out_kinds[0])]
+    used = {n.attrs["index"] for n in graph.nodes if n.op == "input" and n.id in graph.live()}
+    same_dtype = [] if promoting is not None else [i for i in _case_dtype_inputs(spec) if i in used]
     inputs_info = [
         InputInfo(name=inp.name, roles=roles[i], is_mm_operand=i in first.mm_operands,
                   transposed=first.mm_operands.get(i, False))
@@ -218,7 +232,8 @@ def trace_reference(spec: OperatorSpec) -> Traced:
     ]
     return Traced(graph=graph, inputs=inputs_info, outputs=outputs, returns_tuple=returns_tuple,
                   params=[p.name for p in spec.params if p.type != "bool"],
-                  has_matmul=any(n.op == "mm" for n in graph.nodes))
+                  has_matmul=any(n.op == "mm" for n in graph.nodes),
+                  same_dtype_inputs=same_dtype if len(same_dtype) > 1 else [])
 
 
 def _strip_params(graph: Graph) -> Graph:
@@ -231,11 +246,49 @@ def _strip_params(graph: Graph) -> Graph:
     return Graph(nodes, graph.outputs)
 
 
-def _dtype_rule(spec: OperatorSpec, per_dtype: dict[str, list[str]], k: int) -> DtypeRule:
+def _case_dtype_inputs(spec: OperatorSpec) -> list[int]:
+    """The inputs that take the case dtype (no dtype of their own in the spec)."""
+    if not any(d in FLOAT_DTYPES for d in spec.dtypes):
+        return []
+    return [i for i, inp in enumerate(spec.inputs) if inp.dtype is None]
+
+
+def _promoting_inputs(spec: OperatorSpec, fn: Callable, case: dict, n_outputs: int) -> list[set[int]] | None:
+    """Per output, the inputs whose dtype PyTorch promotes into it: the reference is run with
+    every case-dtype input in float16 but one in float32, and an output that turns float32
+    follows that input too (x + bias: both inputs; rms_norm's `(...).to(x.dtype)`: x alone).
+    A mix the reference refuses (a float16 @ float32 matmul) teaches nothing: PyTorch raises
+    there too. None when the reference does not even run in float16."""
+    free = _case_dtype_inputs(spec)
+    if len(free) < 2:
+        return [set() for _ in range(n_outputs)]
+
+    def dtypes(ret: Any) -> list[torch.dtype]:
+        return [r.dtype for r in (ret if isinstance(ret, (tuple, list)) else [ret])]
+
+    half = _sample_inputs(spec, case, "float16")
+    try:
+        base = dtypes(fn(*half, **spec.param_defaults))
+    except Exception:  # noqa: BLE001 - user code that cannot run in float16 on the CPU
+        return None
+    found: list[set[int]] = [set() for _ in range(n_outputs)]
+    for j in free:
+        mixed = [t.float() if i == j else t for i, t in enumerate(half)]
+        try:
+            outs = dtypes(fn(*mixed, **spec.param_defaults))
+        except Exception:  # noqa: BLE001 - the reference refuses this mix
+            continue
+        for k, (b, o) in enumerate(zip(base, outs)):
+            if b == torch.float16 and o == torch.float32:
+                found[k].add(j)
+    return found
+
+
+def _dtype_rule(spec: OperatorSpec, per_dtype: dict[str, list[str]], k: int, promoting: set[int]) -> DtypeRule:
     outs = {d: v[k] for d, v in per_dtype.items()}
     for i, inp in enumerate(spec.inputs):
         if all(outs[d] == spec.input_dtype(inp, d) for d in outs):
-            return LikeInput(i)
+            return Promoted(tuple(sorted(promoting | {i}))) if promoting - {i} else LikeInput(i)
     if len(set(outs.values())) == 1:
         return FixedDtype(next(iter(outs.values())))
     return DtypeTable(outs)

@@ -99,13 +99,27 @@ def _launch_config(M, N, K, fp32):
     return bm, bn, bk, 8, warps, stages
 
 
+def _result_dtype(**dtypes):
+    """The dtype PyTorch gives an op on float tensors of these dtypes (torch.result_type), in
+    plain Python: torch.promote_types is an operator, and the wrapper runs none but views,
+    allocations and the launch. One dtype stays; float16 with bfloat16 gives float32."""
+    first = next(iter(dtypes.values()))
+    if all(d == first for d in dtypes.values()):
+        return first
+    if not all(d.is_floating_point for d in dtypes.values()):
+        got = ", ".join(f"{name}={d}" for name, d in dtypes.items())
+        raise ValueError(f"expected float tensors, got {got}; cast them to one float dtype first")
+    widest = max(dtypes.values(), key=lambda d: d.itemsize)
+    return torch.float32 if widest.itemsize == 2 else widest
+
+
 def linear_bias_gelu(x, w, bias):
     """Same signature and results as the reference linear_bias_gelu; the wrapper only allocates, takes views and launches the kernel."""
     w_mat = w
     M, K = x.shape
     N = w_mat.shape[1]
     bias_v = bias.expand(M, N)  # a view: stride 0 where bias broadcasts
-    out = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    out = torch.empty((M, N), dtype=_result_dtype(x=x.dtype, bias=bias.dtype), device=x.device)
     upcast = x.device.type == "cpu" and x.dtype == torch.bfloat16  # interpreter workaround, see kernel
     precision = "ieee" if x.dtype == torch.float32 or upcast else "tf32"
     bm, bn, bk, group, num_warps, num_stages = _launch_config(M, N, K, x.dtype == torch.float32)

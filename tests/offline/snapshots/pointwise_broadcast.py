@@ -103,12 +103,26 @@ def _launch_config(n_rows, n_cols):
     return block_r, block_c, num_warps
 
 
+def _result_dtype(**dtypes):
+    """The dtype PyTorch gives an op on float tensors of these dtypes (torch.result_type), in
+    plain Python: torch.promote_types is an operator, and the wrapper runs none but views,
+    allocations and the launch. One dtype stays; float16 with bfloat16 gives float32."""
+    first = next(iter(dtypes.values()))
+    if all(d == first for d in dtypes.values()):
+        return first
+    if not all(d.is_floating_point for d in dtypes.values()):
+        got = ", ".join(f"{name}={d}" for name, d in dtypes.items())
+        raise ValueError(f"expected float tensors, got {got}; cast them to one float dtype first")
+    widest = max(dtypes.values(), key=lambda d: d.itemsize)
+    return torch.float32 if widest.itemsize == 2 else widest
+
+
 def broadcast(x, bias):
     """Same signature and results as the reference broadcast; the wrapper only allocates, takes views and launches the kernel."""
     shape = _broadcast_shape(x.shape, bias.shape)
     x_v = x.expand(shape)  # a view: stride 0 where x broadcasts
     bias_v = bias.expand(shape)  # a view: stride 0 where bias broadcasts
-    out = torch.empty(shape, dtype=x.dtype, device=x.device)
+    out = torch.empty(shape, dtype=_result_dtype(x=x.dtype, bias=bias.dtype), device=x.device)
     frame = _frame(shape, (x_v.stride(), bias_v.stride()), False)
     if frame is None:  # more than three dims remain: copy strided inputs once, broadcasts stay views
         x_v, bias_v = x.contiguous().expand(shape), bias.contiguous().expand(shape)

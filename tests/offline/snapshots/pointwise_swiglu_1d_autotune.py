@@ -101,12 +101,26 @@ def _launch_config(n_elements):
     return block, num_warps
 
 
+def _result_dtype(**dtypes):
+    """The dtype PyTorch gives an op on float tensors of these dtypes (torch.result_type), in
+    plain Python: torch.promote_types is an operator, and the wrapper runs none but views,
+    allocations and the launch. One dtype stays; float16 with bfloat16 gives float32."""
+    first = next(iter(dtypes.values()))
+    if all(d == first for d in dtypes.values()):
+        return first
+    if not all(d.is_floating_point for d in dtypes.values()):
+        got = ", ".join(f"{name}={d}" for name, d in dtypes.items())
+        raise ValueError(f"expected float tensors, got {got}; cast them to one float dtype first")
+    widest = max(dtypes.values(), key=lambda d: d.itemsize)
+    return torch.float32 if widest.itemsize == 2 else widest
+
+
 def swiglu(gate, up):
     """Same signature and results as the reference swiglu; the wrapper only allocates, takes views and launches the kernel."""
     shape = _broadcast_shape(gate.shape, up.shape)
     gate_v = gate.expand(shape)  # a view: stride 0 where gate broadcasts
     up_v = up.expand(shape)  # a view: stride 0 where up broadcasts
-    out = torch.empty(shape, dtype=gate.dtype, device=gate.device)
+    out = torch.empty(shape, dtype=_result_dtype(gate=gate.dtype, up=up.dtype), device=gate.device)
     frame = _frame(shape, (gate_v.stride(), up_v.stride()), False)
     if frame is None:  # more than three dims remain: copy strided inputs once, broadcasts stay views
         gate_v, up_v = gate.contiguous().expand(shape), up.contiguous().expand(shape)
