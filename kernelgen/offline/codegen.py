@@ -51,25 +51,30 @@ def _dtype_expr(rule: DtypeRule, names: Names) -> str:
     return f"{{{table}}}[{names.inputs[0]}.dtype]"
 
 
-def _main_lines(spec: OperatorSpec, names: Names) -> list[str]:
-    case = spec.test_cases[0]
-    dtype = spec.dtypes[0]
-    lines = ['device = "cuda" if torch.cuda.is_available() else "cpu"']
+def _draw(kind: str, args: tuple[float, ...], shape: tuple[int, ...]) -> str:
+    """An expression drawing one input on the CPU the way kernelgen.spec.draw_inputs does."""
+    return {
+        "randn": f"torch.randn({shape})",
+        "rand": f"torch.rand({shape})",
+        "uniform": f"(torch.rand({shape}) * {args[1] - args[0] if args else 0!r} + {args[0] if args else 0!r})",
+        "normal": f"(torch.randn({shape}) * {args[1] if args else 1!r} + {args[0] if args else 0!r})",
+        "randint": f"torch.randint({int(args[0]) if args else 0}, {int(args[1]) if args else 1}, {shape})",
+        "bernoulli": f"(torch.rand({shape}) < {args[0] if args else 0.5!r})",
+    }.get(kind, f"torch.ones({shape})")
+
+
+def _main(spec: OperatorSpec, names: Names) -> dict[str, Any]:
+    """The self-check run as a script: the first test case in the first dtype, against the reference."""
+    case, dtype = spec.test_cases[0], spec.dtypes[0]
+    draws = []
     for inp, nm in zip(spec.inputs, names.inputs):
-        dt = spec.input_dtype(inp, dtype)
-        shape = tuple(case[inp.name])
-        gen, a = parse_init(inp.init)
-        if dt == "bool":
-            lines.append(f"{nm} = torch.rand({shape}, device=device) < 0.5")
-        elif dt not in ("float16", "bfloat16", "float32", "float64"):
-            lo, hi = (int(a[0]), int(a[1])) if gen == "randint" else (0, 10)
-            lines.append(f"{nm} = torch.randint({lo}, {hi}, {shape}, device=device, dtype=torch.{DTYPES[dt]})")
-        else:
-            lines.append(f"{nm} = torch.randn({shape}, device=device, dtype=torch.{DTYPES[dt]})")
-    lines.append(f"result = {spec.name}({', '.join(names.inputs)})")
-    lines.append("for r in (result if isinstance(result, tuple) else (result,)):")
-    lines.append(f'    print("{spec.name}:", tuple(r.shape), r.dtype)')
-    return lines
+        kind, args = parse_init(inp.init)
+        draws.append((nm, f"{_draw(kind, args, tuple(case[inp.name]))}"
+                          f".to(device=device, dtype=torch.{DTYPES[spec.input_dtype(inp, dtype)]})"))
+    tol = spec.tolerance_for(dtype)
+    return {"draws": draws, "args": names.inputs, "dtype": dtype, "atol": tol.atol, "rtol": tol.rtol,
+            "case": ", ".join(f"{n} {list(case[n])}" for n in spec.input_names),
+            "reference": (spec.reference or "").strip()}
 
 
 def _or(value: int | None, heuristic: Any) -> Any:
@@ -183,6 +188,6 @@ def generate_source(spec: OperatorSpec, traced: Traced, kind: Classification, kn
         knobs=", ".join(f"{k}={'auto' if v is None else v}" for k, v in knobs.model_dump().items()),
         signature=spec.signature,
         promotes=any(isinstance(o.dtype_rule, Promoted) for o in traced.outputs),
-        main=_main_lines(spec, names),
+        main=_main(spec, names),
         **context,
     )

@@ -120,11 +120,38 @@ def matmul_leakyrelu(a, b, negative_slope=0.01):
 
 
 if __name__ == "__main__":
-    # Smoke run on the spec's first test case. Correctness and speed are checked by
-    # matmul_leakyrelu_accuracy.py and matmul_leakyrelu_performance.py, not here.
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    a = torch.randn((64, 80), device=device, dtype=torch.float16)
-    b = torch.randn((80, 96), device=device, dtype=torch.float16)
-    result = matmul_leakyrelu(a, b)
-    for r in (result if isinstance(result, tuple) else (result,)):
-        print("matmul_leakyrelu:", tuple(r.shape), r.dtype)
+    # A self-check, `python matmul_leakyrelu_triton.py`: the spec's first test case against its PyTorch
+    # reference (copied below), on the GPU, or on the CPU through Triton's interpreter. KernelGen
+    # never runs this block; matmul_leakyrelu_accuracy.py and matmul_leakyrelu_performance.py are the real checks.
+    import math  # noqa: F401 - the names a spec's reference may use, as in matmul_leakyrelu_baseline.py
+    import os
+    import subprocess
+    import sys
+
+    import torch.nn.functional as F  # noqa: F401
+
+    if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
+        # No GPU driver: a launch would fail with "0 active drivers". Triton's interpreter runs the
+        # kernel on the CPU, but must be on before the kernel above is decorated: run the file again.
+        sys.exit(subprocess.call([sys.executable, *sys.argv], env={**os.environ, "TRITON_INTERPRET": "1"}))
+    device = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
+
+    def reference(*args, **kwargs):
+        """The spec's reference, as written there."""
+        def matmul_leakyrelu(a, b, negative_slope=0.01):
+            return F.leaky_relu(a @ b, negative_slope)
+
+        return matmul_leakyrelu(*args, **kwargs)
+
+    torch.manual_seed(0)
+    a = torch.randn((64, 80)).to(device=device, dtype=torch.float16)
+    b = torch.randn((80, 96)).to(device=device, dtype=torch.float16)
+    got, want = matmul_leakyrelu(a, b), reference(a, b)
+    got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
+    atol, rtol = 0.01, 0.004  # the spec's tolerance for float16
+    ok = all(g.shape == w.shape and g.dtype == w.dtype and torch.allclose(g.float(), w.float(), rtol=rtol, atol=atol, equal_nan=True)
+             for g, w in zip(got, want))
+    error = max((g.float() - w.float()).abs().max().item() if g.shape == w.shape else float("inf") for g, w in zip(got, want))
+    print(f"matmul_leakyrelu: {'ok' if ok else 'MISMATCH'} on {device}, float16, a [64, 80], b [80, 96]: max abs error {error:.3g}"
+          f" (atol {atol}, rtol {rtol})")
+    sys.exit(0 if ok else 1)

@@ -136,10 +136,38 @@ def row_sum(x):
 
 
 if __name__ == "__main__":
-    # Smoke run on the spec's first test case. Correctness and speed are checked by
-    # row_sum_accuracy.py and row_sum_performance.py, not here.
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    x = torch.randn((32, 1000), device=device, dtype=torch.float32)
-    result = row_sum(x)
-    for r in (result if isinstance(result, tuple) else (result,)):
-        print("row_sum:", tuple(r.shape), r.dtype)
+    # A self-check, `python row_sum_triton.py`: the spec's first test case against its PyTorch
+    # reference (copied below), on the GPU, or on the CPU through Triton's interpreter. KernelGen
+    # never runs this block; row_sum_accuracy.py and row_sum_performance.py are the real checks.
+    import math  # noqa: F401 - the names a spec's reference may use, as in row_sum_baseline.py
+    import os
+    import subprocess
+    import sys
+
+    import torch.nn.functional as F  # noqa: F401
+
+    if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
+        # No GPU driver: a launch would fail with "0 active drivers". Triton's interpreter runs the
+        # kernel on the CPU, but must be on before the kernel above is decorated: run the file again.
+        sys.exit(subprocess.call([sys.executable, *sys.argv], env={**os.environ, "TRITON_INTERPRET": "1"}))
+    device = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
+
+    def reference(*args, **kwargs):
+        """The spec's reference, as written there."""
+        def row_sum(x):
+            # read x once; write one value per row
+            return x.sum(dim=-1)
+
+        return row_sum(*args, **kwargs)
+
+    torch.manual_seed(0)
+    x = torch.randn((32, 1000)).to(device=device, dtype=torch.float32)
+    got, want = row_sum(x), reference(x)
+    got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
+    atol, rtol = 0.0001, 0.0001  # the spec's tolerance for float32
+    ok = all(g.shape == w.shape and g.dtype == w.dtype and torch.allclose(g.float(), w.float(), rtol=rtol, atol=atol, equal_nan=True)
+             for g, w in zip(got, want))
+    error = max((g.float() - w.float()).abs().max().item() if g.shape == w.shape else float("inf") for g, w in zip(got, want))
+    print(f"row_sum: {'ok' if ok else 'MISMATCH'} on {device}, float32, x [32, 1000]: max abs error {error:.3g}"
+          f" (atol {atol}, rtol {rtol})")
+    sys.exit(0 if ok else 1)
