@@ -7,6 +7,17 @@
 
 The kernel is derived from the spec's `reference` (traced to ATen ops), never from its name.
 Operators outside the families raise UnsupportedOperatorError saying how to configure an LLM.
+
+The pipeline, one module per job:
+    trace.py      run the reference on every test case (make_fx), check the traces agree, learn
+                  each input's role and each output's dtype rule          -> Traced
+    lowering.py   one fx graph -> the IR of ir.py (nodes in a frame: full / row / scalar)
+    classify.py   the family and each input's load role                   -> Classification
+    knobs.py      the typed knobs of each family and their candidates
+    rowgen.py     per-node statements of pointwise and row kernels (exprs.py: one op, one expression)
+    matgen.py     the epilogue statements of matmul kernels
+    codegen.py    everything above as data for templates/offline/<family>.py.j2 (shared pieces in
+                  _macros.py.j2), rendered through kernelgen.render
 """
 
 from __future__ import annotations
@@ -14,10 +25,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelgen.offline.knobs import Knobs
 from kernelgen.spec import OperatorSpec
+
+if TYPE_CHECKING:
+    from kernelgen.offline.classify import Classification
+    from kernelgen.offline.trace import Traced
 
 __all__ = ["OfflineKernel", "generate_kernel", "knob_space"]
 
@@ -31,7 +46,7 @@ class OfflineKernel:
 
 
 @functools.lru_cache(maxsize=64)
-def _analyse(spec_json: str) -> tuple[Any, Any]:
+def _analyse(spec_json: str) -> tuple[Traced, Classification]:
     # Tracing costs ~0.1-0.5 s (make_fx per test case and dtype); the optimize loop asks for many
     # knob settings of one spec, so the analysis is cached on the spec's content.
     from kernelgen.offline.classify import classify

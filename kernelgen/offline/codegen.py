@@ -52,15 +52,21 @@ def _dtype_expr(rule: DtypeRule, names: Names) -> str:
 
 
 def _draw(kind: str, args: tuple[float, ...], shape: tuple[int, ...]) -> str:
-    """An expression drawing one input on the CPU the way kernelgen.spec.draw_inputs does."""
-    return {
-        "randn": f"torch.randn({shape})",
-        "rand": f"torch.rand({shape})",
-        "uniform": f"(torch.rand({shape}) * {args[1] - args[0] if args else 0!r} + {args[0] if args else 0!r})",
-        "normal": f"(torch.randn({shape}) * {args[1] if args else 1!r} + {args[0] if args else 0!r})",
-        "randint": f"torch.randint({int(args[0]) if args else 0}, {int(args[1]) if args else 1}, {shape})",
-        "bernoulli": f"(torch.rand({shape}) < {args[0] if args else 0.5!r})",
-    }.get(kind, f"torch.ones({shape})")
+    """An expression drawing one input on the CPU the way kernelgen.spec.draw_inputs does
+    (`parse_init` has checked the number of arguments of each kind)."""
+    if kind == "randn":
+        return f"torch.randn({shape})"
+    if kind == "rand":
+        return f"torch.rand({shape})"
+    if kind == "uniform":
+        return f"(torch.rand({shape}) * {args[1] - args[0]!r} + {args[0]!r})"
+    if kind == "normal":
+        return f"(torch.randn({shape}) * {args[1]!r} + {args[0]!r})"
+    if kind == "randint":
+        return f"torch.randint({int(args[0])}, {int(args[1])}, {shape})"
+    if kind == "bernoulli":
+        return f"(torch.rand({shape}) < {args[0]!r})"
+    return f"torch.ones({shape})"
 
 
 def _main(spec: OperatorSpec, names: Names) -> dict[str, Any]:
