@@ -107,7 +107,7 @@ def test_change_classification():
 
 
 # --- the offline plan ------------------------------------------------------------------------------
-SPACE = {"BLOCK_SIZE": ["auto", 512, 1024], "num_warps": ["auto", 2, 4], "num_stages": ["auto", 1, 2],
+SPACE = {"BLOCK_SIZE": [None, 512, 1024], "num_warps": [None, 2, 4], "num_stages": [None, 1, 2],
          "grid": ["2d", "1d"], "eviction": ["none", "evict_first"], "autotune": [False, True]}
 
 
@@ -130,7 +130,7 @@ def _fake_generate(spec, knobs=None):  # noqa: ANN001, ANN202
     if full["grid"] == "1d":
         raise ValueError("this family has no 1-D grid")  # a refused setting is skipped, not fatal
     if full["num_warps"] == 2:
-        full["num_warps"] = "auto"  # a knob that does not reach the code: same file as the best
+        full["num_warps"] = None  # a knob that does not reach the code: same file as the best
     return _Kern(full)
 
 
@@ -151,6 +151,14 @@ def test_offline_planner_changes_one_knob_and_never_repeats(tmp_path):
     assert p2.knob == "eviction"
     changed = [k for k in SPACE if p2.knobs[k] != SPACE[k][0]]
     assert changed == ["eviction"]  # one variable at a time, from the best's knobs
+    assert "BLOCK_SIZE heuristic -> 512" in p1.change  # None is the file's own heuristic
+
+
+def test_offline_planner_reads_knobs_recorded_before_they_were_typed():
+    spec = validate_spec_data(SPEC, run_reference=False)
+    planner = OfflinePlanner(spec, generate=_fake_generate, space_fn=lambda s: SPACE)
+    knobs = planner.knobs_of({"knobs": {"BLOCK_SIZE": "auto", "num_warps": 4}})  # an old state.json
+    assert knobs["BLOCK_SIZE"] is None and knobs["num_warps"] == 4 and knobs["grid"] == "2d"
 
 
 # --- log, plot, report -----------------------------------------------------------------------------

@@ -2,19 +2,37 @@
 
     kern = generate_kernel(spec)            # shape-aware default heuristics in the file
     kern = generate_kernel(spec, {"num_warps": 8})   # one knob fixed, the rest default
-    space = knob_space(spec)                # what the optimize loop may vary
+    kern.knobs                              # the typed knobs baked in (kernelgen.offline.knobs)
+    space = knob_space(spec)                # what the optimize loop may vary (None: the file's heuristic)
 
 The kernel is derived from the spec's `reference` (traced to ATen ops), never from its name.
 Operators outside the families raise UnsupportedOperatorError saying how to configure an LLM.
+
+The pipeline, one module per job:
+    trace.py      run the reference on every test case (make_fx), check the traces agree, learn
+                  each input's role and each output's dtype rule          -> Traced
+    lowering.py   one fx graph -> the IR of ir.py (nodes in a frame: full / row / scalar)
+    classify.py   the family and each input's load role                   -> Classification
+    knobs.py      the typed knobs of each family and their candidates
+    rowgen.py     per-node statements of pointwise and row kernels (exprs.py: one op, one expression)
+    matgen.py     the epilogue statements of matmul kernels
+    codegen.py    everything above as data for templates/offline/<family>.py.j2 (shared pieces in
+                  _macros.py.j2), rendered through kernelgen.render
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+from kernelgen.offline.knobs import Knobs
 from kernelgen.spec import OperatorSpec
+
+if TYPE_CHECKING:
+    from kernelgen.offline.classify import Classification
+    from kernelgen.offline.trace import Traced
 
 __all__ = ["OfflineKernel", "generate_kernel", "knob_space"]
 
@@ -23,12 +41,12 @@ __all__ = ["OfflineKernel", "generate_kernel", "knob_space"]
 class OfflineKernel:
     source: str  # full text of <name>_triton.py
     family: str  # pointwise | row_reduction | softmax | layernorm | rmsnorm | matmul
-    knobs: dict[str, Any] = field(default_factory=dict)  # the knob settings baked into the source
-    summary: str = ""  # one line: what was traced
+    knobs: Knobs  # the knob settings baked into the source
+    summary: str  # one line: what was traced
 
 
 @functools.lru_cache(maxsize=64)
-def _analyse(spec_json: str) -> tuple[Any, Any]:
+def _analyse(spec_json: str) -> tuple[Traced, Classification]:
     # Tracing costs ~0.1-0.5 s (make_fx per test case and dtype); the optimize loop asks for many
     # knob settings of one spec, so the analysis is cached on the spec's content.
     from kernelgen.offline.classify import classify
@@ -39,23 +57,24 @@ def _analyse(spec_json: str) -> tuple[Any, Any]:
     return traced, classify(traced)
 
 
-def generate_kernel(spec: OperatorSpec, knobs: dict[str, Any] | None = None) -> OfflineKernel:
-    """Trace `spec.reference`, pick the family, emit the kernel file with `knobs` baked in."""
+def generate_kernel(spec: OperatorSpec, knobs: Knobs | Mapping[str, Any] | None = None) -> OfflineKernel:
+    """Trace `spec.reference`, pick the family, emit the kernel file with `knobs` baked in: the
+    family's typed knobs, or a dict overriding some of their defaults (ValueError if unknown)."""
     import copy
 
     from kernelgen.offline.codegen import generate_source
     from kernelgen.offline.knobs import resolve
 
-    traced, plan = _analyse(spec.model_dump_json())
+    traced, kind = _analyse(spec.model_dump_json())
     traced = copy.deepcopy(traced)  # codegen annotates the graph; keep the cached copy clean
-    resolved = resolve(plan.family, knobs)
-    source = generate_source(spec, traced, plan, resolved)
-    return OfflineKernel(source=source, family=plan.family, knobs=resolved, summary=plan.summary)
+    resolved = resolve(kind.family, knobs)
+    source = generate_source(spec, traced, kind, resolved)
+    return OfflineKernel(source=source, family=kind.family, knobs=resolved, summary=kind.summary)
 
 
 def knob_space(spec: OperatorSpec) -> dict[str, list[Any]]:
     """The tunable variables of the spec's family and their candidate values (first = default)."""
-    from kernelgen.offline.knobs import SPACES, space_kind
+    from kernelgen.offline.knobs import knobs_class
 
-    _, plan = _analyse(spec.model_dump_json())
-    return {k: list(v) for k, v in SPACES[space_kind(plan.family)].items()}
+    _, kind = _analyse(spec.model_dump_json())
+    return knobs_class(kind.family).space()

@@ -13,7 +13,9 @@ REDUCE_OPS = ("sum", "max", "min")
 
 
 @dataclass
-class Plan:
+class Classification:
+    """What kind of kernel a traced reference needs (not to be confused with an optimization plan)."""
+
     family: str  # pointwise | row_reduction | softmax | layernorm | rmsnorm | matmul
     roles: list[str]  # per input: full | col | row | scalar | mm
     summary: str
@@ -26,7 +28,7 @@ def _role(candidates: set[str]) -> str:
     return "full"  # shapes that broadcast differently per case: generic strided loads
 
 
-def classify(traced: Traced) -> Plan:
+def classify(traced: Traced) -> Classification:
     g = traced.graph
     live = g.live()
     ops = {g.node(i).op for i in live}
@@ -54,7 +56,7 @@ def classify(traced: Traced) -> Plan:
     names = [inp.name for inp in traced.inputs]
     exprs = "; ".join(_describe(g, o, names) for o in g.outputs)
     summary = f"{family}: {exprs} over {len(traced.inputs)} input(s) ({inputs})"
-    return Plan(family, roles, summary)
+    return Classification(family, roles, summary)
 
 
 def _centres(g: Graph, live: set[int]) -> bool:

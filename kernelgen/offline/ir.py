@@ -37,9 +37,6 @@ class Graph:
     def node(self, i: int) -> Node:
         return self.nodes[i]
 
-    def ops(self) -> list[str]:
-        return [n.op for n in self.nodes]
-
     def signature(self) -> tuple:
         """Structure without values: two traces of one reference must agree on it."""
         return (
@@ -47,9 +44,6 @@ class Graph:
                   for n in self.nodes),
             tuple(self.outputs),
         )
-
-    def users(self, i: int) -> list[int]:
-        return [n.id for n in self.nodes if i in n.args]
 
     def live(self) -> set[int]:
         """Ids the outputs depend on (dead branches of a decomposition are dropped)."""

@@ -1,12 +1,17 @@
-"""Knob spaces per family and the default values baked into a generated file.
+"""The knobs of each family: typed, with their candidate values, and the defaults baked into a file.
 
-"auto" means: the generated file keeps its shape-aware heuristic for that knob. Every other value
-is baked in as a constant. The optimize loop changes one knob at a time from `knob_space`.
+`None` means: the generated file keeps its shape-aware heuristic for that knob (the `_launch_config`
+helper picks it per call). Any other value is baked in as a constant. The first candidate of every
+knob is its default; the optimize loop changes one knob at a time from `knob_space`. Knobs are
+stored in state.json, so every model round-trips through JSON (`model_dump` / `model_validate`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 # Pointwise: ~4096 elements (16 KB of fp32) per program gives each H100 SM enough loads in flight
 # to approach copy bandwidth; the Triton 2-D broadcast kernel measured 87-100% of a 3.0 TB/s copy.
@@ -19,56 +24,89 @@ ROW_LOOP_BLOCK = 4096
 # with one row per program would leave 15/16 of every warp idle).
 ROW_TILE = 2048
 
-SPACES: dict[str, dict[str, list[Any]]] = {
-    "pointwise": {
-        "BLOCK_SIZE": ["auto", 512, 1024, 2048, 4096, 8192],
-        "num_warps": ["auto", 2, 4, 8, 16],
-        "num_stages": ["auto", 1, 2, 3],
-        "grid": ["2d", "1d"],
-        "eviction": ["none", "evict_first"],
-        "autotune": [False, True],
-    },
-    "rows": {
-        "MAX_SINGLE_PASS": ["auto", 2048, 4096, 8192, 16384, 32768],
-        "LOOP_BLOCK": ["auto", 1024, 2048, 4096, 8192],
-        "ROW_TILE": ["auto", 512, 1024, 2048, 4096, 8192],
-        "num_warps": ["auto", 1, 2, 4, 8, 16, 32],
-        "num_stages": ["auto", 1, 2, 3, 4],
-        "eviction": ["none", "evict_first"],
-        "autotune": [False, True],
-    },
-    "matmul": {
-        "BLOCK_M": ["auto", 64, 128, 256],
-        "BLOCK_N": ["auto", 64, 128, 256],
-        "BLOCK_K": ["auto", 32, 64, 128],
-        "GROUP_SIZE_M": [8, 1, 4, 16],
-        "num_warps": ["auto", 4, 8],
-        "num_stages": ["auto", 2, 3, 4, 5],
-        "autotune": [False, True],
-    },
-}
-
-DEFAULTS: dict[str, dict[str, Any]] = {kind: {k: v[0] for k, v in space.items()} for kind, space in SPACES.items()}
+# A stage count, a threshold or a group size: a positive int (True is not 512).
+Count = Annotated[int, Field(strict=True, gt=0)]
 
 
-def space_kind(family: str) -> str:
+def _power_of_two(n: int) -> int:
+    if n & (n - 1):
+        raise ValueError("must be a power of two (tl.arange and num_warps take nothing else)")
+    return n
+
+
+# A block size or a warp count: Triton takes powers of two only.
+Pow2 = Annotated[Count, AfterValidator(_power_of_two)]
+
+
+def candidates(default: Any, *others: Any) -> Any:
+    """A knob's field: its default and the values the optimize loop tries, default first."""
+    return Field(default=default, json_schema_extra={"candidates": [default, *others]})
+
+
+class _Knobs(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @classmethod
+    def space(cls) -> dict[str, list[Any]]:
+        return {name: list(f.json_schema_extra["candidates"]) for name, f in cls.model_fields.items()}  # type: ignore[index]
+
+
+class PointwiseKnobs(_Knobs):
+    BLOCK_SIZE: Optional[Pow2] = candidates(None, 512, 1024, 2048, 4096, 8192)  # elements per program
+    num_warps: Optional[Pow2] = candidates(None, 2, 4, 8, 16)
+    num_stages: Optional[Count] = candidates(None, 1, 2, 3)
+    grid: Literal["2d", "1d"] = candidates("2d", "1d")  # [rows, cols] tiles, or a flat 1-D grid
+    eviction: Literal["none", "evict_first"] = candidates("none", "evict_first")  # on the full-size loads
+    autotune: StrictBool = candidates(False, True)
+
+
+class RowKnobs(_Knobs):
+    MAX_SINGLE_PASS: Optional[Count] = candidates(None, 2048, 4096, 8192, 16384, 32768)  # longest row read once
+    LOOP_BLOCK: Optional[Pow2] = candidates(None, 1024, 2048, 4096, 8192)  # columns per step of longer rows
+    ROW_TILE: Optional[Count] = candidates(None, 512, 1024, 2048, 4096, 8192)  # elements a program holds
+    num_warps: Optional[Pow2] = candidates(None, 1, 2, 4, 8, 16, 32)
+    num_stages: Optional[Count] = candidates(None, 1, 2, 3, 4)
+    eviction: Literal["none", "evict_first"] = candidates("none", "evict_first")
+    autotune: StrictBool = candidates(False, True)
+
+
+class MatmulKnobs(_Knobs):
+    BLOCK_M: Optional[Pow2] = candidates(None, 64, 128, 256)
+    BLOCK_N: Optional[Pow2] = candidates(None, 64, 128, 256)
+    BLOCK_K: Optional[Pow2] = candidates(None, 32, 64, 128)
+    GROUP_SIZE_M: Count = candidates(8, 1, 4, 16)  # row-blocks sharing columns of b in L2
+    num_warps: Optional[Pow2] = candidates(None, 4, 8)
+    num_stages: Optional[Count] = candidates(None, 2, 3, 4, 5)
+    autotune: StrictBool = candidates(False, True)
+
+
+Knobs = Union[PointwiseKnobs, RowKnobs, MatmulKnobs]
+
+
+def knobs_class(family: str) -> type[Knobs]:
     if family == "pointwise":
-        return "pointwise"
+        return PointwiseKnobs
     if family == "matmul":
-        return "matmul"
-    return "rows"
+        return MatmulKnobs
+    return RowKnobs  # row_reduction, softmax, layernorm, rmsnorm
 
 
-def resolve(family: str, knobs: dict[str, Any] | None) -> dict[str, Any]:
-    """Defaults overridden by `knobs`; unknown knobs or values outside the space are an error."""
-    kind = space_kind(family)
-    out = dict(DEFAULTS[kind])
-    for k, v in (knobs or {}).items():
-        if k not in SPACES[kind]:
-            raise ValueError(f"unknown knob {k!r} for the {family} family; known: {', '.join(SPACES[kind])}")
-        allowed = SPACES[kind][k]
-        ok = v in allowed or (isinstance(v, int) and not isinstance(v, bool) and any(isinstance(a, int) and not isinstance(a, bool) for a in allowed) and v > 0)
-        if not ok:
-            raise ValueError(f"knob {k}={v!r} is not one of {allowed}")
-        out[k] = v
-    return out
+def resolve(family: str, knobs: Knobs | Mapping[str, Any] | None) -> Knobs:
+    """The family's knobs: a typed model as is, or the defaults overridden by a dict of knobs.
+    Unknown knobs, bad values, or another family's model are a ValueError that names them."""
+    cls = knobs_class(family)
+    if isinstance(knobs, _Knobs):
+        if not isinstance(knobs, cls):
+            raise ValueError(f"{type(knobs).__name__} given for the {family} family, which takes {cls.__name__}")
+        return knobs
+    given = dict(knobs or {})
+    unknown = [k for k in given if k not in cls.model_fields]
+    if unknown:
+        raise ValueError(f"unknown knob {unknown[0]!r} for the {family} family; known: {', '.join(cls.model_fields)}")
+    try:
+        return cls.model_validate(given)
+    except ValidationError as e:
+        err = e.errors()[0]
+        name = str(err["loc"][0]) if err["loc"] else "?"
+        raise ValueError(f"knob {name}={given.get(name)!r} is not valid for the {family} family: {err['msg']} "
+                         f"(candidates: {cls.space().get(name)})") from None

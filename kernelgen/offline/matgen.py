@@ -8,15 +8,24 @@ The epilogue (bias, activation, scale, ...) runs on the fp32 accumulator before 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kernelgen.offline import exprs
 from kernelgen.offline.ir import Graph, Node
 from kernelgen.offline.naming import Names
-from kernelgen.offline.rowgen import KernelText
 from kernelgen.offline.unsupported import unsupported
 
 
+@dataclass
+class MatmulKernel:
+    params: list[tuple[str, str]]  # (argument, comment)
+    launch_args: list[str]  # the launch arguments, in order, as the wrapper writes them
+    epilogue: list[str]  # after the K loop: loads of the other inputs, statements on acc, stores
+
+
 def matmul_kernel(graph: Graph, roles: list[str], names: Names, params: list[str],
-                  a_idx: int, b_idx: int) -> KernelText:
+                  a_idx: int, b_idx: int) -> MatmulKernel:
+    """The epilogue after the grouped, K-looped tl.dot (which the template writes)."""
     live = graph.live()
     a, b = names.inputs[a_idx], names.inputs[b_idx]
     epi_inputs = sorted({graph.node(i).attrs["index"] for i in live if graph.node(i).op == "input"} - {a_idx, b_idx})
@@ -55,40 +64,7 @@ def matmul_kernel(graph: Graph, roles: list[str], names: Names, params: list[str
              ("INPUT_PRECISION: tl.constexpr", '"ieee" for fp32 inputs (exact products), else "tf32" (unused for 16-bit)'),
              ("UPCAST: tl.constexpr", "multiply in fp32 (bf16 under the CPU interpreter only)")]
 
-    body = [
-        "pid = tl.program_id(0)",
-        "num_pid_m = tl.cdiv(M, BLOCK_M)",
-        "num_pid_n = tl.cdiv(N, BLOCK_N)",
-        "num_pid_in_group = GROUP_SIZE_M * num_pid_n",
-        "group_id = pid // num_pid_in_group",
-        "first_pid_m = group_id * GROUP_SIZE_M",
-        "group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)",
-        "pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)",
-        "pid_n = (pid % num_pid_in_group) // group_size_m",
-        "offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
-        "offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
-        "# wrap rather than mask along M and N: the extra rows/columns are computed, never stored",
-        "offs_am = offs_m % M",
-        "offs_bn = offs_n % N",
-        "offs_k = tl.arange(0, BLOCK_K)",
-        f"a_ptrs = {a}_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak",
-        f"b_ptrs = {b}_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn",
-        "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
-        "for k in range(0, tl.cdiv(K, BLOCK_K)):",
-        "    k_mask = offs_k < K - k * BLOCK_K",
-        "    a = tl.load(a_ptrs, mask=k_mask[None, :], other=0.0)",
-        "    b = tl.load(b_ptrs, mask=k_mask[:, None], other=0.0)",
-        "    if UPCAST:  # Triton's CPU interpreter computes bf16 tl.dot wrongly (3.9); GPUs never take this",
-        "        a = a.to(tl.float32)",
-        "        b = b.to(tl.float32)",
-        "    acc = tl.dot(a, b, acc=acc, input_precision=INPUT_PRECISION)",
-        "    a_ptrs += BLOCK_K * stride_ak",
-        "    b_ptrs += BLOCK_K * stride_bk",
-        "# epilogue on the fp32 accumulator, then one rounding store",
-        "m_mask = offs_m < M",
-        "n_mask = offs_n < N",
-        "mask = m_mask[:, None] & n_mask[None, :]",
-    ]
+    epilogue: list[str] = []
 
     def var(n: Node) -> str:
         if n.op == "mm":
@@ -120,18 +96,18 @@ def matmul_kernel(graph: Graph, roles: list[str], names: Names, params: list[str
                 "full": f"tl.load({nm}_ptr + offs_m[:, None] * stride_{nm}_m + offs_n[None, :] * stride_{nm}_n, mask=mask)",
                 "scalar": f"tl.load({nm}_ptr)",
             }[roles[i]]
-            body.append(f"{names.values[i]} = {load}{up}")
+            epilogue.append(f"{names.values[i]} = {load}{up}")
             continue
         arg_nodes = [graph.node(x) for x in n.args]
-        body.append(f"v{n.id} = {exprs.pointwise(n, [var(x) for x in arg_nodes], arg_nodes)}")
+        epilogue.append(f"v{n.id} = {exprs.pointwise(n, [var(x) for x in arg_nodes], arg_nodes)}")
     for k, oid in enumerate(graph.outputs):
         name = names.outputs[k]
         val = var(graph.node(oid))
         if graph.node(oid).op != "mm" and not _depends_on_mm(graph, oid):
             unsupported("an output that does not depend on the matmul")
-        body.append(f"tl.store({name}_ptr + offs_m[:, None] * N + offs_n[None, :], "
+        epilogue.append(f"tl.store({name}_ptr + offs_m[:, None] * N + offs_n[None, :], "
                     f"{val}.to({name}_ptr.dtype.element_ty), mask=mask)")
-    return KernelText(args, body, launch)
+    return MatmulKernel(args, launch, epilogue)
 
 
 def _depends_on_mm(graph: Graph, oid: int) -> bool:

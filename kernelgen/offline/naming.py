@@ -27,6 +27,5 @@ class Names:
         self.inputs = list(spec.input_names)  # the wrapper's parameters and the *_ptr names
         # kernel-local variables holding loaded values: clear of the kernel's own locals
         self.values = [i.name if i.name not in RESERVED else _free(i.name + "_val", taken) for i in spec.inputs]
-        self.params = [p.name for p in spec.params]
         self.outputs = [_free(o.name if o.name not in spec.input_names else o.name + "_out", taken)
                         for o in spec.outputs]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelgen.offline import exprs
+from kernelgen.offline.knobs import PointwiseKnobs, RowKnobs
 from kernelgen.offline.ir import SPACE_RANK, Graph, Node
 from kernelgen.offline.naming import Names
 from kernelgen.offline.unsupported import unsupported
@@ -20,10 +21,32 @@ REDUCTIONS = {"sum": ("tl.sum", "0.0"), "max": ("tl.max", '-float("inf")'), "min
 
 
 @dataclass
-class KernelText:
+class PointwiseKernel:
     params: list[tuple[str, str]]  # (argument, comment)
-    body: list[str]  # indented once
-    wrapper_args: list[str]  # the launch arguments, in order, as the wrapper writes them
+    launch_args: list[str]  # the launch arguments, in order, as the wrapper writes them
+    body: list[str]  # after the program's index arithmetic: row offsets, loads, statements, stores
+
+
+@dataclass
+class RowPass:
+    """One loop over the row's column blocks, accumulating the reductions of one level."""
+
+    level: int
+    what: str  # "v4 = sum over the row, ..."
+    inits: list[str]  # the accumulators, before the loop
+    loop: list[str]  # loads, statements and accumulations inside the loop
+    after: list[str]  # the reductions of the accumulators, then per-row values now computable
+
+
+@dataclass
+class RowKernel:
+    params: list[tuple[str, str]]
+    launch_args: list[str]
+    prologue: list[str]  # row offsets, per-row loads and values needed before any reduction
+    single: list[str]  # SINGLE_PASS: the whole row's statements and stores
+    passes: list[RowPass]  # otherwise: one pass per reduction level,
+    row_stores: list[str]  # then the per-row outputs,
+    final: list[str]  # then a last pass for the per-element outputs (empty: none)
 
 
 def assign_spaces(graph: Graph, roles: list[str]) -> None:
@@ -84,7 +107,7 @@ class _Emitter:
             f"{name}_row + cols * stride_{name}_col"
         return f"{val} = tl.load({name}_ptr + {offs}, mask=mask{self.evict}){up}"
 
-    def statement(self, n: Node, looped: bool = False) -> str:
+    def statement(self, n: Node) -> str:
         if n.op in REDUCTIONS:
             fn, neutral = REDUCTIONS[n.op]
             src = self.var(self.g.node(n.args[0]))
@@ -112,7 +135,7 @@ def _cone(graph: Graph, roots: list[int], stop: set[str]) -> list[int]:
     return sorted(seen)
 
 
-def _signature(graph: Graph, roles: list[str], names: Names, outputs_space: list[str], rows: bool,
+def _signature(graph: Graph, roles: list[str], names: Names, outputs_space: list[str],
                params: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
     args: list[tuple[str, str]] = []
     launch: list[str] = []
@@ -162,37 +185,17 @@ def _row_offsets(emitter: _Emitter, used: set[int]) -> list[str]:
     return lines
 
 
-def pointwise_kernel(graph: Graph, roles: list[str], names: Names, params: list[str], knobs: dict) -> KernelText:
-    mode = knobs["grid"]
-    em = _Emitter(graph, roles, names, mode, knobs["eviction"])
-    args, launch = _signature(graph, roles, names, ["full"] * len(graph.outputs), False, params)
+def pointwise_kernel(graph: Graph, roles: list[str], names: Names, params: list[str],
+                     knobs: PointwiseKnobs) -> PointwiseKernel:
+    """The per-tile statements after the program's index arithmetic (which the template writes)."""
+    mode = knobs.grid
+    em = _Emitter(graph, roles, names, mode, knobs.eviction)
+    args, launch = _signature(graph, roles, names, ["full"] * len(graph.outputs), params)
     size_knobs = [("BLOCK_R", "rows per program"), ("BLOCK_C", "columns per program")] if mode == "2d" \
         else [("BLOCK_SIZE", "elements per program")]
     args += [(f"{k}: tl.constexpr", c) for k, c in size_knobs]
     used = {graph.node(i).attrs["index"] for i in graph.live() if graph.node(i).op == "input"}
-    body: list[str] = []
-    if mode == "2d":
-        body += [
-            "pid = tl.program_id(0)",
-            "num_col_blocks = tl.cdiv(n_cols, BLOCK_C)",
-            "pid_r = pid // num_col_blocks",
-            "pid_c = pid % num_col_blocks",
-            "rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)",
-            "cols = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)",
-            "row_mask = rows < n_rows",
-            "col_mask = cols < n_cols",
-            "mask = row_mask[:, None] & col_mask[None, :]",
-            "rows = rows.to(tl.int64)  # frames beyond 2**31 elements",
-        ]
-    else:
-        body += [
-            "pid = tl.program_id(0)",
-            "offs = pid.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
-            "mask = offs < n_rows * n_cols",
-            "rows = offs // n_cols  # per-element div/mod: the price of a flat 1-D grid",
-            "cols = offs % n_cols",
-        ]
-    body += _row_offsets(em, used)
+    body = _row_offsets(em, used)
     for n in graph.nodes:
         if not em.emits(n):
             continue
@@ -213,7 +216,7 @@ def pointwise_kernel(graph: Graph, roles: list[str], names: Names, params: list[
             val = f"tl.broadcast_to({val}, {full})"
         name = names.outputs[k]
         body.append(f"tl.store({name}_ptr + {offs}, {val}.to({name}_ptr.dtype.element_ty), mask=mask)")
-    return KernelText(args, body, launch)
+    return PointwiseKernel(args, launch, body)
 
 
 def _partial(graph: Graph, oid: int, roles: list[str]) -> bool:
@@ -224,41 +227,23 @@ def _partial(graph: Graph, oid: int, roles: list[str]) -> bool:
 
 
 def row_kernel(graph: Graph, roles: list[str], names: Names, params: list[str], out_spaces: list[str],
-               knobs: dict, single_only: bool | None) -> KernelText:
+               knobs: RowKnobs) -> RowKernel:
     """One program per BLOCK_R rows. SINGLE_PASS: the whole row in registers, read once; otherwise
     one loop over column blocks per reduction level, recomputing the pointwise work from loads."""
-    em = _Emitter(graph, roles, names, "2d", knobs["eviction"])
-    args, launch = _signature(graph, roles, names, out_spaces, True, params)
+    em = _Emitter(graph, roles, names, "2d", knobs.eviction)
+    args, launch = _signature(graph, roles, names, out_spaces, params)
     args += [("BLOCK_R: tl.constexpr", "rows per program"),
              ("BLOCK_C: tl.constexpr", "columns per block (the whole row when SINGLE_PASS)"),
              ("SINGLE_PASS: tl.constexpr", "True: the row fits one block and is read once")]
     used = {graph.node(i).attrs["index"] for i in graph.live() if graph.node(i).op == "input"}
-    live = graph.live()
-    body = [
-        "pid = tl.program_id(0)",
-        "rows = pid * BLOCK_R + tl.arange(0, BLOCK_R)",
-        "row_mask = rows < n_rows",
-        "rows = rows.to(tl.int64)  # frames beyond 2**31 elements",
-    ]
-    body += _row_offsets(em, used)
+    prologue = _row_offsets(em, used)
     # row-space inputs and everything computable before any reduction, outside the column loop
     pre = [n for n in graph.nodes if em.emits(n) and n.space in ("row", "scalar") and _stage(graph, n.id) == 0]
-    for n in pre:
-        body.append(em.load(n) if n.op == "input" else em.statement(n))
+    prologue += [em.load(n) if n.op == "input" else em.statement(n) for n in pre]
     pre_ids = {n.id for n in pre}
-
     single = _single_pass(graph, em, names, out_spaces, pre_ids)
-    looped = _looped(graph, em, names, out_spaces, pre_ids, live)
-    if single_only is True:
-        body += single
-    elif single_only is False:
-        body += looped
-    else:
-        body.append("if SINGLE_PASS:")
-        body += ["    " + s for s in single]
-        body.append("else:")
-        body += ["    " + s for s in looped]
-    return KernelText(args, body, launch)
+    passes, row_stores, final = _looped(graph, em, names, out_spaces, pre_ids)
+    return RowKernel(args, launch, prologue, single, passes, row_stores, final)
 
 
 def _stage(graph: Graph, i: int, memo: dict | None = None) -> int:
@@ -287,11 +272,7 @@ def _store(graph: Graph, em: _Emitter, names: Names, k: int, oid: int, space: st
 
 
 def _single_pass(graph: Graph, em: _Emitter, names: Names, out_spaces: list[str], done: set[int]) -> list[str]:
-    lines = [
-        "cols = tl.arange(0, BLOCK_C)",
-        "col_mask = cols < n_cols",
-        "mask = row_mask[:, None] & col_mask[None, :]",
-    ]
+    lines = []
     for n in graph.nodes:
         if em.emits(n) and n.id not in done:
             lines.append(em.load(n) if n.op == "input" else em.statement(n))
@@ -300,62 +281,56 @@ def _single_pass(graph: Graph, em: _Emitter, names: Names, out_spaces: list[str]
     return lines
 
 
-def _loop_head() -> list[str]:
-    return [
-        "for start in range(0, n_cols, BLOCK_C):",
-        "    cols = start + tl.arange(0, BLOCK_C)",
-        "    col_mask = cols < n_cols",
-        "    mask = row_mask[:, None] & col_mask[None, :]",
-    ]
-
-
-def _looped(graph: Graph, em: _Emitter, names: Names, out_spaces: list[str], done: set[int], live: set[int]) -> list[str]:
+def _looped(graph: Graph, em: _Emitter, names: Names, out_spaces: list[str],
+            done: set[int]) -> tuple[list[RowPass], list[str], list[str]]:
+    """(one pass per reduction level, the per-row stores, the final pass's statements)."""
     memo: dict = {}
+    live = graph.live()
     reductions = [n for n in graph.nodes if n.op in REDUCTIONS and n.id in live]
     levels = sorted({_stage(graph, n.id, memo) for n in reductions})
     computed = set(done)
-    lines: list[str] = []
+    passes: list[RowPass] = []
     for level in levels:
         group = [n for n in reductions if _stage(graph, n.id, memo) == level]
-        lines.append(f"# pass {level}: " + ", ".join(f"v{n.id} = {n.op} over the row" for n in group))
+        what = ", ".join(f"v{n.id} = {n.op} over the row" for n in group)
+        inits = []
         for n in group:
             neutral = REDUCTIONS[n.op][1]
-            lines.append(f"acc{n.id} = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)" if n.op == "sum" else
+            inits.append(f"acc{n.id} = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)" if n.op == "sum" else
                          f"acc{n.id} = tl.full([BLOCK_R, BLOCK_C], {neutral}, tl.float32)")
-        lines += _loop_head()
-        cone = _cone(graph, [a for n in group for a in n.args], {"row", "scalar"})
-        for i in cone:
-            n = graph.node(i)
-            if em.emits(n) and i not in computed and n.space == "full":
-                lines.append("    " + (em.load(n) if n.op == "input" else em.statement(n)))
+        loop = _full_statements(graph, em, [a for n in group for a in n.args], computed)
         for n in group:
             src = em.var(graph.node(n.args[0]))
             neutral = REDUCTIONS[n.op][1]
             if n.op == "sum":
-                lines.append(f"    acc{n.id} += tl.where(mask, {src}, 0.0)")
+                loop.append(f"acc{n.id} += tl.where(mask, {src}, 0.0)")
             else:
                 fn = "tl.maximum" if n.op == "max" else "tl.minimum"
-                lines.append(f"    acc{n.id} = {fn}(acc{n.id}, tl.where(mask, {src}, {neutral}))")
+                loop.append(f"acc{n.id} = {fn}(acc{n.id}, tl.where(mask, {src}, {neutral}))")
+        after = []
         for n in group:
-            lines.append(f"v{n.id} = {REDUCTIONS[n.op][0]}(acc{n.id}, axis=1)[:, None]  # {n.op} over the row")
+            after.append(f"v{n.id} = {REDUCTIONS[n.op][0]}(acc{n.id}, axis=1)[:, None]  # {n.op} over the row")
             computed.add(n.id)
         # per-row values that are now computable
         for n in graph.nodes:
             if em.emits(n) and n.id not in computed and n.space in ("row", "scalar") and _stage(graph, n.id, memo) <= level:
-                lines.append(em.load(n) if n.op == "input" else em.statement(n))
+                after.append(em.load(n) if n.op == "input" else em.statement(n))
                 computed.add(n.id)
+        passes.append(RowPass(level, what, inits, loop, after))
     full_outs = [(k, oid) for k, oid in enumerate(graph.outputs) if out_spaces[k] == "full"]
-    row_outs = [(k, oid) for k, oid in enumerate(graph.outputs) if out_spaces[k] != "full"]
-    for k, oid in row_outs:
-        lines.append(_store(graph, em, names, k, oid, "row"))
+    row_stores = [_store(graph, em, names, k, oid, "row") for k, oid in enumerate(graph.outputs) if out_spaces[k] != "full"]
+    final = []
     if full_outs:
-        lines.append("# final pass: the per-element outputs")
-        lines += _loop_head()
-        cone = _cone(graph, [oid for _, oid in full_outs], {"row", "scalar"})
-        for i in cone:
-            n = graph.node(i)
-            if em.emits(n) and i not in computed and n.space == "full":
-                lines.append("    " + (em.load(n) if n.op == "input" else em.statement(n)))
-        for k, oid in full_outs:
-            lines.append("    " + _store(graph, em, names, k, oid, "full"))
+        final = _full_statements(graph, em, [oid for _, oid in full_outs], computed)
+        final += [_store(graph, em, names, k, oid, "full") for k, oid in full_outs]
+    return passes, row_stores, final
+
+
+def _full_statements(graph: Graph, em: _Emitter, roots: list[int], computed: set[int]) -> list[str]:
+    """Loads and statements of the per-element values `roots` need, inside a column loop."""
+    lines = []
+    for i in _cone(graph, roots, {"row", "scalar"}):
+        n = graph.node(i)
+        if em.emits(n) and i not in computed and n.space == "full":
+            lines.append(em.load(n) if n.op == "input" else em.statement(n))
     return lines

@@ -53,6 +53,16 @@ def _key(knobs: dict[str, Any]) -> str:
     return json.dumps(knobs, sort_keys=True, default=str)
 
 
+def _shown(value: Any) -> str:
+    """A knob value for the log: None is the generated file's own shape heuristic."""
+    return "heuristic" if value is None else repr(value)
+
+
+def _as_dict(knobs: Any) -> dict[str, Any]:
+    """The generator's typed knobs (a pydantic model) or a plain dict, as JSON-ready data."""
+    return knobs.model_dump() if hasattr(knobs, "model_dump") else dict(knobs)
+
+
 def _alternatives(values: list[Any], current: Any) -> list[Any]:
     """Neighbours first (one step up, one down, two up...): one variable, moved a little at a time."""
     if current not in values:
@@ -121,7 +131,8 @@ class OfflinePlanner:
         """Full knob settings of a round: the space's defaults (its first values, what `kernelgen new`
         used) overridden by what the round recorded."""
         out = {k: v[0] for k, v in self.space().items()}
-        out.update(record.knobs or {})
+        # state.json written before knobs were typed holds "auto" where None is meant now
+        out.update({k: None if v == "auto" else v for k, v in (record.knobs or {}).items()})
         return out
 
     def _tried(self, ctx: RoundContext) -> set[str]:
@@ -154,10 +165,10 @@ class OfflinePlanner:
             self.skipped = tuple(skipped)
             return [Proposal(
                 source=kern.source, backend=self.name,
-                change=f"{cat}: {name} {base.get(name)!r} -> {value!r}",
+                change=f"{cat}: {name} {_shown(base.get(name))} -> {_shown(value)}",
                 reason=f"offline plan, one variable at a time from round {ctx.best.round}: {_EXPECT[cat]}."
                        + (f" Skipped first (the generator refused them): {'; '.join(skipped)}." if skipped else ""),
-                knobs=dict(getattr(kern, "knobs", None) or knobs), knob=name, knob_from=base.get(name), knob_to=value,
+                knobs=_as_dict(getattr(kern, "knobs", None) or knobs), knob=name, knob_from=base.get(name), knob_to=value,
             )]
         self.skipped = tuple(skipped)
         return []
@@ -169,5 +180,5 @@ class OfflinePlanner:
                     f"{' …' if len(self.skipped) > 3 else ''}); an LLM (--backend openai) can go further.")
         if not steps:
             return "the offline plan has no untried one-knob change left; an LLM (--backend openai) can go further."
-        nxt = ", ".join(f"{n}={v!r} ({knob_category(n)})" for n, v, _ in steps[:3])
+        nxt = ", ".join(f"{n}={_shown(v)} ({knob_category(n)})" for n, v, _ in steps[:3])
         return f"next in the offline plan: {nxt}."

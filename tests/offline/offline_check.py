@@ -1,5 +1,5 @@
-"""Shared by the offline-generator tests: import a generated kernel file and compare it with the
-reference on random inputs (every case x dtype), the way a user's accuracy file would."""
+"""Shared by the offline-generator tests: build specs, import a generated kernel file, and compare
+it with the reference on random inputs (every case x dtype), the way a user's accuracy file would."""
 
 from __future__ import annotations
 
@@ -12,14 +12,29 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import torch  # noqa: E402
 
 from kernelgen.offline import OfflineKernel, generate_kernel  # noqa: E402
+from kernelgen.spec import OperatorSpec, draw_inputs, load_spec, validate_spec_data  # noqa: E402
 from kernelgen.spec.reference import load_reference  # noqa: E402
-from kernelgen.spec import OperatorSpec, draw_inputs, validate_spec_data  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+SPECS = REPO / "operator_specs"
+
+
+def example(name: str) -> OperatorSpec:
+    """One of the example specs in operator_specs/."""
+    return load_spec(SPECS / f"{name}.yaml")
 
 
 def make_spec(**fields) -> OperatorSpec:
     data = {"outputs": [{"name": "out"}], "dtypes": ["float32", "float16", "bfloat16"]}
     data.update(fields)
     return validate_spec_data(data, "<test>")
+
+
+def unary(name: str, body: str, cases: list | None = None, **fields) -> OperatorSpec:
+    """A one-input spec `def name(x): return body`."""
+    cases = cases or [{"x": [3, 7, 33]}, {"x": [129]}, {"x": [2, 3, 5, 17]}]
+    return make_spec(name=name, inputs=[{"name": "x"}], reference=f"def {name}(x):\n    return {body}\n",
+                     test_cases=cases, **fields)
 
 
 def import_source(name: str, source: str, tmp: Path):
@@ -56,3 +71,15 @@ def check_kernel(spec: OperatorSpec, tmp: Path, knobs: dict | None = None, cases
             for a, b in zip(inputs, before):
                 assert torch.equal(a, b), f"{where}: an input was modified"
     return kern
+
+
+def run_guarded(fn, inputs: list, **params):
+    """Call a generated wrapper under KernelGen's runtime guard; fail on any violation (PyTorch
+    computing in the wrapper, no launch, ...). Returns the outputs."""
+    from kernelgen.verify.guard import guarded
+    from kernelgen.verify.poison import draw_fills
+
+    with guarded(draw_fills()[0]) as report:
+        out = fn(*inputs, **params)
+    assert not report.violations, [message for _, message in report.violations]
+    return out
