@@ -157,8 +157,14 @@ def test_offline_planner_changes_one_knob_and_never_repeats(tmp_path):
 def test_offline_planner_reads_knobs_recorded_before_they_were_typed():
     spec = validate_spec_data(SPEC, run_reference=False)
     planner = OfflinePlanner(spec, generate=_fake_generate, space_fn=lambda s: SPACE)
-    knobs = planner.knobs_of({"knobs": {"BLOCK_SIZE": "auto", "num_warps": 4}})  # an old state.json
+    old = RoundRecord.model_validate({  # a round as state.json held it before its analysis had fields
+        "round": 1, "started_at": "t", "backend": "offline", "kernel_file": "r1.py",
+        "extra": {"knobs": {"BLOCK_SIZE": "auto", "num_warps": 4}, "knob": "num_warps", "from": "auto", "to": 4,
+                  "decision": {"keep": False, "speedup_vs_best": 0.98, "threshold": 1.01, "reason": "slower"},
+                  "lessons": ["Did not help"], "next": "eviction"}})
+    knobs = planner.knobs_of(old)
     assert knobs["BLOCK_SIZE"] is None and knobs["num_warps"] == 4 and knobs["grid"] == "2d"
+    assert old.decision.speedup == 0.98 and old.knob_to == 4 and old.next_directions == "eviction"
 
 
 # --- log, plot, report -----------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kernelgen.fsutil import atomic_write
 from kernelgen.llm.usage import TokenUsage
@@ -53,6 +53,22 @@ class KeepDecision(_Model):
     reason: str
 
 
+def _from_extra(data: dict) -> dict:
+    """A round recorded before its analysis had fields (an `extra` dict): the same facts, typed."""
+    extra = dict(data.pop("extra", None) or {})
+    decision = extra.get("decision")
+    if isinstance(decision, dict):
+        decision = {"keep": decision.get("keep", False), "speedup": decision.get("speedup_vs_best"),
+                    "threshold": decision.get("threshold", 1.01), "reason": decision.get("reason", "")}
+    knobs = extra.get("knobs")
+    renamed = {"base_round": extra.get("base_round"), "diagnosis": extra.get("diagnosis"), "decision": decision,
+               "lessons": extra.get("lessons"), "next_directions": extra.get("next"),
+               "knobs": {k: None if v == "auto" else v for k, v in knobs.items()} if isinstance(knobs, dict) else None,
+               "knob": extra.get("knob"), "knob_from": extra.get("from"), "knob_to": extra.get("to"),
+               "model": extra.get("model"), "claimed_type": extra.get("claimed_type") or None}
+    return {**data, **{k: v for k, v in renamed.items() if v is not None}}
+
+
 class RoundRecord(_Model):
     round: int
     started_at: str
@@ -80,6 +96,11 @@ class RoundRecord(_Model):
     knob_to: KnobValue = None
     model: str = ""  # the LLM that wrote the candidate
     claimed_type: ChangeType | None = None  # the change type the LLM claimed (change_type is detected from the diff)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _untyped_extra(cls, data: object) -> object:
+        return _from_extra(data) if isinstance(data, dict) and "extra" in data else data
 
 
 class OpState(_Model):
