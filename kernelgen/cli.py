@@ -11,8 +11,36 @@ from typing import Annotated, Iterator, Optional
 import typer
 from rich.console import Console
 from rich.markdown import Markdown
+from typer.core import TyperArgument, TyperCommand
 
 from kernelgen.errors import KernelGenError
+
+
+class _Command(TyperCommand):
+    """Usage lines in the usual convention — `SPEC`, `[OP_DIR]...` — where typer writes `{spec}`
+    for a required argument and `<list[Path]>` for a list of paths."""
+
+    def collect_usage_pieces(self, ctx) -> list[str]:  # noqa: ANN001 - click.Context
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if isinstance(param, TyperArgument):
+                name = param.metavar or param.name.upper()
+                pieces.append((name if param.required else f"[{name}]") + ("..." if param.nargs != 1 else ""))
+            else:
+                pieces.extend(param.get_usage_pieces(ctx))
+        return pieces
+
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003 - TyperCommand's
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, TyperArgument) and param.nargs != 1:
+                param.__class__ = _PathsArgument  # the one list argument (optimize's folders) is paths
+
+
+class _PathsArgument(TyperArgument):
+    def display_type_rich(self, ctx) -> str:  # noqa: ANN001
+        return "<path>..."
+
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="KernelGen: from an operator spec (YAML) to a verified, benchmarked, optimized Triton kernel.")
@@ -77,9 +105,9 @@ def _print_run(record, title: str) -> None:  # noqa: ANN001 - RunRecord
     out.print(Markdown(f"**{title}**\n\n{text}"))
 
 
-@app.command()
+@app.command(cls=_Command)
 def new(
-    spec: Annotated[Path, typer.Argument(help="operator spec (YAML)")],
+    spec: Annotated[Path, typer.Argument(help="operator spec (YAML)", metavar="SPEC")],
     out_dir: Annotated[Path, typer.Option("--out", help="parent folder of the operator folder")] = Path("generated"),
     backend: Backend = "auto",
     device: Device = "auto",
@@ -111,20 +139,23 @@ def new(
     raise typer.Exit(0 if result.correct else 1)
 
 
-@app.command()
-def validate(spec: Annotated[Path, typer.Argument(help="operator spec (YAML)")]) -> None:
-    """Check a spec and write nothing."""
+@app.command(cls=_Command)
+def validate(spec: Annotated[Path, typer.Argument(help="operator spec (YAML)", metavar="SPEC")]) -> None:
+    """Check a spec and write nothing; say which backend can build it."""
+    from kernelgen.backends import offline_verdict
     from kernelgen.spec import load_spec
 
     with errors_to_exit():
         s = load_spec(spec)
+        verdict = offline_verdict(s)
     out.print(f"{spec}: ok — {s.name}({s.signature}), {len(s.test_cases)} test case(s) x {len(s.dtypes)} dtype(s), "
-              f"{len(s.effective_perf_cases)} perf case(s)")
+              f"{len(s.effective_perf_cases)} perf case(s)", highlight=False)
+    out.print(verdict.describe(), highlight=False)
 
 
-@app.command()
+@app.command(cls=_Command)
 def test(
-    op_dir: Annotated[Path, typer.Argument(help="operator folder, e.g. generated/broadcast")],
+    op_dir: Annotated[Path, typer.Argument(help="operator folder, e.g. generated/broadcast", metavar="OP_DIR")],
     device: Device = "auto",
     kernel: Annotated[Optional[Path], typer.Option("--kernel", help="check this kernel file instead")] = None,
     seeds: Annotated[int, typer.Option("--seeds", help="fresh random seeds")] = 3,
@@ -143,9 +174,9 @@ def test(
     raise typer.Exit(0 if record.passed else 1)
 
 
-@app.command()
+@app.command(cls=_Command)
 def bench(
-    op_dir: Annotated[Path, typer.Argument(help="operator folder, e.g. generated/broadcast")],
+    op_dir: Annotated[Path, typer.Argument(help="operator folder, e.g. generated/broadcast", metavar="OP_DIR")],
     device: Device = "auto",
     kernel: Annotated[Optional[Path], typer.Option("--kernel", help="time this kernel file instead")] = None,
     no_compile: Annotated[bool, typer.Option("--no-compile", help="skip the torch.compile baseline")] = False,
@@ -171,8 +202,8 @@ def bench(
     raise typer.Exit(0 if record.passed else 1)
 
 
-@app.command()
-def log(op_dir: Annotated[Path, typer.Argument(help="operator folder")]) -> None:
+@app.command(cls=_Command)
+def log(op_dir: Annotated[Path, typer.Argument(help="operator folder", metavar="OP_DIR")]) -> None:
     """Render optimization_log.md in the terminal."""
     from kernelgen.opdir import open_operator
     from kernelgen.record.oplog import LOG_FILE
@@ -185,9 +216,9 @@ def log(op_dir: Annotated[Path, typer.Argument(help="operator folder")]) -> None
     out.print(Markdown(path.read_text(encoding="utf-8")))
 
 
-@app.command()
+@app.command(cls=_Command)
 def optimize(
-    op_dirs: Annotated[Optional[list[Path]], typer.Argument(help="operator folders; default: the current one, else every unfinished one under generated/")] = None,
+    op_dirs: Annotated[Optional[list[Path]], typer.Argument(help="operator folders; default: the current one, else every unfinished one under generated/", metavar="OP_DIR")] = None,
     rounds: Annotated[Optional[int], typer.Option("--rounds", help="finish this many optimization rounds in total (default: the spec's max_rounds)")] = None,
     backend: Backend = "auto",
     target_speedup: Annotated[Optional[float], typer.Option("--target-speedup", help="stop at this geomean speedup vs eager (default: the spec's)")] = None,
@@ -228,9 +259,9 @@ def optimize(
         out.print(f"{o.op.name}: stopped — {o.stopped_because.rstrip('.')}; log {o.op.path / 'optimization_log.md'}, plot {o.op.path / 'speedup.png'}")
 
 
-@app.command()
+@app.command(cls=_Command)
 def report(
-    root: Annotated[Path, typer.Argument(help="folder of operator folders")] = Path("generated"),
+    root: Annotated[Path, typer.Argument(help="folder of operator folders", metavar="DIR")] = Path("generated"),
     out_file: Annotated[Optional[Path], typer.Option("--out", help="markdown file to write (default: ROOT/report.md)")] = None,
 ) -> None:
     """A table over all operators: correct, best speedup, fraction of peak, rounds, tokens."""
@@ -243,7 +274,7 @@ def report(
     out.print(f"wrote {path}")
 
 
-@app.command("config")
+@app.command("config", cls=_Command)
 def config_cmd() -> None:
     """Show the effective LLM settings and where each comes from (the key is never shown)."""
     from rich.table import Table
