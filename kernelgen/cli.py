@@ -130,7 +130,8 @@ def new(
                               llm_options=options, measure=not no_bench, on_step=step)
     r0 = result.state.rounds[0]
     if result.moved_aside:
-        out.print(f"previous {result.op.path} kept as {result.moved_aside}")
+        what = "the half-made" if result.replaced_incomplete else "previous"
+        out.print(f"{what} {result.op.path} kept as {result.moved_aside}", highlight=False)
     if r0.accuracy:
         _print_run(r0.accuracy, "Accuracy")
     if r0.performance:
@@ -242,9 +243,10 @@ def optimize(
     outcomes = []
     with errors_to_exit():
         dev = resolve_device(device)
-        ops = select_operators(list(op_dirs or []), target=target_speedup)
+        ops = select_operators(list(op_dirs or []), target=target_speedup,
+                               on_skip=lambda msg: err.print(f"[yellow]note:[/] {msg}", markup=True, highlight=False))
         if not ops:
-            out.print("nothing to optimize: every operator under generated/ has reached its target")
+            out.print("nothing to optimize: every operator under generated/ has reached its target or was skipped")
             raise typer.Exit(0)
         if dev.interpreter:
             err.print(f"[bold yellow]WARNING:[/] {INTERPRETER_WARNING} Keep/revert decisions are an interpreter dry run — not a measurement.")

@@ -45,6 +45,39 @@ def operator_dirs_under(root: Path) -> list[Path]:
     ]
 
 
+@dataclass(frozen=True)
+class OperatorStatus:
+    """Whether a folder holds a tested operator: round 0 (`kernelgen new`) finished, so its kernel
+    was checked (correct or not). `optimize` skips an incomplete folder and `report` marks it,
+    instead of stopping at it or calling an untested kernel incorrect."""
+
+    path: Path
+    complete: bool
+    reason: str = ""  # why not complete, in words a table cell can hold
+    hint: str = ""  # how to fix it
+
+    @property
+    def label(self) -> str:
+        return "complete" if self.complete else f"incomplete: {self.reason}"
+
+
+def operator_status(path: str | Path) -> OperatorStatus:
+    from kernelgen.record.state import STATE_FILE, load_state  # deferred: record/ is a layer above
+
+    p = Path(path)
+    redo = f"run `kernelgen new {p / SPEC_FILE} --out {p.parent}` again (the folder is moved aside, not deleted)"
+    if not (p / STATE_FILE).is_file():
+        return OperatorStatus(p, False, f"not tested: no {STATE_FILE} (`kernelgen new` never finished here)", redo)
+    try:
+        state = load_state(p)
+    except (OSError, ValueError):
+        return OperatorStatus(p, False, f"unreadable {STATE_FILE}", redo)
+    r0 = next((r for r in state.rounds if r.round == 0), None)
+    if r0 is None or r0.finished_at is None:
+        return OperatorStatus(p, False, "not tested: round 0 never finished (`kernelgen new` was interrupted)", redo)
+    return OperatorStatus(p, True)
+
+
 def open_operator(path: str | Path) -> OperatorDir:
     p = Path(path)
     if not p.is_dir():

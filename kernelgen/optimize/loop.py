@@ -15,7 +15,7 @@ from typing import Callable
 from kernelgen.devices import DeviceInfo
 from kernelgen.errors import GenerationError, UsageError
 from kernelgen.fsutil import atomic_write, move_aside, now
-from kernelgen.opdir import ROUNDS_DIR, OperatorDir, is_operator_dir, open_operator, operator_dirs_under
+from kernelgen.opdir import ROUNDS_DIR, OperatorDir, is_operator_dir, open_operator, operator_dirs_under, operator_status
 from kernelgen.optimize.changes import classify_change, unified_diff
 from kernelgen.optimize.decide import MIN_NOISE, at_ceiling, decide_keep, stop_reason
 from kernelgen.optimize.diagnose import diagnose
@@ -261,9 +261,10 @@ def reached_target(op: OperatorDir, target: float | None = None) -> bool:
 
 
 def select_operators(paths: list[Path], *, cwd: Path | None = None, root: Path = Path("generated"),
-                     target: float | None = None) -> list[OperatorDir]:
+                     target: float | None = None, on_skip: Step = lambda s: None) -> list[OperatorDir]:
     """The named operators; else the current directory if it is one; else every operator under
-    `root` that has not reached its target."""
+    `root` that has not reached its target (folders whose round 0 never finished are skipped, each
+    named through `on_skip`, so one of them does not stop the others)."""
     if paths:
         return [open_operator(p) for p in paths]
     cwd = cwd or Path.cwd()
@@ -272,7 +273,13 @@ def select_operators(paths: list[Path], *, cwd: Path | None = None, root: Path =
     if not root.is_dir():
         raise UsageError(f"no operator folder given, the current directory is not one, and {root}/ does not exist",
                          hint="kernelgen optimize generated/<name>, or run `kernelgen new SPEC.yaml` first")
-    ops = [open_operator(d) for d in operator_dirs_under(root)]
+    ops = []
+    for d in operator_dirs_under(root):
+        status = operator_status(d)
+        if not status.complete:
+            on_skip(f"skipping {d}: {status.reason}; {status.hint}")
+            continue
+        ops.append(open_operator(d))
     return [op for op in ops if not reached_target(op, target)]
 
 
