@@ -220,7 +220,7 @@ def log(op_dir: Annotated[Path, typer.Argument(help="operator folder", metavar="
 @app.command(cls=_Command)
 def optimize(
     op_dirs: Annotated[Optional[list[Path]], typer.Argument(help="operator folders; default: the current one, else every unfinished one under generated/", metavar="OP_DIR")] = None,
-    rounds: Annotated[Optional[int], typer.Option("--rounds", help="finish this many optimization rounds in total (default: the spec's max_rounds)")] = None,
+    rounds: Annotated[Optional[int], typer.Option("--rounds", help="finish this many optimization rounds in total, not this many more (default: the spec's max_rounds)")] = None,
     backend: Backend = "auto",
     target_speedup: Annotated[Optional[float], typer.Option("--target-speedup", help="stop at this geomean speedup vs eager (default: the spec's)")] = None,
     device: Device = "auto",

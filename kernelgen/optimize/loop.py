@@ -217,6 +217,7 @@ def optimize_operator(op: OperatorDir, device: DeviceInfo, proposer: Proposer, *
                               hint=f"fix or regenerate the kernel (`kernelgen test {op.path}` shows why)")
     state.stopped_because = ""
     _measure_best_if_needed(op, state, device, on_step)
+    done_before = finished_rounds(state)
     while True:
         best = state.best()
         assert best is not None
@@ -228,6 +229,9 @@ def optimize_operator(op: OperatorDir, device: DeviceInfo, proposer: Proposer, *
         done = finished_rounds(state)
         if done >= rounds:
             why = f"{done} optimization round(s) finished (--rounds {rounds})"
+            if done == done_before:  # nothing ran: say why, not just that it stopped
+                why = (f"{done} round(s) already finished; --rounds is a total, not a count of more rounds, "
+                       f"so pass --rounds {done + 3} for three more")
             break
         k = max(r.round for r in state.rounds) + 1
         step = _prefixed(on_step, f"{op.name} round {k} ({done + 1}/{rounds})")
