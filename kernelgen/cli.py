@@ -204,6 +204,32 @@ def bench(
 
 
 @app.command(cls=_Command)
+def refresh(
+    op_dir: Annotated[Path, typer.Argument(help="operator folder whose spec.yaml you edited", metavar="OP_DIR")],
+    device: Device = "auto",
+    no_bench: Annotated[bool, typer.Option("--no-bench", help="do not time the kernel on changed perf cases (optimize will)")] = False,
+) -> None:
+    """After editing OP_DIR/spec.yaml: re-render the tests from it and re-verify the best kernel; rounds are kept."""
+    from kernelgen.refresh import refresh_operator
+
+    with errors_to_exit(), progress(f"kernelgen refresh {op_dir}") as step:
+        result = refresh_operator(op_dir, device=device, measure=not no_bench, on_step=step)
+    f = result.record
+    if f is None:
+        out.print(f"{op_dir}: spec.yaml is unchanged since the tests were rendered, and they are intact; nothing to refresh",
+                  highlight=False)
+        raise typer.Exit(0)
+    out.print("What changed:\n" + "\n".join(f"  - {line}" for line in f.changes), highlight=False)
+    if f.accuracy:
+        _print_run(f.accuracy, f"Accuracy of round {f.round}'s kernel against the edited spec")
+    if f.performance:
+        _print_run(f.performance, "Performance")
+    out.print(f"{f.outcome}; recorded in {result.op.path / 'optimization_log.md'}"
+              + (f" (replaced files kept in {result.op.path / f.kept_dir})" if f.kept_dir else ""), highlight=False)
+    raise typer.Exit(0 if result.passed else 1)
+
+
+@app.command(cls=_Command)
 def log(op_dir: Annotated[Path, typer.Argument(help="operator folder", metavar="OP_DIR")]) -> None:
     """Render optimization_log.md in the terminal."""
     from kernelgen.opdir import open_operator

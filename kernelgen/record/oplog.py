@@ -181,7 +181,8 @@ def final_summary(state: OpState) -> list[str]:
 
 def refresh_section(f: RefreshRecord) -> str:
     return render("log/refresh.md.j2", f=f, accuracy_text=accuracy_text(f.accuracy),
-                  perf_text=perf_text(f.performance) if f.performance else "")
+                  perf_text=perf_text(f.performance) if f.performance else "",
+                  before_text=perf_text(f.superseded_performance) if f.superseded_performance else "")
 
 
 def render_log(state: OpState, spec: OperatorSpec) -> str:
