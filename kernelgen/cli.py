@@ -230,6 +230,24 @@ def refresh(
 
 
 @app.command(cls=_Command)
+def export(
+    op_dir: Annotated[Path, typer.Argument(help="operator folder, e.g. generated/broadcast", metavar="OP_DIR")],
+    out_file: Annotated[Optional[Path], typer.Option("--out", help="module to write (default: OP_DIR/<name>_op.py)")] = None,
+) -> None:
+    """Register the best kernel as torch.ops.kernelgen.<name> (a torch.library custom op): a module for models,
+    torch.compile(fullgraph=True) and CUDA graphs."""
+    from kernelgen.export import export_operator
+
+    with errors_to_exit():
+        result = export_operator(op_dir, out=out_file)
+    if result.moved_aside:
+        out.print(f"the earlier {result.path.name} differs: kept as {result.moved_aside}", highlight=False)
+    verb = "unchanged" if result.unchanged else "wrote"
+    out.print(f"{verb} {result.path}: torch.ops.kernelgen.{result.op.name}, round {result.round}'s kernel "
+              f"(import the module, then call {result.op.name}(...); see its docstring)", highlight=False)
+
+
+@app.command(cls=_Command)
 def log(op_dir: Annotated[Path, typer.Argument(help="operator folder", metavar="OP_DIR")]) -> None:
     """Render optimization_log.md in the terminal."""
     from kernelgen.opdir import open_operator
