@@ -3,6 +3,7 @@ KernelGen renders into it."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from kernelgen.spec import OperatorSpec, load_spec
 
 SPEC_FILE = "spec.yaml"
 ROUNDS_DIR = "rounds"
+STATE_FILE = "state.json"  # the typed record of the rounds: kernelgen.record.state
 
 
 @dataclass(frozen=True)
@@ -62,18 +64,19 @@ class OperatorStatus:
 
 
 def operator_status(path: str | Path) -> OperatorStatus:
-    from kernelgen.record.state import STATE_FILE, load_state  # deferred: record/ is a layer above
-
+    """Read from state.json's own words (round 0's `finished_at`) without the typed record, which
+    lives a layer above (kernelgen.record.state); a state.json that does not parse is unreadable."""
     p = Path(path)
     redo = f"run `kernelgen new {p / SPEC_FILE} --out {p.parent}` again (the folder is moved aside, not deleted)"
     if not (p / STATE_FILE).is_file():
         return OperatorStatus(p, False, f"not tested: no {STATE_FILE} (`kernelgen new` never finished here)", redo)
     try:
-        state = load_state(p)
-    except (OSError, ValueError):
+        data = json.loads((p / STATE_FILE).read_text(encoding="utf-8"))
+        rounds = data["rounds"]
+        r0 = next((r for r in rounds if r["round"] == 0), None)
+    except (OSError, ValueError, KeyError, TypeError):
         return OperatorStatus(p, False, f"unreadable {STATE_FILE}", redo)
-    r0 = next((r for r in state.rounds if r.round == 0), None)
-    if r0 is None or r0.finished_at is None:
+    if r0 is None or not r0.get("finished_at"):
         return OperatorStatus(p, False, "not tested: round 0 never finished (`kernelgen new` was interrupted)", redo)
     return OperatorStatus(p, True)
 

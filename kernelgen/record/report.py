@@ -57,7 +57,10 @@ def report_row(op_dir: Path) -> ReportRow:
     status = operator_status(op_dir)  # an untested folder is marked as such, never as "correct: no"
     if not status.complete:
         return ReportRow(op_dir.name, False, None, None, None, None, 0, 0, True, "", problem=status.reason)
-    state = load_state(op_dir)
+    try:
+        state = load_state(op_dir)
+    except (OSError, ValueError):
+        return ReportRow(op_dir.name, False, None, None, None, None, 0, 0, True, "", problem="unreadable state.json")
     best = state.best()
     perf = best.performance.performance if best and best.performance else None
     peaks = [c.frac_peak for c in perf.cases if c.frac_peak is not None] if perf else []

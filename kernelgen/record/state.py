@@ -11,10 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kernelgen.fsutil import atomic_write
 from kernelgen.llm.usage import TokenUsage
+from kernelgen.opdir import STATE_FILE  # noqa: F401 - re-exported: the record's readers import it from here
 from kernelgen.record.analysis import OperatorAnalysis
 from kernelgen.verify.results import RunRecord
 
-STATE_FILE = "state.json"
 
 
 class _Model(BaseModel):
