@@ -111,7 +111,12 @@ def new_operator(
     if final.exists() and not force and not half_made:
         raise OutputExistsError(f"{final} already exists", hint="pass --force to regenerate; the old directory is moved aside, not deleted")
     on_step(f"{spec.name}: generating the kernel ({backend})")
-    writer = kernel_writer(backend, spec, llm_options)  # refusals and configuration errors: before any write
+    try:
+        writer = kernel_writer(backend, spec, llm_options)  # refusals and configuration errors: before any write
+    except KeyboardInterrupt:
+        raise InterruptedRunError(f"interrupted before anything was written ({final} "
+                                  f"{'is unchanged' if final.exists() else 'was not created'})",
+                                  hint="run the same command again") from None
 
     Path(out_root).mkdir(parents=True, exist_ok=True)
     # Interrupting leaves NO folder rather than one to resume: all of round 0 runs in the staging

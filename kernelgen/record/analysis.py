@@ -242,8 +242,12 @@ def _ceiling_notes(ceil: Ceilings, cases: list[CaseAnalysis]) -> list[str]:
 
 def analyse_operator(spec: OperatorSpec, peaks: DevicePeaks | None, *, reference: str | None = None) -> OperatorAnalysis:
     """Analyse every perf case x perf dtype. `reference`: a baseline's source when the spec has none."""
-    fn = _reference_fn(spec, reference)
     facts, notes = [], []
+    try:
+        fn = _reference_fn(spec, reference)
+    except Exception as e:  # noqa: BLE001 - an LLM-written baseline may not even define cleanly
+        fn = None
+        notes.append(f"the reference could not be defined ({type(e).__name__}: {str(e)[:120]})")
     for ci, case in enumerate(spec.effective_perf_cases):
         for dtype in spec.effective_perf_dtypes:
             c, note = _case_facts(spec, fn, ci, case, dtype)
