@@ -94,6 +94,13 @@ def test_optimize_skips_half_made_folders_and_says_so(tmp_path, repo, monkeypatc
     skipped: list[str] = []
     assert select_operators([], cwd=tmp_path, root=tmp_path / "generated", on_skip=skipped.append) == []
     assert len(skipped) == 1 and "round 0 never finished" in skipped[0] and "kernelgen new" in skipped[0]
+    # a finished folder whose spec.yaml was edited into an invalid one is skipped too, not fatal
+    broken = half_made(tmp_path / "generated", repo, name="row_sum")
+    (broken / "state.json").write_text((broken / "state.json").read_text().replace('"finished_at": null', '"finished_at": "t"'))
+    (broken / "spec.yaml").write_text((broken / "spec.yaml").read_text().replace("dtypes:", "dtypez:", 1))
+    skipped.clear()
+    assert select_operators([], cwd=tmp_path, root=tmp_path / "generated", on_skip=skipped.append) == []
+    assert len(skipped) == 2 and "no longer valid" in skipped[1], skipped
     monkeypatch.chdir(tmp_path)
     r = CliRunner().invoke(app, ["optimize", "--device", "cpu"])
     text = " ".join(r.output.split())

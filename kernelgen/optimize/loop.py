@@ -283,7 +283,10 @@ def select_operators(paths: list[Path], *, cwd: Path | None = None, root: Path =
         if not status.complete:
             on_skip(f"skipping {d}: {status.reason}; {status.hint}")
             continue
-        ops.append(open_operator(d))
+        try:
+            ops.append(open_operator(d))
+        except UsageError as e:  # e.g. an edited spec.yaml that no longer validates
+            on_skip(f"skipping {d}: {e.message}")
     return [op for op in ops if not reached_target(op, target)]
 
 
