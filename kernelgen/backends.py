@@ -106,3 +106,32 @@ def make_proposer(requested: str, op: OperatorDir, device: DeviceInfo, llm_optio
     from kernelgen.llm.proposer import LLMProposer
 
     return LLMProposer.create(backend, op, device, llm_options or {})
+
+
+@dataclass(frozen=True)
+class OfflineVerdict:
+    """Whether the offline generator can build a spec (for `kernelgen validate`)."""
+
+    ok: bool
+    detail: str  # the family it would use, or why it cannot
+
+    def describe(self) -> str:
+        if self.ok:
+            return f"offline: yes ({self.detail})"
+        return f"offline: no ({self.detail}); needs an LLM backend (--backend openai; `kernelgen config` shows the settings)"
+
+
+def offline_verdict(spec: OperatorSpec) -> OfflineVerdict:
+    """Try the offline generator's classification, as `kernelgen new --backend offline` would."""
+    from kernelgen.errors import UnsupportedOperatorError
+    from kernelgen.offline import generate_kernel
+
+    if spec.reference is None:
+        return OfflineVerdict(False, "the spec has no `reference` to derive a kernel from")
+    try:
+        kernel = generate_kernel(spec)
+    except UnsupportedOperatorError as e:
+        prefix, suffix = "the offline generator ", "; this operator needs an LLM"
+        reason = e.message[len(prefix):] if e.message.startswith(prefix) else e.message
+        return OfflineVerdict(False, reason[: -len(suffix)] if reason.endswith(suffix) else reason)
+    return OfflineVerdict(True, kernel.summary or kernel.family)

@@ -11,8 +11,36 @@ from typing import Annotated, Iterator, Optional
 import typer
 from rich.console import Console
 from rich.markdown import Markdown
+from typer.core import TyperArgument, TyperCommand
 
 from kernelgen.errors import KernelGenError
+
+
+class _Command(TyperCommand):
+    """Usage lines in the usual convention — `SPEC`, `[OP_DIR]...` — where typer writes `{spec}`
+    for a required argument and `<list[Path]>` for a list of paths."""
+
+    def collect_usage_pieces(self, ctx) -> list[str]:  # noqa: ANN001 - click.Context
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if isinstance(param, TyperArgument):
+                name = param.metavar or param.name.upper()
+                pieces.append((name if param.required else f"[{name}]") + ("..." if param.nargs != 1 else ""))
+            else:
+                pieces.extend(param.get_usage_pieces(ctx))
+        return pieces
+
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003 - TyperCommand's
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, TyperArgument) and param.nargs != 1:
+                param.__class__ = _PathsArgument  # the one list argument (optimize's folders) is paths
+
+
+class _PathsArgument(TyperArgument):
+    def display_type_rich(self, ctx) -> str:  # noqa: ANN001
+        return "<path>..."
+
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="KernelGen: from an operator spec (YAML) to a verified, benchmarked, optimized Triton kernel.")
@@ -77,9 +105,9 @@ def _print_run(record, title: str) -> None:  # noqa: ANN001 - RunRecord
     out.print(Markdown(f"**{title}**\n\n{text}"))
 
 
-@app.command()
+@app.command(cls=_Command)
 def new(
-    spec: Annotated[Path, typer.Argument(help="operator spec (YAML)")],
+    spec: Annotated[Path, typer.Argument(help="operator spec (YAML)", metavar="SPEC")],
     out_dir: Annotated[Path, typer.Option("--out", help="parent folder of the operator folder")] = Path("generated"),
     backend: Backend = "auto",
     device: Device = "auto",
@@ -102,7 +130,8 @@ def new(
                               llm_options=options, measure=not no_bench, on_step=step)
     r0 = result.state.rounds[0]
     if result.moved_aside:
-        out.print(f"previous {result.op.path} kept as {result.moved_aside}")
+        what = "the half-made" if result.replaced_incomplete else "previous"
+        out.print(f"{what} {result.op.path} kept as {result.moved_aside}", highlight=False)
     if r0.accuracy:
         _print_run(r0.accuracy, "Accuracy")
     if r0.performance:
@@ -111,20 +140,23 @@ def new(
     raise typer.Exit(0 if result.correct else 1)
 
 
-@app.command()
-def validate(spec: Annotated[Path, typer.Argument(help="operator spec (YAML)")]) -> None:
-    """Check a spec and write nothing."""
+@app.command(cls=_Command)
+def validate(spec: Annotated[Path, typer.Argument(help="operator spec (YAML)", metavar="SPEC")]) -> None:
+    """Check a spec and write nothing; say which backend can build it."""
+    from kernelgen.backends import offline_verdict
     from kernelgen.spec import load_spec
 
     with errors_to_exit():
         s = load_spec(spec)
+        verdict = offline_verdict(s)
     out.print(f"{spec}: ok — {s.name}({s.signature}), {len(s.test_cases)} test case(s) x {len(s.dtypes)} dtype(s), "
-              f"{len(s.effective_perf_cases)} perf case(s)")
+              f"{len(s.effective_perf_cases)} perf case(s)", highlight=False)
+    out.print(verdict.describe(), highlight=False)
 
 
-@app.command()
+@app.command(cls=_Command)
 def test(
-    op_dir: Annotated[Path, typer.Argument(help="operator folder, e.g. generated/broadcast")],
+    op_dir: Annotated[Path, typer.Argument(help="operator folder, e.g. generated/broadcast", metavar="OP_DIR")],
     device: Device = "auto",
     kernel: Annotated[Optional[Path], typer.Option("--kernel", help="check this kernel file instead")] = None,
     seeds: Annotated[int, typer.Option("--seeds", help="fresh random seeds")] = 3,
@@ -143,9 +175,9 @@ def test(
     raise typer.Exit(0 if record.passed else 1)
 
 
-@app.command()
+@app.command(cls=_Command)
 def bench(
-    op_dir: Annotated[Path, typer.Argument(help="operator folder, e.g. generated/broadcast")],
+    op_dir: Annotated[Path, typer.Argument(help="operator folder, e.g. generated/broadcast", metavar="OP_DIR")],
     device: Device = "auto",
     kernel: Annotated[Optional[Path], typer.Option("--kernel", help="time this kernel file instead")] = None,
     no_compile: Annotated[bool, typer.Option("--no-compile", help="skip the torch.compile baseline")] = False,
@@ -171,8 +203,52 @@ def bench(
     raise typer.Exit(0 if record.passed else 1)
 
 
-@app.command()
-def log(op_dir: Annotated[Path, typer.Argument(help="operator folder")]) -> None:
+@app.command(cls=_Command)
+def refresh(
+    op_dir: Annotated[Path, typer.Argument(help="operator folder whose spec.yaml you edited", metavar="OP_DIR")],
+    device: Device = "auto",
+    no_bench: Annotated[bool, typer.Option("--no-bench", help="do not time the kernel on changed perf cases (optimize will)")] = False,
+) -> None:
+    """After editing OP_DIR/spec.yaml: re-render the tests from it and re-verify the best kernel; rounds are kept."""
+    from kernelgen.refresh import refresh_operator
+
+    with errors_to_exit(), progress(f"kernelgen refresh {op_dir}") as step:
+        result = refresh_operator(op_dir, device=device, measure=not no_bench, on_step=step)
+    f = result.record
+    if f is None:
+        out.print(f"{op_dir}: spec.yaml is unchanged since the tests were rendered, and they are intact; nothing to refresh",
+                  highlight=False)
+        raise typer.Exit(0)
+    out.print("What changed:\n" + "\n".join(f"  - {line}" for line in f.changes), highlight=False)
+    if f.accuracy:
+        _print_run(f.accuracy, f"Accuracy of round {f.round}'s kernel against the edited spec")
+    if f.performance:
+        _print_run(f.performance, "Performance")
+    out.print(f"{f.outcome}; recorded in {result.op.path / 'optimization_log.md'}"
+              + (f" (replaced files kept in {result.op.path / f.kept_dir})" if f.kept_dir else ""), highlight=False)
+    raise typer.Exit(0 if result.passed else 1)
+
+
+@app.command(cls=_Command)
+def export(
+    op_dir: Annotated[Path, typer.Argument(help="operator folder, e.g. generated/broadcast", metavar="OP_DIR")],
+    out_file: Annotated[Optional[Path], typer.Option("--out", help="module to write (default: OP_DIR/<name>_op.py)")] = None,
+) -> None:
+    """Register the best kernel as torch.ops.kernelgen.<name> (a torch.library custom op): a module for models,
+    torch.compile(fullgraph=True) and CUDA graphs."""
+    from kernelgen.export import export_operator
+
+    with errors_to_exit():
+        result = export_operator(op_dir, out=out_file)
+    if result.moved_aside:
+        out.print(f"the earlier {result.path.name} differs: kept as {result.moved_aside}", highlight=False)
+    verb = "unchanged" if result.unchanged else "wrote"
+    out.print(f"{verb} {result.path}: torch.ops.kernelgen.{result.op.name}, round {result.round}'s kernel "
+              f"(import the module, then call {result.op.name}(...); see its docstring)", highlight=False)
+
+
+@app.command(cls=_Command)
+def log(op_dir: Annotated[Path, typer.Argument(help="operator folder", metavar="OP_DIR")]) -> None:
     """Render optimization_log.md in the terminal."""
     from kernelgen.opdir import open_operator
     from kernelgen.record.oplog import LOG_FILE
@@ -185,10 +261,10 @@ def log(op_dir: Annotated[Path, typer.Argument(help="operator folder")]) -> None
     out.print(Markdown(path.read_text(encoding="utf-8")))
 
 
-@app.command()
+@app.command(cls=_Command)
 def optimize(
-    op_dirs: Annotated[Optional[list[Path]], typer.Argument(help="operator folders; default: the current one, else every unfinished one under generated/")] = None,
-    rounds: Annotated[Optional[int], typer.Option("--rounds", help="finish this many optimization rounds in total (default: the spec's max_rounds)")] = None,
+    op_dirs: Annotated[Optional[list[Path]], typer.Argument(help="operator folders; default: the current one, else every unfinished one under generated/", metavar="OP_DIR")] = None,
+    rounds: Annotated[Optional[int], typer.Option("--rounds", help="finish this many optimization rounds in total, not this many more (default: the spec's max_rounds)")] = None,
     backend: Backend = "auto",
     target_speedup: Annotated[Optional[float], typer.Option("--target-speedup", help="stop at this geomean speedup vs eager (default: the spec's)")] = None,
     device: Device = "auto",
@@ -211,9 +287,10 @@ def optimize(
     outcomes = []
     with errors_to_exit():
         dev = resolve_device(device)
-        ops = select_operators(list(op_dirs or []), target=target_speedup)
+        ops = select_operators(list(op_dirs or []), target=target_speedup,
+                               on_skip=lambda msg: err.print(f"[yellow]note:[/] {msg}", markup=True, highlight=False))
         if not ops:
-            out.print("nothing to optimize: every operator under generated/ has reached its target")
+            out.print("nothing to optimize: every operator under generated/ has reached its target or was skipped")
             raise typer.Exit(0)
         if dev.interpreter:
             err.print(f"[bold yellow]WARNING:[/] {INTERPRETER_WARNING} Keep/revert decisions are an interpreter dry run — not a measurement.")
@@ -228,9 +305,9 @@ def optimize(
         out.print(f"{o.op.name}: stopped — {o.stopped_because.rstrip('.')}; log {o.op.path / 'optimization_log.md'}, plot {o.op.path / 'speedup.png'}")
 
 
-@app.command()
+@app.command(cls=_Command)
 def report(
-    root: Annotated[Path, typer.Argument(help="folder of operator folders")] = Path("generated"),
+    root: Annotated[Path, typer.Argument(help="folder of operator folders", metavar="DIR")] = Path("generated"),
     out_file: Annotated[Optional[Path], typer.Option("--out", help="markdown file to write (default: ROOT/report.md)")] = None,
 ) -> None:
     """A table over all operators: correct, best speedup, fraction of peak, rounds, tokens."""
@@ -243,7 +320,7 @@ def report(
     out.print(f"wrote {path}")
 
 
-@app.command("config")
+@app.command("config", cls=_Command)
 def config_cmd() -> None:
     """Show the effective LLM settings and where each comes from (the key is never shown)."""
     from rich.table import Table

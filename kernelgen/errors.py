@@ -79,5 +79,11 @@ class GenerationError(KernelGenError):
     """No correct kernel could be produced within the budgets."""
 
 
+class InterruptedRunError(KernelGenError):
+    """Ctrl-C; the message says what was left behind and whether the same command resumes."""
+
+    exit_code = 130
+
+
 class HarnessError(KernelGenError):
     """The trusted harness itself could not run (not the candidate failing: that is a result)."""

@@ -1,9 +1,9 @@
 """`kernelgen new`: spec -> four files -> verified -> measured -> round 0 of the log.
 
 Everything that can fail because of the user's input (the spec, the backend configuration, an
-operator the offline generator cannot serve) fails before anything is written. Files are written
-into a staging directory that is renamed into place, and an existing output is moved aside, never
-overwritten.
+operator the offline generator cannot serve) fails before anything is written. The whole of round 0
+— files, accuracy check, timing, state and log — happens in a staging folder that is renamed into
+place only when round 0 is finished; an existing output is moved aside, never overwritten.
 """
 
 from __future__ import annotations
@@ -15,14 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from kernelgen.backends import kernel_writer
+from kernelgen.backends import FirstKernel, KernelWriter, kernel_writer
 from kernelgen.devices import DeviceInfo, resolve_device
-from kernelgen.errors import OutputExistsError
-from kernelgen.fsutil import atomic_write, move_aside, now
-from kernelgen.opdir import OperatorDir, render_baseline, write_trusted_files
+from kernelgen.errors import InterruptedRunError, OutputExistsError
+from kernelgen.fsutil import atomic_write, move_aside, now, timestamp
+from kernelgen.llm.recording import LLM_DIR
+from kernelgen.opdir import OperatorDir, operator_status, render_baseline, write_trusted_files
+from kernelgen.record.analysis import analyse_operator
 from kernelgen.record.oplog import write_log
-from kernelgen.record.state import OpState, RoundRecord, save_state
-from kernelgen.spec import OperatorSpec, load_spec
+from kernelgen.record.state import STATE_FILE, OpState, RoundRecord, save_state
+from kernelgen.spec import load_spec
 from kernelgen.verify import integrity
 from kernelgen.verify.runner import run_accuracy, run_performance
 
@@ -35,6 +37,7 @@ class NewResult:
     state: OpState
     correct: bool
     moved_aside: Path | None
+    replaced_incomplete: bool = False  # the folder moved aside was a half-made one (round 0 never finished)
 
 
 def _check_and_time(op: OperatorDir, record: RoundRecord, device: DeviceInfo, *, measure: bool, on_step: Step) -> None:
@@ -44,6 +47,40 @@ def _check_and_time(op: OperatorDir, record: RoundRecord, device: DeviceInfo, *,
     if record.accuracy.passed and measure:
         on_step(f"{op.name}: measuring performance")
         record.performance = run_performance(op, device)
+
+
+def _round0(op: OperatorDir, spec_text: str, writer: KernelWriter, dev: DeviceInfo, on_step: Step) -> tuple[OpState, RoundRecord]:
+    """Write the files and round 0's record into the (staging) folder; nothing checked yet."""
+    spec = op.spec
+    write_trusted_files(op.path, spec, spec_text, render_baseline(spec))
+    generated: FirstKernel = writer.write(op, dev, on_step)
+    if generated.baseline_source is not None:
+        atomic_write(op.file("baseline"), render_baseline(spec, generated.baseline_source, llm_written=True))
+        integrity.record(op.path, spec.name)  # the LLM's baseline is the reference from now on
+    atomic_write(op.file("triton"), generated.source)
+    round0 = op.round_dir(0)
+    round0.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(op.file("triton"), round0 / op.file("triton").name)
+    state = OpState(name=spec.name, created_at=now(), backend=generated.backend, device=dev.kind,
+                    baseline_by_llm=generated.baseline_source is not None, generation_note=generated.note,
+                    rendered_spec=spec_text,
+                    analysis=analyse_operator(spec, None, reference=generated.baseline_source))
+    record = RoundRecord(round=0, started_at=now(), backend=generated.backend, change="initial kernel",
+                         change_type="initial", kernel_file=f"rounds/round_0/{op.file('triton').name}",
+                         attempts=generated.attempts, tokens=generated.tokens, reason=generated.note)
+    state.rounds.append(record)
+    return state, record
+
+
+def _keep_llm_exchanges(staging: Path, name: str) -> Path | None:
+    """Tokens paid for are not thrown away with the staging folder: the exchanges go beside the
+    output as `<name>.interrupted-<time>-llm/`, replayable with --backend replay."""
+    src = staging / LLM_DIR
+    if not src.is_dir() or not any(src.iterdir()):
+        return None
+    dest = staging.parent / f"{name}.interrupted-{timestamp()}-llm"
+    shutil.copytree(src, dest, dirs_exist_ok=True)
+    return dest
 
 
 def new_operator(
@@ -62,46 +99,62 @@ def new_operator(
     spec_text = spec_path.read_text(encoding="utf-8")
     dev = resolve_device(device)
     final = Path(out_root) / spec.name
-    if final.exists() and not force:
+    # A folder that `kernelgen new` started and never finished (state.json saying round 0 is not
+    # done, as an interrupted run of an older KernelGen left) holds nothing to keep working on: it
+    # is moved aside like --force would, rather than blocking the command that fixes it.
+    half_made = final.exists() and (final / STATE_FILE).is_file() and not operator_status(final).complete
+    if final.exists() and not force and not half_made:
         raise OutputExistsError(f"{final} already exists", hint="pass --force to regenerate; the old directory is moved aside, not deleted")
     on_step(f"{spec.name}: generating the kernel ({backend})")
-    writer = kernel_writer(backend, spec, llm_options)  # refusals and configuration errors: before any write
+    try:
+        writer = kernel_writer(backend, spec, llm_options)  # refusals and configuration errors: before any write
+    except KeyboardInterrupt:
+        raise InterruptedRunError(f"interrupted before anything was written ({final} "
+                                  f"{'is unchanged' if final.exists() else 'was not created'})",
+                                  hint="run the same command again") from None
 
     Path(out_root).mkdir(parents=True, exist_ok=True)
+    # Interrupting leaves NO folder rather than one to resume: all of round 0 runs in the staging
+    # folder and the rename is the last step, so `generated/<name>/` exists only once round 0 is
+    # finished, and `optimize`, `report` and a second `new` never meet a half-made one. Resuming
+    # would save little (the offline generator takes seconds; an LLM's exchanges are kept, see
+    # _keep_llm_exchanges) and would need a half-made folder that every other command understands.
     staging = Path(tempfile.mkdtemp(prefix=f".{spec.name}.staging-", dir=out_root))
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)  # mkdtemp's 0700 would make the operator folder private once renamed
+    moved: Path | None = None
     try:
-        write_trusted_files(staging, spec, spec_text, render_baseline(spec))
         op = OperatorDir(staging, spec)
-        generated = writer.write(op, dev, on_step)
-        if generated.baseline_source is not None:
-            atomic_write(op.file("baseline"), render_baseline(spec, generated.baseline_source, llm_written=True))
-            integrity.record(op.path, spec.name)
-        atomic_write(op.file("triton"), generated.source)
-        round0 = op.round_dir(0)
-        round0.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(op.file("triton"), round0 / op.file("triton").name)
+        state, record = _round0(op, spec_text, writer, dev, on_step)
+        _check_and_time(op, record, dev, measure=measure, on_step=on_step)
+        record.finished_at = now()
+        correct = bool(record.accuracy and record.accuracy.passed)
+        record.kept = correct
+        record.outcome = ("correct: the starting point for optimization" if correct
+                          else f"not correct: {record.accuracy.describe() if record.accuracy else 'not run'}")
+        if correct:
+            state.best_round = 0
+        save_state(staging, state)
+        write_log(staging, state, spec)
         moved = move_aside(final) if final.exists() else None
         os.replace(staging, final)
+    except KeyboardInterrupt:
+        raise _interrupted(staging, final, moved, spec.name) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    op = OperatorDir(final, spec)
-    state = OpState(name=spec.name, created_at=now(), backend=generated.backend, device=dev.kind,
-                    baseline_by_llm=generated.baseline_source is not None, generation_note=generated.note)
-    record = RoundRecord(round=0, started_at=now(), backend=generated.backend, change="initial kernel",
-                         change_type="initial", kernel_file=f"rounds/round_0/{op.file('triton').name}",
-                         attempts=generated.attempts, tokens=generated.tokens,
-                         reason=generated.note)
-    state.rounds.append(record)
-    save_state(final, state)
-    write_log(final, state, spec)
-    _check_and_time(op, record, dev, measure=measure, on_step=on_step)
-    record.finished_at = now()
-    correct = bool(record.accuracy and record.accuracy.passed)
-    record.kept = correct
-    record.outcome = "correct: the starting point for optimization" if correct else f"not correct: {record.accuracy.describe() if record.accuracy else 'not run'}"
-    if correct:
-        state.best_round = 0
-    save_state(final, state)
-    write_log(final, state, spec)
-    return NewResult(op=op, state=state, correct=correct, moved_aside=moved)
+    return NewResult(op=OperatorDir(final, spec), state=state, correct=correct, moved_aside=moved, replaced_incomplete=half_made)
+
+
+def _interrupted(staging: Path, final: Path, moved: Path | None, name: str) -> InterruptedRunError:
+    """Undo the staging and say exactly what is (and is not) on disk now."""
+    if moved is not None and not final.exists():
+        os.replace(moved, final)  # interrupted between moving the old folder aside and renaming the new one
+    kept = _keep_llm_exchanges(staging, name) if staging.is_dir() else None
+    shutil.rmtree(staging, ignore_errors=True)
+    where = f"{final} is unchanged" if final.exists() else f"{final} was not created"
+    hint = "run the same command again: it starts round 0 over"
+    if kept is not None:
+        hint += f"; the LLM exchanges are kept in {kept} (--backend replay --replay {kept} reuses them)"
+    return InterruptedRunError(f"interrupted: no operator folder was written ({where}; nothing half-made is left behind)", hint=hint)

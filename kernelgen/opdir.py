@@ -3,6 +3,7 @@ KernelGen renders into it."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from kernelgen.spec import OperatorSpec, load_spec
 
 SPEC_FILE = "spec.yaml"
 ROUNDS_DIR = "rounds"
+STATE_FILE = "state.json"  # the typed record of the rounds: kernelgen.record.state
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,40 @@ def operator_dirs_under(root: Path) -> list[Path]:
         d for d in sorted(Path(root).iterdir())
         if d.is_dir() and is_operator_dir(d) and ".previous-" not in d.name and not d.name.startswith(".")
     ]
+
+
+@dataclass(frozen=True)
+class OperatorStatus:
+    """Whether a folder holds a tested operator: round 0 (`kernelgen new`) finished, so its kernel
+    was checked (correct or not). `optimize` skips an incomplete folder and `report` marks it,
+    instead of stopping at it or calling an untested kernel incorrect."""
+
+    path: Path
+    complete: bool
+    reason: str = ""  # why not complete, in words a table cell can hold
+    hint: str = ""  # how to fix it
+
+    @property
+    def label(self) -> str:
+        return "complete" if self.complete else f"incomplete: {self.reason}"
+
+
+def operator_status(path: str | Path) -> OperatorStatus:
+    """Read from state.json's own words (round 0's `finished_at`) without the typed record, which
+    lives a layer above (kernelgen.record.state); a state.json that does not parse is unreadable."""
+    p = Path(path)
+    redo = f"run `kernelgen new {p / SPEC_FILE} --out {p.parent}` again (the folder is moved aside, not deleted)"
+    if not (p / STATE_FILE).is_file():
+        return OperatorStatus(p, False, f"not tested: no {STATE_FILE} (`kernelgen new` never finished here)", redo)
+    try:
+        data = json.loads((p / STATE_FILE).read_text(encoding="utf-8"))
+        rounds = data["rounds"]
+        r0 = next((r for r in rounds if r["round"] == 0), None)
+    except (OSError, ValueError, KeyError, TypeError):
+        return OperatorStatus(p, False, f"unreadable {STATE_FILE}", redo)
+    if r0 is None or not r0.get("finished_at"):
+        return OperatorStatus(p, False, "not tested: round 0 never finished (`kernelgen new` was interrupted)", redo)
+    return OperatorStatus(p, True)
 
 
 def open_operator(path: str | Path) -> OperatorDir:

@@ -15,7 +15,7 @@ from typing import Callable
 from kernelgen.devices import DeviceInfo
 from kernelgen.errors import GenerationError, UsageError
 from kernelgen.fsutil import atomic_write, move_aside, now
-from kernelgen.opdir import ROUNDS_DIR, OperatorDir, is_operator_dir, open_operator, operator_dirs_under
+from kernelgen.opdir import ROUNDS_DIR, OperatorDir, is_operator_dir, open_operator, operator_dirs_under, operator_status
 from kernelgen.optimize.changes import classify_change, unified_diff
 from kernelgen.optimize.decide import MIN_NOISE, at_ceiling, decide_keep, stop_reason
 from kernelgen.optimize.diagnose import diagnose
@@ -218,6 +218,7 @@ def optimize_operator(op: OperatorDir, device: DeviceInfo, proposer: Proposer, *
                               hint=f"fix or regenerate the kernel (`kernelgen test {op.path}` shows why)")
     state.stopped_because = ""
     _measure_best_if_needed(op, state, device, on_step)
+    done_before = finished_rounds(state)
     while True:
         best = state.best()
         assert best is not None
@@ -229,6 +230,9 @@ def optimize_operator(op: OperatorDir, device: DeviceInfo, proposer: Proposer, *
         done = finished_rounds(state)
         if done >= rounds:
             why = f"{done} optimization round(s) finished (--rounds {rounds})"
+            if done == done_before:  # nothing ran: say why, not just that it stopped
+                why = (f"{done} round(s) already finished; --rounds is a total, not a count of more rounds, "
+                       f"so pass --rounds {done + 3} for three more")
             break
         k = max(r.round for r in state.rounds) + 1
         step = _prefixed(on_step, f"{op.name} round {k} ({done + 1}/{rounds})")
@@ -262,9 +266,10 @@ def reached_target(op: OperatorDir, target: float | None = None) -> bool:
 
 
 def select_operators(paths: list[Path], *, cwd: Path | None = None, root: Path = Path("generated"),
-                     target: float | None = None) -> list[OperatorDir]:
+                     target: float | None = None, on_skip: Step = lambda s: None) -> list[OperatorDir]:
     """The named operators; else the current directory if it is one; else every operator under
-    `root` that has not reached its target."""
+    `root` that has not reached its target (folders whose round 0 never finished are skipped, each
+    named through `on_skip`, so one of them does not stop the others)."""
     if paths:
         return [open_operator(p) for p in paths]
     cwd = cwd or Path.cwd()
@@ -273,7 +278,16 @@ def select_operators(paths: list[Path], *, cwd: Path | None = None, root: Path =
     if not root.is_dir():
         raise UsageError(f"no operator folder given, the current directory is not one, and {root}/ does not exist",
                          hint="kernelgen optimize generated/<name>, or run `kernelgen new SPEC.yaml` first")
-    ops = [open_operator(d) for d in operator_dirs_under(root)]
+    ops = []
+    for d in operator_dirs_under(root):
+        status = operator_status(d)
+        if not status.complete:
+            on_skip(f"skipping {d}: {status.reason}; {status.hint}")
+            continue
+        try:
+            ops.append(open_operator(d))
+        except UsageError as e:  # e.g. an edited spec.yaml that no longer validates
+            on_skip(f"skipping {d}: {e.message}")
     return [op for op in ops if not reached_target(op, target)]
 
 

@@ -12,7 +12,8 @@ from kernelgen.fsutil import atomic_write
 from kernelgen.render import render
 from kernelgen.verify.results import PerfCase, RunRecord
 from kernelgen.spec import OperatorSpec
-from kernelgen.record.state import OpState, RoundRecord
+from kernelgen.record.analysis import analyse_operator, latest_peaks, needs_ceilings, with_ceilings
+from kernelgen.record.state import OpState, RefreshRecord, RoundRecord, save_state
 
 LOG_FILE = "optimization_log.md"
 
@@ -183,23 +184,52 @@ def final_summary(state: OpState) -> list[str]:
     return lines
 
 
+def refresh_section(f: RefreshRecord) -> str:
+    return render("log/refresh.md.j2", f=f, accuracy_text=accuracy_text(f.accuracy),
+                  perf_text=perf_text(f.performance) if f.performance else "",
+                  before_text=perf_text(f.superseded_performance) if f.superseded_performance else "")
+
+
 def render_log(state: OpState, spec: OperatorSpec) -> str:
     interpreter = any(
         r.performance and r.performance.performance and not r.performance.performance.measured for r in state.rounds
     ) or state.device == "cpu"
-    sections = [
-        render("log/round.md.j2", r=r, spec=spec, accuracy_text=accuracy_text(r.accuracy), perf_text=perf_text(r.performance),
-               c=round_context(r, state, spec), dry_run_label=DRY_RUN_LABEL)
-        for r in state.rounds
-    ]
+    sections = []
+    for r in state.rounds:
+        sections.append(render("log/round.md.j2", r=r, spec=spec, accuracy_text=accuracy_text(r.accuracy),
+                               perf_text=perf_text(r.performance), c=round_context(r, state, spec), dry_run_label=DRY_RUN_LABEL))
+        # a spec refresh shows after the last round recorded when it ran (chronological order)
+        sections += [refresh_section(f) for f in state.refreshes if f.after_round == r.round]
+    recorded = {r.round for r in state.rounds}
+    sections += [refresh_section(f) for f in state.refreshes if f.after_round not in recorded]
     return render(
         "log/optimization_log.md.j2", state=state, spec=spec, version=__version__, interpreter=interpreter,
-        rows=[summary_row(r) for r in state.rounds], sections=sections, tokens=state.tokens,
+        analysis=state.analysis, rows=[summary_row(r) for r in state.rounds], sections=sections, tokens=state.tokens,
         final=final_summary(state), dry_run_label=DRY_RUN_LABEL,
     )
 
 
+def update_analysis(op_dir: Path, state: OpState, spec: OperatorSpec) -> bool:
+    """Judge the analysis against the device's measured ceilings once the operator has been timed on
+    one (and write one for a folder from before the analysis existed). True when it changed."""
+    runs = [r.performance for r in state.rounds] + [f.performance for f in state.refreshes]
+    peaks = latest_peaks(runs)
+    if state.analysis is None:
+        baseline = Path(op_dir) / f"{spec.name}_baseline.py"
+        source = baseline.read_text(encoding="utf-8") if state.baseline_by_llm and baseline.is_file() else None
+        state.analysis = analyse_operator(spec, peaks, reference=source)
+        return True
+    if needs_ceilings(state.analysis, peaks):
+        state.analysis = with_ceilings(state.analysis, spec, peaks)
+        return True
+    return False
+
+
 def write_log(op_dir: Path, state: OpState, spec: OperatorSpec) -> Path:
+    """Render the log from the state. The analysis is brought up to date first (the state is saved
+    when it changed, so the log never shows what state.json does not hold)."""
+    if update_analysis(op_dir, state, spec):
+        save_state(op_dir, state)
     path = Path(op_dir) / LOG_FILE
     atomic_write(path, render_log(state, spec))
     return path

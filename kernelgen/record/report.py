@@ -9,8 +9,8 @@ from pathlib import Path
 from kernelgen.devices import DRY_RUN_LABEL
 from kernelgen.errors import UsageError
 from kernelgen.fsutil import atomic_write
-from kernelgen.opdir import is_operator_dir, operator_dirs_under
-from kernelgen.record.state import STATE_FILE, load_state
+from kernelgen.opdir import is_operator_dir, operator_dirs_under, operator_status
+from kernelgen.record.state import load_state
 
 REPORT_FILE = "report.md"
 COLUMNS = ("operator", "correct", "best round", "x eager", "x compile", "% of peak", "rounds", "tokens", "stopped because")
@@ -35,7 +35,8 @@ class ReportRow:
             return "—" if v is None else f"x{v:.3g}"
 
         if self.problem:
-            return [self.name, "?", "—", "—", "—", "—", "—", "—", self.problem]
+            return [self.name, "not tested" if self.problem.startswith("not tested") else "?", "—", "—", "—", "—", "—", "—",
+                    self.problem]
         dry = "" if self.measured or self.x_eager is None else " (dry run)"
         return [self.name, "yes" if self.correct else "no", "—" if self.best_round is None else str(self.best_round),
                 x(self.x_eager) + dry, x(self.x_compile),
@@ -53,11 +54,13 @@ def operator_dirs(root: Path) -> list[Path]:
 
 
 def report_row(op_dir: Path) -> ReportRow:
+    status = operator_status(op_dir)  # an untested folder is marked as such, never as "correct: no"
+    if not status.complete:
+        return ReportRow(op_dir.name, False, None, None, None, None, 0, 0, True, "", problem=status.reason)
     try:
         state = load_state(op_dir)
-    except (OSError, ValueError) as e:
-        why = f"no {STATE_FILE}" if isinstance(e, FileNotFoundError) else f"unreadable {STATE_FILE}"
-        return ReportRow(op_dir.name, False, None, None, None, None, 0, 0, True, "", problem=why)
+    except (OSError, ValueError):
+        return ReportRow(op_dir.name, False, None, None, None, None, 0, 0, True, "", problem="unreadable state.json")
     best = state.best()
     perf = best.performance.performance if best and best.performance else None
     peaks = [c.frac_peak for c in perf.cases if c.frac_peak is not None] if perf else []

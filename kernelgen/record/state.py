@@ -11,9 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kernelgen.fsutil import atomic_write
 from kernelgen.llm.usage import TokenUsage
+from kernelgen.opdir import STATE_FILE  # noqa: F401 - re-exported: the record's readers import it from here
+from kernelgen.record.analysis import OperatorAnalysis
 from kernelgen.verify.results import RunRecord
 
-STATE_FILE = "state.json"
 
 
 class _Model(BaseModel):
@@ -103,6 +104,26 @@ class RoundRecord(_Model):
         return _from_extra(data) if isinstance(data, dict) and "extra" in data else data
 
 
+class RefreshRecord(_Model):
+    """One `kernelgen refresh`: the folder's spec.yaml was edited, the trusted tests re-rendered from
+    it and the best kernel re-verified; the rounds before it are kept as they were."""
+
+    index: int  # 1, 2, ...
+    at: str
+    after_round: int  # the last round recorded when it ran: the log shows it after that round
+    changes: list[str]  # what the edit changed, in words (cases, dtypes, tolerances added or removed)
+    kept_dir: str = ""  # where the files it replaced are kept, relative to the op dir
+    round: int | None = None  # the round whose kernel was re-verified (the best)
+    kernel_file: str = ""
+    accuracy: RunRecord | None = None
+    performance: RunRecord | None = None
+    # The best round's timings on the perf cases before the edit: the round's record now holds the
+    # new ones (or none, to be measured by the next optimize), and these are kept here.
+    superseded_performance: RunRecord | None = None
+    passed: bool = False
+    outcome: str = ""
+
+
 class OpState(_Model):
     name: str
     created_at: str
@@ -113,6 +134,9 @@ class OpState(_Model):
     rounds: list[RoundRecord] = Field(default_factory=list)
     best_round: int | None = None
     stopped_because: str = ""
+    rendered_spec: str = ""  # the spec.yaml text the trusted tests were last rendered from ("" before refresh existed)
+    analysis: OperatorAnalysis | None = None  # the operator analysis that opens the log
+    refreshes: list[RefreshRecord] = Field(default_factory=list)
 
     @property
     def tokens(self) -> TokenUsage:

@@ -121,6 +121,25 @@ def _check_misc(spec: OperatorSpec) -> list[Problem]:
     return problems
 
 
+def where_in_reference(exc: BaseException, spec: OperatorSpec) -> str:
+    """` (line 3 of the reference: `return x + y`)`: the innermost frame of the user's reference in
+    the exception's traceback, or "" when the error was raised elsewhere."""
+    from kernelgen.spec.reference import PRELUDE, reference_filename
+
+    lineno = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == reference_filename(spec):
+            lineno = tb.tb_lineno
+        tb = tb.tb_next
+    if lineno is None:
+        return ""
+    n = lineno - PRELUDE.count("\n")
+    lines = (spec.reference or "").splitlines()
+    text = lines[n - 1].strip() if 1 <= n <= len(lines) else ""
+    return f" (line {n} of the reference: `{text}`)" if text else f" (line {n} of the reference)"
+
+
 def _check_reference_runs(spec: OperatorSpec) -> list[Problem]:
     """Run the reference on shape-only ('meta') tensors: catches shapes that do not broadcast and
     output counts that disagree with `outputs`, without touching real memory."""
@@ -133,7 +152,7 @@ def _check_reference_runs(spec: OperatorSpec) -> list[Problem]:
     try:
         fn = load_reference(spec)
     except Exception as e:  # noqa: BLE001 - any failure of user code is a spec problem
-        return [Problem("reference", f"fails when defined: {type(e).__name__}: {e}")]
+        return [Problem("reference", f"fails when defined: {type(e).__name__}: {e}{where_in_reference(e, spec)}")]
     problems = []
     for field in ("test_cases", "perf_cases"):
         for i, case in enumerate(getattr(spec, field)):
@@ -146,9 +165,12 @@ def _check_reference_runs(spec: OperatorSpec) -> list[Problem]:
                 out = fn(*args, **spec.param_defaults)
             except NotImplementedError:
                 continue  # an op with no meta kernel: checked for real by the harness instead
-            except Exception as e:  # noqa: BLE001
-                problems.append(Problem(f"{field}[{i}]", f"the reference fails on these shapes: {e}"))
+            except (RuntimeError, ValueError, IndexError) as e:  # what torch raises for shapes that do not fit
+                where = where_in_reference(e, spec)
+                problems.append(Problem(f"{field}[{i}]", f"the reference fails on these shapes: {type(e).__name__}: {e}{where}"))
                 continue
+            except Exception as e:  # noqa: BLE001 - a bug in the reference itself, whatever the shapes
+                return [Problem("reference", f"raises {type(e).__name__}: {e}{where_in_reference(e, spec)}")]
             outs = out if isinstance(out, (tuple, list)) else (out,)
             if not all(isinstance(o, torch.Tensor) for o in outs):
                 problems.append(Problem("reference", "must return a tensor or a tuple of tensors"))
@@ -180,6 +202,16 @@ def validate_spec_data(data: Any, path: str = "<spec>", *, run_reference: bool =
 def load_spec(path: str | Path, *, run_reference: bool = True) -> OperatorSpec:
     """Read and validate an operator spec file."""
     p = Path(path)
+    if p.is_dir():
+        inside = p / "spec.yaml"
+        found = sorted(p.glob("*.yaml")) + sorted(p.glob("*.yml"))
+        if inside.is_file():
+            fix = f"its spec is {inside}: give that file"
+        elif found:
+            fix = f"give one of its {len(found)} YAML file(s), e.g. {found[0]}"
+        else:
+            fix = "give a spec file, e.g. operator_specs/broadcast.yaml"
+        raise SpecError(str(p), [Problem("", f"is a folder, not a spec file; {fix}")])
     if not p.is_file():
         raise SpecError(str(p), [Problem("", "no such file")])
     text = p.read_text(encoding="utf-8")

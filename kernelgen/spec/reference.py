@@ -14,10 +14,16 @@ from kernelgen.spec.model import OperatorSpec
 PRELUDE = "import math\n\nimport torch\nimport torch.nn.functional as F\n"
 
 
+def reference_filename(spec: OperatorSpec) -> str:
+    """The file name the reference's code objects carry (tracebacks name it; line numbers count
+    the PRELUDE's lines first)."""
+    return f"<reference of {spec.name}>"
+
+
 def load_reference(spec: OperatorSpec) -> Callable[..., Any]:
     """Execute the reference source and return its `<name>` function."""
     if spec.reference is None:
         raise ValueError(f"spec {spec.name!r} has no reference")
     namespace: dict[str, Any] = {"__name__": f"kernelgen_reference_{spec.name}"}
-    exec(compile(PRELUDE + spec.reference, f"<reference of {spec.name}>", "exec"), namespace)  # noqa: S102
+    exec(compile(PRELUDE + spec.reference, reference_filename(spec), "exec"), namespace)  # noqa: S102
     return namespace[spec.name]

@@ -146,15 +146,22 @@ class PerfCase(_Model):
     CELL_HEADERS: ClassVar[tuple[str, ...]] = ("kernel ms", "eager ms", "compile ms", "x eager", "x compile", "GB/s", "TFLOP/s", "% of peak")
 
     def cells(self) -> list[str]:
-        def fmt(x: float | None, spec: str) -> str:
-            return "—" if x is None else format(x, spec)
+        # Significant digits, not fixed decimals: an interpreter dry run's x0.000377 must not read
+        # as 0.00, and a GPU's 3,456 GB/s needs no decimals.
+        def fmt(x: float | None, digits: int) -> str:
+            if x is None:
+                return "—"
+            if x == 0 or not math.isfinite(x):
+                return format(x, "g")
+            if abs(x) >= 10 ** (digits - 1):
+                return f"{x:.0f}"
+            return f"{x:.{digits - 1 - math.floor(math.log10(abs(x)))}f}"
 
-        pct = fmt(None if self.frac_peak is None else 100 * self.frac_peak, ".0f")
+        pct = "—" if self.frac_peak is None else f"{100 * self.frac_peak:.0f}%"
         return [
-            fmt(self.kernel and self.kernel.ms, ".4f"), fmt(self.eager and self.eager.ms, ".4f"),
-            fmt(self.compiled and self.compiled.ms, ".4f"), fmt(self.speedup_eager, ".2f"),
-            fmt(self.speedup_compile, ".2f"), fmt(self.gbps, ".0f"), fmt(self.tflops, ".1f"),
-            pct if pct == "—" else pct + "%",
+            fmt(self.kernel and self.kernel.ms, 4), fmt(self.eager and self.eager.ms, 4),
+            fmt(self.compiled and self.compiled.ms, 4), fmt(self.speedup_eager, 3),
+            fmt(self.speedup_compile, 3), fmt(self.gbps, 3), fmt(self.tflops, 3), pct,
         ]
 
     def facts(self) -> list[str]:
