@@ -37,6 +37,11 @@ class CaseCheck(_Model):
     total: int = 0
     nonfinite: int = 0  # NaN/Inf where the baseline is finite (among the mismatches)
     unwritten: int = 0  # still holding the guard's poison: never written by the kernel
+    # Where the unwritten elements lie (the verify engineer's fields, declared here so the LLM path can
+    # read them): first and last unwritten index, and the pattern they form ("rows", "blocks", "tail").
+    unwritten_first: list[int] | None = None
+    unwritten_last: list[int] | None = None
+    unwritten_pattern: str = ""  # "" when none
     worst_index: list[int] | None = None
     got: float | None = None
     expected: float | None = None
