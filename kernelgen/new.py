@@ -96,7 +96,7 @@ def new_operator(
     record = RoundRecord(round=0, started_at=now(), backend=generated.backend, change="initial kernel",
                          change_type="initial", kernel_file=f"rounds/round_0/{op.file('triton').name}",
                          attempts=generated.attempts, tokens=generated.tokens,
-                         reason=generated.note)
+                         reason=generated.note, model_notes=generated.model_notes)
     state.rounds.append(record)
     save_state(final, state)
     write_log(final, state, spec)
