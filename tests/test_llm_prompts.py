@@ -243,6 +243,14 @@ def test_optimization_prompt_has_facts_measurements_diagnosis_and_the_full_histo
     assert "Already proposed" not in user
 
 
+def test_no_secret_reaches_a_prompt_through_the_diagnosis(spec, monkeypatch):
+    monkeypatch.setenv("DEPLOY_TOKEN", "deploy-token-value-123")
+    diag = Diagnosis(round=0, measured=False, lines=["Round 0 has no timings to analyse (RuntimeError: deploy-token-value-123 "
+                                                     "sk-abcdefghijklmnopqrstuvwx)."])
+    user = optimization_messages(spec, "x", device=CPU, diagnosis=diag)[1]["content"]
+    assert "deploy-token-value-123" not in user and "sk-abcdef" not in user and "no timings to analyse (RuntimeError: ****" in user
+
+
 def test_optimization_prompt_on_the_interpreter_and_for_a_later_candidate(spec):
     perf = _perf([_case(0, "float32", 5.0)], measured=False)
     user = optimization_messages(spec, "x", device=CPU, performance=perf.performance, candidate=3, candidates=3,

@@ -17,6 +17,7 @@ from kernelgen.llm.devicefacts import prompt_device
 from kernelgen.llm.failures import failure_report
 from kernelgen.llm.kinds import operator_kind
 from kernelgen.llm.specfacts import spec_facts
+from kernelgen.llm.untrusted import scrub_candidate_text
 from kernelgen.render import render
 from kernelgen.verify.staticcheck import ALLOWED_IMPORTS
 
@@ -39,7 +40,10 @@ def _spec_context(spec: OperatorSpec) -> dict[str, Any]:
 
 
 def _with_system(spec: OperatorSpec, user: str) -> Messages:
-    return [{"role": "system", "content": system_prompt(spec)}, {"role": "user", "content": user}]
+    # The parts built from the record are scrubbed where they are read (llm/history, llm/failures);
+    # the whole message is scrubbed once more here, so no path (a diagnosis line quoting a
+    # candidate's error, a note of the judge's) reaches the endpoint unscrubbed.
+    return [{"role": "system", "content": system_prompt(spec)}, {"role": "user", "content": scrub_candidate_text(user)}]
 
 
 def generation_messages(spec: OperatorSpec, device: DeviceInfo | None = None, *, peaks: DevicePeaks | None = None,
@@ -61,8 +65,8 @@ def repair_messages(spec: OperatorSpec, source: str, run: RunRecord, *, verdict:
 
 def malformed_followup(messages: Messages, reply: str, problem: str, remaining: int) -> Messages:
     """The same conversation plus the unusable reply and what was wrong with it."""
-    return [*messages, {"role": "assistant", "content": reply},
-            {"role": "user", "content": render("prompts/malformed.md.j2", problem=problem, remaining=remaining)}]
+    return [*messages, {"role": "assistant", "content": scrub_candidate_text(reply)},
+            {"role": "user", "content": scrub_candidate_text(render("prompts/malformed.md.j2", problem=problem, remaining=remaining))}]
 
 
 def unmeasured_cases(spec: OperatorSpec, perf: PerformanceResult | None) -> list[str]:
