@@ -45,6 +45,7 @@ class FirstKernel:
     baseline_source: str | None = None  # only when an LLM wrote the reference (description-only spec)
     tokens: TokenUsage = field(default_factory=TokenUsage)
     attempts: list[str] = field(default_factory=list)
+    model_notes: list[str] = field(default_factory=list)  # an LLM's design note and stated causes -> RoundRecord.model_notes
 
 
 class KernelWriter(Protocol):
@@ -81,7 +82,7 @@ class LLMWriter:
 
         got = generate(self.setup, op, device, on_step=on_step)
         return FirstKernel(source=got.source, backend=self.backend, note=got.note, baseline_source=got.baseline_source,
-                           tokens=got.tokens, attempts=got.attempts)
+                           tokens=got.tokens, attempts=got.attempts, model_notes=got.model_notes)
 
 
 def kernel_writer(requested: str, spec: OperatorSpec, llm_options: dict[str, Any] | None = None) -> KernelWriter:

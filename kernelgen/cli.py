@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated, Iterator, Optional
 
@@ -60,11 +61,33 @@ Replay = Annotated[Optional[Path], typer.Option("--replay", help="with --backend
 Temperature = Annotated[Optional[float], typer.Option("--temperature", help="LLM sampling temperature")]
 MaxTokens = Annotated[Optional[int], typer.Option("--max-tokens", help="LLM reply length limit")]
 Repairs = Annotated[Optional[int], typer.Option("--repairs", help="repair prompts after a failing candidate (default 3)")]
+LLMTimeout = Annotated[Optional[float], typer.Option("--llm-timeout", help="seconds to wait for one LLM reply (else KERNELGEN_LLM_TIMEOUT, `timeout` in the config file, 300)")]
+MaxRetries = Annotated[Optional[int], typer.Option("--max-retries", help="retries of a failed LLM request: 429, 5xx, timeouts (else KERNELGEN_MAX_RETRIES, the config file, 3)")]
+ReplayMismatch = Annotated[Optional[str], typer.Option("--replay-mismatch", help="with --backend replay, when a prompt differs from the recorded one: warn (default) or refuse")]
+Candidates = Annotated[Optional[int], typer.Option("--candidates", help="LLM proposals per optimization round, each checked (else KERNELGEN_CANDIDATES, the config file, 1)")]
 
 
 def llm_options(**given: object) -> dict:
     """The LLM options the user actually gave (None means: fall back to env, config file, default)."""
     return {k: v for k, v in given.items() if v is not None}
+
+
+@contextlib.contextmanager
+def llm_warnings() -> Iterator[None]:
+    """Warnings of the LLM path (a replayed prompt that differs from the recording) as plain lines."""
+    from kernelgen.llm.recording import ReplayMismatchWarning
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+        if issubclass(category, ReplayMismatchWarning):
+            err.print(f"[yellow]warning:[/] {message}", markup=True, highlight=False)
+        else:
+            default(message, category, filename, lineno, file, line)
+
+    with warnings.catch_warnings():
+        default = warnings.showwarning
+        warnings.simplefilter("always", ReplayMismatchWarning)
+        warnings.showwarning = show
+        yield
 
 
 @contextlib.contextmanager
@@ -118,14 +141,18 @@ def new(
     temperature: Temperature = None,
     max_tokens: MaxTokens = None,
     repairs: Repairs = None,
+    llm_timeout: LLMTimeout = None,
+    max_retries: MaxRetries = None,
+    replay_mismatch: ReplayMismatch = None,
     no_bench: Annotated[bool, typer.Option("--no-bench", help="verify only; leave timing to `kernelgen bench` / `optimize`")] = False,
 ) -> None:
     """Generate <name>_triton.py, _baseline.py, _accuracy.py, _performance.py; verify; measure; log round 0."""
     from kernelgen.new import new_operator
 
-    with errors_to_exit(), progress(f"kernelgen new {spec}") as step:
+    with errors_to_exit(), llm_warnings(), progress(f"kernelgen new {spec}") as step:
         options = llm_options(model=model, base_url=base_url, replay=replay, temperature=temperature,
-                              max_tokens=max_tokens, repairs=repairs)
+                              max_tokens=max_tokens, repairs=repairs, timeout_s=llm_timeout, max_retries=max_retries,
+                              replay_mismatch=replay_mismatch)
         result = new_operator(spec, out_root=out_dir, backend=backend, device=device, force=force,
                               llm_options=options, measure=not no_bench, on_step=step)
     r0 = result.state.rounds[0]
@@ -274,6 +301,10 @@ def optimize(
     temperature: Temperature = None,
     max_tokens: MaxTokens = None,
     repairs: Repairs = None,
+    llm_timeout: LLMTimeout = None,
+    max_retries: MaxRetries = None,
+    replay_mismatch: ReplayMismatch = None,
+    candidates: Candidates = None,
 ) -> None:
     """Diagnose, propose, gate, time against the best, keep only real wins; log every round. Resumable."""
     from kernelgen.devices import INTERPRETER_WARNING, resolve_device
@@ -285,7 +316,7 @@ def optimize(
         err.print("error: --rounds must be >= 0")
         raise typer.Exit(2)
     outcomes = []
-    with errors_to_exit():
+    with errors_to_exit(), llm_warnings():
         dev = resolve_device(device)
         ops = select_operators(list(op_dirs or []), target=target_speedup,
                                on_skip=lambda msg: err.print(f"[yellow]note:[/] {msg}", markup=True, highlight=False))
@@ -295,7 +326,8 @@ def optimize(
         if dev.interpreter:
             err.print(f"[bold yellow]WARNING:[/] {INTERPRETER_WARNING} Keep/revert decisions are an interpreter dry run — not a measurement.")
         options = llm_options(model=model, base_url=base_url, replay=replay, temperature=temperature,
-                              max_tokens=max_tokens, repairs=repairs)
+                              max_tokens=max_tokens, repairs=repairs, timeout_s=llm_timeout, max_retries=max_retries,
+                              replay_mismatch=replay_mismatch, candidates=candidates)
         for i, op in enumerate(ops, 1):
             with progress(f"[{i}/{len(ops)}] optimizing {op.name}") as step:
                 proposer = make_proposer(backend, op, dev, options)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import importlib.util
 import os
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
 
 DeviceChoice = Literal["auto", "cuda", "npu", "cpu"]
 
@@ -86,3 +88,69 @@ def synchronize(info: DeviceInfo) -> None:
         torch.cuda.synchronize()
     elif info.kind == "npu":
         torch.npu.synchronize()  # type: ignore[attr-defined]
+
+
+class DeviceFacts(BaseModel):
+    """What a kernel writer needs to know about the device, read from the driver (never measured,
+    never guessed): the prompt's device section. Measured ceilings live in kernelgen.verify.peaks.
+    A field the driver does not report is None and is left out of the prompt."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["cuda", "npu", "cpu"]
+    name: str
+    interpreter: bool  # kernels run through TRITON_INTERPRET=1: nothing timed here is a measurement
+    sm_count: int | None = None  # streaming multiprocessors (compute units on ROCm, AI cores on an NPU)
+    l2_bytes: int | None = None
+    smem_per_sm_bytes: int | None = None  # shared memory per SM
+    smem_per_block_bytes: int | None = None  # the most one program may use (the opt-in limit where reported)
+    regs_per_sm: int | None = None  # 32-bit registers per SM
+    warp_size: int | None = None
+    compute_capability: str | None = None  # "9.0"; ROCm: the gfx architecture name
+    torch_version: str
+    triton_version: str
+
+
+def _triton_version() -> str:
+    try:
+        import triton
+
+        return str(triton.__version__)
+    except Exception:  # noqa: BLE001 - an installation without Triton still has facts to state
+        return "not installed"
+
+
+def _positive(props: Any, name: str) -> int | None:
+    value = getattr(props, name, None)
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _cuda_facts(props: Any) -> dict[str, Any]:
+    """Fields of torch.cuda.get_device_properties; attributes an older torch lacks stay None."""
+    arch = str(getattr(props, "gcnArchName", "") or "")
+    major, minor = getattr(props, "major", None), getattr(props, "minor", None)
+    capability = arch.split(":")[0] if arch.startswith("gfx") else (f"{major}.{minor}" if major is not None else None)
+    return {
+        "sm_count": _positive(props, "multi_processor_count"),
+        "l2_bytes": _positive(props, "L2_cache_size"),
+        "smem_per_sm_bytes": _positive(props, "shared_memory_per_multiprocessor"),
+        "smem_per_block_bytes": _positive(props, "shared_memory_per_block_optin") or _positive(props, "shared_memory_per_block"),
+        "regs_per_sm": _positive(props, "regs_per_multiprocessor"),
+        "warp_size": _positive(props, "warp_size"),
+        "compute_capability": capability,
+    }
+
+
+def device_facts(info: DeviceInfo) -> DeviceFacts:
+    """The device's static properties and the library versions, as the driver reports them."""
+    import torch
+
+    versions = {"torch_version": str(torch.__version__), "triton_version": _triton_version()}
+    if info.kind == "cuda":
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        return DeviceFacts(kind="cuda", name=str(props.name), interpreter=info.interpreter, **_cuda_facts(props), **versions)
+    if info.kind == "npu":
+        props = torch.npu.get_device_properties(torch.npu.current_device())  # type: ignore[attr-defined]
+        return DeviceFacts(kind="npu", name=str(getattr(props, "name", "Ascend NPU")), interpreter=info.interpreter,
+                           sm_count=_positive(props, "cube_core_num"), l2_bytes=_positive(props, "L2_cache_size"), **versions)
+    return DeviceFacts(kind="cpu", name=device_name(info), interpreter=True, **versions)

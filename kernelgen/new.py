@@ -67,7 +67,8 @@ def _round0(op: OperatorDir, spec_text: str, writer: KernelWriter, dev: DeviceIn
                     analysis=analyse_operator(spec, None, reference=generated.baseline_source))
     record = RoundRecord(round=0, started_at=now(), backend=generated.backend, change="initial kernel",
                          change_type="initial", kernel_file=f"rounds/round_0/{op.file('triton').name}",
-                         attempts=generated.attempts, tokens=generated.tokens, reason=generated.note)
+                         attempts=generated.attempts, tokens=generated.tokens, reason=generated.note,
+                         model_notes=generated.model_notes)
     state.rounds.append(record)
     return state, record
 

@@ -109,3 +109,25 @@ def test_replay_answers_in_order_and_runs_out_clearly(llm_env, tmp_path):  # noq
         replay.chat(MESSAGES, "x")
     rec = json.loads(sorted((tmp_path / "again" / "llm").iterdir())[0].read_text())
     assert rec["replayed_from"].endswith("0001_generate.json")
+
+
+def test_replay_warns_or_refuses_when_the_prompt_differs(llm_env, tmp_path):  # noqa: F811
+    from kernelgen.llm.recording import ReplayMismatchWarning, prompt_difference
+
+    with FakeLLMServer([ok("one")]) as server:
+        _session(server, tmp_path).chat(MESSAGES, "generate")
+    changed = [MESSAGES[0], {"role": "user", "content": "hello again"}]
+    assert prompt_difference(MESSAGES, MESSAGES) is None
+    assert prompt_difference(MESSAGES, changed) == ("message 2 (user): 1 line(s) recorded, 1 now differ; "
+                                                   "first: recorded 'hello', now 'hello again'")
+    assert prompt_difference(MESSAGES, MESSAGES[:1]) == "the recording has 2 messages, this run sends 1"
+    replay = Session(ReplayChat(tmp_path / "llm"), tmp_path / "again" / "llm")
+    with pytest.warns(ReplayMismatchWarning, match=r"generate prompt differs from the recorded exchange 0001_generate.json: "
+                                                   r"message 2 \(user\)"):
+        assert replay.chat(changed, "generate").text == "one"
+    rec = json.loads(next((tmp_path / "again" / "llm").iterdir()).read_text())
+    assert rec["replay_mismatch"].startswith("message 2 (user)")
+    with pytest.raises(LLMError, match="differs from the recorded exchange") as e:
+        ReplayChat(tmp_path / "llm", mismatch="refuse").complete(changed, "generate")
+    assert "--replay-mismatch warn" in e.value.hint
+    assert ReplayChat(tmp_path / "llm", mismatch="refuse").complete(MESSAGES, "generate").text == "one"

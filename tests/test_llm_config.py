@@ -135,3 +135,18 @@ def test_config_parse_error_never_quotes_the_key(llm_env):  # noqa: F811
     with pytest.raises(ConfigError, match="cannot parse") as e:
         load_settings()
     assert KEY not in str(e.value)
+
+
+def test_candidates_timeout_retries_and_replay_mismatch_settings(llm_env, monkeypatch):  # noqa: F811
+    assert (load_settings().candidates, load_settings().replay_mismatch) == (1, "warn")
+    (llm_env / "config.toml").write_text('candidates = 2\nreplay_mismatch = "refuse"\ntimeout = 12\nmax_retries = 1\n')
+    s = load_settings()
+    assert (s.candidates, s.replay_mismatch, s.timeout_s, s.max_retries) == (2, "refuse", 12.0, 1)
+    monkeypatch.setenv("KERNELGEN_CANDIDATES", "4")
+    assert load_settings().candidates == 4 and load_settings().sources["candidates"] == "environment (KERNELGEN_CANDIDATES)"
+    s = load_settings({"candidates": 3, "timeout_s": 0.5, "max_retries": 0, "replay_mismatch": "warn"})
+    assert (s.candidates, s.timeout_s, s.max_retries, s.replay_mismatch) == (3, 0.5, 0, "warn")
+    with pytest.raises(ConfigError, match="replay_mismatch"):
+        load_settings({"replay_mismatch": "ignore"})
+    with pytest.raises(ConfigError, match=r"candidates \(from command line\)"):
+        load_settings({"candidates": 0})

@@ -10,13 +10,15 @@ exhausted those retries.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from kernelgen.llm.config import LLMSettings
 from kernelgen.errors import LLMError
-from kernelgen.llm.recording import ExchangeRecord, Recorder, load_recording, safe_endpoint
+from kernelgen.llm.recording import (ExchangeRecord, Recorder, ReplayMismatchWarning, load_recording,
+                                     prompt_difference, safe_endpoint)
 from kernelgen.fsutil import now
 from kernelgen.llm.usage import TokenUsage
 
@@ -91,7 +93,7 @@ class OpenAIChat:
         detail = self._scrub(_server_message(e))
         if isinstance(e, openai.APITimeoutError):
             return LLMError(f"the request to {where} timed out after {self.settings.timeout_s:g} s{retries}",
-                            hint="raise the limit with KERNELGEN_LLM_TIMEOUT or `timeout` in the config file, or check that the server is not overloaded")
+                            hint="raise the limit with --llm-timeout, KERNELGEN_LLM_TIMEOUT or `timeout` in the config file, or check that the server is not overloaded")
         if isinstance(e, openai.APIConnectionError):
             cause = self._scrub(str(e.__cause__ or e))
             return LLMError(f"cannot connect to {where}: {cause}{retries}",
@@ -110,7 +112,7 @@ class OpenAIChat:
             quota = "quota" in detail.lower()
             return LLMError(f"{where} is rate limiting requests (429){retries}: {detail}",
                             hint="the account's quota is used up" if quota else
-                            "wait and run the same command again, or raise KERNELGEN_MAX_RETRIES")
+                            "wait and run the same command again, or raise --max-retries (KERNELGEN_MAX_RETRIES)")
         if isinstance(e, openai.BadRequestError):
             return LLMError(f"{where} refused the request (400): {detail}",
                             hint="a prompt beyond the model's context or a max_tokens above its limit are the usual causes; lower KERNELGEN_MAX_TOKENS")
@@ -135,24 +137,39 @@ def _server_message(e: Exception) -> str:
 
 class ReplayChat:
     """Answers from a recorded `llm/` folder, in order, with no endpoint: a rerun of a recorded
-    generation gives the same kernels, so a run can be reproduced and reviewed."""
+    generation gives the same kernels, so a run can be reproduced and reviewed.
 
-    def __init__(self, folder: Path):
+    Each prompt is compared with the recorded one. `mismatch="warn"` (the default) goes on and
+    issues a ReplayMismatchWarning naming the exchange and summarising the difference (measured
+    numbers differ from run to run, so optimization prompts often do); `"refuse"` stops with an
+    LLMError instead."""
+
+    def __init__(self, folder: Path, *, mismatch: str = "warn"):
         # Failed requests were never answered; the run that recorded them went on (or stopped) anyway.
         self.records = [(p, r) for p, r in load_recording(folder) if r.error is None and r.reply is not None]
         self.folder = Path(folder)
         self.model = self.records[0][1].model if self.records else "replay"
         self.endpoint = f"replay:{self.folder}"
+        self.mismatch = mismatch
         self._next = 0
         self.last_source: str | None = None
+        self.last_mismatch: str | None = None
 
     def complete(self, messages: Messages, purpose: str) -> ChatReply:
         if self._next >= len(self.records):
             raise LLMError(f"the recording in {self.folder} has {len(self.records)} replies and this run asked for more",
                            hint="the run went differently from the recorded one (e.g. a kernel that passed then fails now)")
         path, rec = self.records[self._next]
+        difference = prompt_difference(rec.messages, messages)
+        if difference is not None:
+            what = f"replay: this run's {purpose} prompt differs from the recorded exchange {path.name}: {difference}"
+            if self.mismatch == "refuse":
+                raise LLMError(what, hint="the run went differently from the recorded one; "
+                                          "--replay-mismatch warn replays the recorded replies anyway")
+            warnings.warn(what, ReplayMismatchWarning, stacklevel=2)
         self._next += 1
         self.last_source = str(path)
+        self.last_mismatch = difference
         return ChatReply(text=rec.reply or "", usage=rec.usage, finish_reason=rec.finish_reason,
                          reasoning=rec.reasoning, elapsed_s=0.0)
 
@@ -187,6 +204,7 @@ class Session:
             elapsed_s=reply.elapsed_s or (time.monotonic() - t0), messages=messages, reply=reply.text,
             reasoning=reply.reasoning, finish_reason=reply.finish_reason, usage=reply.usage,
             replayed_from=getattr(self.backend, "last_source", None),
+            replay_mismatch=getattr(self.backend, "last_mismatch", None),
         ))
         return reply
 

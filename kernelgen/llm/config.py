@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from kernelgen.errors import ConfigError
+from kernelgen.verify.scrub import register_secret
 
 DEFAULT_MODEL = "gpt-4o"
 
@@ -34,6 +35,8 @@ ENV_VARS: dict[str, str] = {
     "max_retries": "KERNELGEN_MAX_RETRIES",
     "max_tokens": "KERNELGEN_MAX_TOKENS",
     "repairs": "KERNELGEN_REPAIRS",
+    "candidates": "KERNELGEN_CANDIDATES",
+    "replay_mismatch": "KERNELGEN_REPLAY_MISMATCH",
 }
 # The variables every OpenAI tool reads; below ours so KERNELGEN_* can override a shell-wide key.
 OPENAI_VARS: dict[str, str] = {"api_key": "OPENAI_API_KEY", "base_url": "OPENAI_BASE_URL"}
@@ -47,6 +50,8 @@ FILE_KEYS: dict[str, str] = {
     "max_retries": "max_retries",
     "max_tokens": "max_tokens",
     "repairs": "repairs",
+    "candidates": "candidates",
+    "replay_mismatch": "replay_mismatch",
 }
 CONFIG_FILES = ("config.toml", "config.yaml", "config.yml")
 
@@ -64,6 +69,9 @@ class LLMSettings(BaseModel):
     max_retries: int = Field(default=3, ge=0, le=20)  # the openai client's own retries (429, 5xx, timeouts)
     max_tokens: int = Field(default=8192, ge=256)
     repairs: int = Field(default=3, ge=0, le=20)  # repair prompts after a failing candidate
+    candidates: int = Field(default=1, ge=1, le=16)  # proposals asked for per optimization round
+    # --backend replay when this run's prompt differs from the recorded one: warn and go on, or refuse.
+    replay_mismatch: Literal["warn", "refuse"] = "warn"
     sources: dict[str, str] = Field(default_factory=dict, exclude=True, repr=False)
 
     @property
@@ -146,6 +154,8 @@ def load_settings(overrides: dict[str, Any] | None = None, *, environ: dict[str,
     for key in LLMSettings.model_fields:
         if key != "sources":
             sources.setdefault(key, "default")
+    if settings.api_key is not None:
+        register_secret(settings.api_key.get_secret_value())  # scrubbed from every candidate's output too
     return settings.model_copy(update={"sources": sources})
 
 

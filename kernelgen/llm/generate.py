@@ -12,7 +12,7 @@ from kernelgen.errors import GenerationError, LLMError
 from kernelgen.fsutil import timestamp
 from kernelgen.llm.prompts import generation_messages
 from kernelgen.llm.recording import LLM_DIR
-from kernelgen.llm.repair import MALFORMED_BUDGET, clip, write_and_repair
+from kernelgen.llm.repair import MALFORMED_BUDGET, write_and_repair
 from kernelgen.llm.setup import LLMSetup, connect
 from kernelgen.llm.usage import TokenUsage
 
@@ -28,10 +28,11 @@ class LLMKernel:
     """What the LLM wrote for round 0, and how it got there."""
 
     source: str
-    note: str  # who wrote it, after how many replies, and the model's own reasoning
+    note: str  # who wrote it, after how many replies
     baseline_source: str | None = None  # only when the spec had no reference
     tokens: TokenUsage = field(default_factory=TokenUsage)
     attempts: list[str] = field(default_factory=list)
+    model_notes: list[str] = field(default_factory=list)  # the model's design note and stated causes (scrubbed)
 
 
 def _keep_recording(op: OperatorDir) -> Path | None:
@@ -71,7 +72,5 @@ def generate(llm: LLMSetup, op: OperatorDir, device: DeviceInfo, on_step: Step =
                                                                 else f"no correct kernel within the budget: kept attempt {best.number}, the closest")
     if outcome.baseline_source is not None:
         note += "; the spec had no reference, so the LLM wrote the baseline too"
-    if best.parsed.reason:
-        note += f". The model's reasoning: {clip(best.parsed.reason, 300)}"
     return LLMKernel(source=best.source, note=note, baseline_source=outcome.baseline_source,
-                     tokens=outcome.tokens, attempts=outcome.attempts)
+                     tokens=outcome.tokens, attempts=outcome.attempts, model_notes=outcome.notes)

@@ -1,7 +1,16 @@
 """The Proposer the `openai` and `replay` backends use: the optimization prompt (kernelgen.llm.prompts)
-with the current best, its measurements and the diagnosis, then kernelgen.llm.repair's check-and-repair
-loop (the repair prompt, within the configured repair budget). The exchanges of the round are
-copied into `rounds/round_<k>/llm/`, beside the candidate they produced."""
+with the device's facts, the current best, its measurements, the diagnosis and every earlier round,
+then kernelgen.llm.repair's check-and-repair loop (the repair prompt, within the configured repair
+budget). The exchanges of the round are copied into `rounds/round_<k>/llm/`, beside the candidates
+they produced.
+
+With `candidates` N > 1 the model is asked N times, one proposal per request, each request listing
+the CHANGE lines of the proposals before it ("propose a different idea"). One request asking for N
+files was the alternative; separate requests were chosen because each reply then holds one file, so
+the reply parser, the malformed-reply budget and the repair loop work per candidate unchanged, one
+truncated or broken reply costs one candidate and not all N, and no reply has to fit N whole files
+under max_tokens. The price is N copies of the prompt's tokens.
+"""
 
 from __future__ import annotations
 
@@ -12,17 +21,6 @@ from typing import Any
 from kernelgen.devices import DeviceInfo
 from kernelgen.opdir import OperatorDir
 from kernelgen.optimize.proposal import Proposal, RoundContext
-from kernelgen.record.state import OpState
-
-
-def history_lines(state: OpState) -> list[str]:
-    """Earlier rounds and their outcomes, so the model does not repeat a rejected change."""
-    out = []
-    for r in state.rounds:
-        if r.round == 0 or r.finished_at is None:
-            continue
-        out.append(f"round {r.round} ({r.change_type}): {r.change} -> {r.outcome}")
-    return out
 
 
 @dataclass
@@ -40,40 +38,57 @@ class LLMProposer:
         setup = prepare(backend, options)  # ConfigError (exit 2) before any round starts
         return cls(op=op, device=device, setup=setup, session=connect(setup, op.path), name=setup.backend)
 
+    @property
+    def candidates(self) -> int:
+        return max(1, int(getattr(self.setup, "candidates", 1)))
+
     def propose(self, ctx: RoundContext) -> list[Proposal]:
-        from kernelgen.llm.repair import write_and_repair
+        """`candidates` proposals, in the order they were asked for, each checked (and repaired) by
+        the trusted harness; a candidate with no usable reply comes back as a failed check."""
+        from kernelgen.llm.history import history
         from kernelgen.llm.prompts import optimization_messages
         from kernelgen.llm.recording import LLM_DIR
+        from kernelgen.llm.repair import write_and_repair
 
         perf_run = ctx.best.performance
-        peaks = perf_run.performance.peaks if perf_run and perf_run.performance else None
-        messages = optimization_messages(
-            self.op.spec, ctx.best_source, "\n".join(ctx.diagnosis.lines), history_lines(ctx.state),
-            device=self.device, measurements=perf_run, peaks=peaks, round_k=ctx.round)
+        perf = perf_run.performance if perf_run is not None else None
+        entries = history(ctx.state)
         llm_dir = self.op.path / LLM_DIR
         before = set(llm_dir.iterdir()) if llm_dir.is_dir() else set()
-        outcome = write_and_repair(self.session, self.op, self.device, messages, round_k=ctx.round,
-                                   repairs=self.setup.repairs, purpose="optimize")
+        n = self.candidates
+        proposals: list[Proposal] = []
+        for c in range(1, n + 1):
+            messages = optimization_messages(
+                self.op.spec, ctx.best_source, device=self.device, performance=perf, diagnosis=ctx.diagnosis,
+                history=entries, best_round=ctx.best.round, round_k=ctx.round, candidate=c, candidates=n,
+                earlier=[p.change for p in proposals])
+            outcome = write_and_repair(self.session, self.op, self.device, messages, round_k=ctx.round,
+                                       repairs=self.setup.repairs, purpose="optimize", tag=f"candidate-{c}" if n > 1 else "")
+            proposals.append(self._proposal(ctx, outcome))
         new_files = sorted(set(llm_dir.iterdir()) - before) if llm_dir.is_dir() else []
         rdir = self.op.round_dir(ctx.round) / LLM_DIR
-        for f in new_files:  # prompt and reply of this round, beside its candidate
+        for f in new_files:  # prompts and replies of this round, beside its candidates
             rdir.mkdir(parents=True, exist_ok=True)
             shutil.copy2(f, rdir / f.name)
+        return proposals
+
+    def _proposal(self, ctx: RoundContext, outcome: Any) -> Proposal:  # outcome: kernelgen.llm.repair.RepairOutcome
         best = outcome.best
         if best is None:
             from kernelgen.verify.results import RunRecord
 
-            # No usable reply within the malformed-reply budget: a rejected round, the best unchanged.
+            # No usable reply within the malformed-reply budget: a rejected candidate, the best unchanged.
             failed = RunRecord(kind="accuracy", status="error", exit_code=None, duration_s=0.0,
                                stderr_tail="no usable reply: " + "; ".join(outcome.attempts[-3:]))
-            return [Proposal(source=ctx.best_source, change="no usable reply", reason="", backend=self.name,
-                             tokens=outcome.tokens, attempts=outcome.attempts, checked=failed)]
+            return Proposal(source=ctx.best_source, change="no usable reply", reason="", backend=self.name,
+                            tokens=outcome.tokens, attempts=outcome.attempts, checked=failed, model_notes=outcome.notes)
         parsed = best.parsed
-        return [Proposal(
+        return Proposal(
             source=best.source, change=parsed.change or "(the model named no change)",
             reason=parsed.reason or "", backend=self.name, tokens=outcome.tokens, attempts=outcome.attempts,
             checked=best.run, model=self.session.model, claimed_type=parsed.change_type or None,
-        )]
+            model_notes=outcome.notes,
+        )
 
     def next_directions(self, ctx: RoundContext) -> str:
         return "the next round asks the model again with this round's outcome in its history."

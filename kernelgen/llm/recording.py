@@ -8,6 +8,7 @@ the endpoint URL without any credentials in it).
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -40,6 +41,7 @@ class ExchangeRecord(BaseModel):
     usage: TokenUsage = Field(default_factory=TokenUsage)
     error: str | None = None
     replayed_from: str | None = None
+    replay_mismatch: str | None = None  # how this run's prompt differed from the recorded one, if it did
 
 
 def safe_endpoint(url: str | None) -> str:
@@ -91,3 +93,41 @@ def load_recording(folder: Path) -> list[tuple[Path, ExchangeRecord]]:
     if not out:
         raise ConfigError(f"--replay {folder}: no recorded exchanges (NNNN_<purpose>.json) in it")
     return out
+
+
+class ReplayMismatchWarning(UserWarning):
+    """A replayed exchange whose prompt differs from the one recorded (`--replay-mismatch warn`)."""
+
+
+def _clip(line: str, n: int = 100) -> str:
+    line = line.strip()
+    return repr(line if len(line) <= n else line[: n - 1] + "…")
+
+
+def prompt_difference(recorded: list[dict[str, str]], sent: list[dict[str, str]]) -> str | None:
+    """None when the prompts are the same; else a short summary: which message, how many lines
+    differ, and the first differing line on each side."""
+    if recorded == sent:
+        return None
+    if len(recorded) != len(sent):
+        return f"the recording has {len(recorded)} messages, this run sends {len(sent)}"
+    for i, (old, new) in enumerate(zip(recorded, sent)):
+        if old == new:
+            continue
+        if old.get("role") != new.get("role"):
+            return f"message {i + 1}: role {old.get('role')!r} recorded, {new.get('role')!r} now"
+        a, b = str(old.get("content", "")).splitlines(), str(new.get("content", "")).splitlines()
+        removed = added = 0
+        first: tuple[str, str] | None = None
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+            if tag == "equal":
+                continue
+            removed += i2 - i1
+            added += j2 - j1
+            if first is None:
+                first = (a[i1] if i1 < i2 else "", b[j1] if j1 < j2 else "")
+        where = f"message {i + 1} ({new.get('role', '?')}): {removed} line(s) recorded, {added} now differ"
+        if first is not None:
+            where += f"; first: recorded {_clip(first[0])}, now {_clip(first[1])}"
+        return where
+    return "the messages differ"

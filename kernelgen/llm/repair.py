@@ -6,8 +6,11 @@ Two budgets, kept apart (as aider does):
   with the parse error and retried up to MALFORMED_BUDGET times in a row; they never reach the harness;
 - candidates that reach the harness and fail get up to `repairs` repair prompts (default 3).
 
-Every candidate is kept as `rounds/round_<k>/attempt_<n>_<name>_triton.py`, every exchange under
-`llm/`, and one line per reply in `attempts` for the log.
+Every candidate is kept as `rounds/round_<k>/attempt_<n>_<name>_triton.py` (with several candidates
+per round: `candidate_<c>_attempt_<n>_...`), every exchange under `llm/`, one line per reply in
+`attempts` for the log, and what the model said in words in `notes`: round 0's design note and the
+cause it stated before each repair. Everything the candidate printed or the model wrote passes
+through `scrub_candidate_text` before it is kept or shown.
 
 `kernelgen.llm.generate` (round 0) and `kernelgen.llm.proposer` (optimization rounds) call
 `write_and_repair`; this is the one repair loop.
@@ -24,6 +27,7 @@ from kernelgen.fsutil import atomic_write
 from kernelgen.llm.client import Messages, Session
 from kernelgen.llm.prompts import malformed_followup, repair_messages
 from kernelgen.llm.replies import ParsedReply, parse_reply, short_reason
+from kernelgen.llm.untrusted import scrub_candidate_text
 from kernelgen.llm.usage import TokenUsage
 from kernelgen.opdir import render_baseline
 from kernelgen.verify import integrity
@@ -46,20 +50,30 @@ class Asked:
     replies: int
 
 
+def _tagged(tag: str, purpose: str) -> str:
+    """The exchange's purpose, prefixed with the candidate it belongs to: `candidate-2-repair`."""
+    return f"{tag}-{purpose}" if tag else purpose
+
+
+def _attempt(tag: str, number: int) -> str:
+    return f"{tag.replace('-', ' ')}, attempt {number}" if tag else f"attempt {number}"
+
+
 def ask_for_kernel(session: Session, spec, messages: Messages, *, purpose: str, want_baseline: bool = False,  # noqa: ANN001
-                   first_number: int = 1, budget: int = MALFORMED_BUDGET, on_step: Step = lambda s: None) -> Asked:
+                   first_number: int = 1, budget: int = MALFORMED_BUDGET, on_step: Step = lambda s: None,
+                   tag: str = "") -> Asked:
     """Send `messages`; while the reply is malformed, send the parse error back (up to `budget`
     replies in all). Numbering of attempt lines starts at `first_number`."""
     attempts: list[str] = []
     for i in range(budget):
         number = first_number + i
-        on_step(f"{spec.name}: asking {session.model} ({purpose}, reply {number})")
-        reply = session.chat(messages, purpose)
+        on_step(f"{spec.name}: asking {session.model} ({_tagged(tag, purpose)}, reply {number})")
+        reply = session.chat(messages, _tagged(tag, purpose))
         try:
             parsed = parse_reply(reply.text, spec, want_baseline=want_baseline, finish_reason=reply.finish_reason)
             return Asked(parsed, attempts, i + 1)
         except MalformedReplyError as e:
-            attempts.append(f"attempt {number}: malformed reply ({short_reason(e)})")
+            attempts.append(f"{_attempt(tag, number)}: malformed reply ({short_reason(e)})")
             on_step(f"{spec.name}: {attempts[-1]}")
             messages = malformed_followup(messages, reply.text, e.message, budget - i - 1)
             purpose = "malformed"
@@ -134,6 +148,7 @@ class RepairOutcome:
     best: Candidate | None
     candidates: list[Candidate] = field(default_factory=list)
     attempts: list[str] = field(default_factory=list)  # one line per reply, for RoundRecord.attempts
+    notes: list[str] = field(default_factory=list)  # the model's words, for RoundRecord.model_notes
     tokens: TokenUsage = field(default_factory=TokenUsage)  # this call's share, for RoundRecord.tokens
     baseline_source: str | None = None  # the LLM's baseline, when it was asked for one
 
@@ -149,47 +164,55 @@ class RepairOutcome:
 def write_and_repair(session: Session, op: OperatorDir, device: DeviceInfo, messages: Messages, *,
                      round_k: int = 0, repairs: int = 3, purpose: str = "generate", want_baseline: bool = False,
                      intent: str = "", on_step: Step = lambda s: None,
-                     check: Callable[[Path], RunRecord] | None = None) -> RepairOutcome:
+                     check: Callable[[Path], RunRecord] | None = None, tag: str = "") -> RepairOutcome:
     """Ask with `messages`, check each candidate with the harness, repair up to `repairs` times.
 
     Candidates are written under `op.round_dir(round_k)`. `check` replaces the accuracy run (the
     optimize loop may want a perf-shape spot check too); it must return a RunRecord. Stops at the
     first correct candidate. LLMError propagates (the endpoint is down: nothing to repair).
+    `tag` ("candidate-2") names one of several candidates of a round in file names, exchange
+    purposes and attempt lines.
     """
     spec = op.spec
     check = check or (lambda path: run_accuracy(op, device, kernel=path))
     start_usage = session.usage
     outcome = RepairOutcome(best=None)
     number, repairs_left = 1, repairs
+    phase, failed = purpose, 0  # failed: the attempt the current repair is about
+    prefix = f"{tag.replace('-', '_')}_" if tag else ""
     while True:
         asked = ask_for_kernel(session, spec, messages, purpose=purpose, want_baseline=want_baseline and outcome.baseline_source is None,
-                               first_number=number, on_step=on_step)
+                               first_number=number, on_step=on_step, tag=tag)
         outcome.attempts += asked.attempts
         number += asked.replies
         if asked.parsed is None:
             break  # the model could not produce a usable reply MALFORMED_BUDGET times in a row
         parsed, this = asked.parsed, number - 1
+        if phase == "generate" and parsed.note:
+            outcome.notes.append(f"{_attempt(tag, this)}, design note: {parsed.note}")
+        elif phase == "repair" and parsed.cause:
+            outcome.notes.append(f"{_attempt(tag, this)}, the cause it stated for attempt {failed}'s failure: {parsed.cause}")
         if parsed.baseline_source is not None:
             outcome.baseline_source = parsed.baseline_source
             atomic_write(op.file("baseline"), render_baseline(spec, parsed.baseline_source, llm_written=True))
             integrity.record(op.path, op.name)  # the LLM's baseline is the reference from now on
-        path = op.round_dir(round_k) / f"attempt_{this}_{spec.name}_triton.py"
+        path = op.round_dir(round_k) / f"{prefix}attempt_{this}_{spec.name}_triton.py"
         atomic_write(path, parsed.source)
-        on_step(f"{spec.name}: checking attempt {this} on {device.kind}")
+        on_step(f"{spec.name}: checking {_attempt(tag, this)} on {device.kind}")
         run = check(path)
         cand = Candidate(number=this, path=path, source=parsed.source, run=run, parsed=parsed)
         outcome.candidates.append(cand)
         kind, line = verdict(run)
-        outcome.attempts.append(f"attempt {this}: {kind}" + (f": {clip(line)}" if line else ""))
+        outcome.attempts.append(f"{_attempt(tag, this)}: {kind}" + (f": {clip(scrub_candidate_text(line))}" if line else ""))
         on_step(f"{spec.name}: {outcome.attempts[-1]}")
         if outcome.best is None or _rank(run) > _rank(outcome.best.run):
             outcome.best = cand
         if run.passed or repairs_left <= 0:
             break
         repairs_left -= 1
-        messages = repair_messages(spec, parsed.source, run.describe(), verdict=kind, attempt=this,
+        messages = repair_messages(spec, parsed.source, run, verdict=kind, attempt=this,
                                    intent=intent or parsed.change, baseline=outcome.baseline_source)
-        purpose = "repair"
+        purpose, phase, failed = "repair", "repair", this
     outcome.tokens = session.usage.minus(start_usage)
     return outcome
 

@@ -6,8 +6,11 @@ Refused, with a `MalformedReplyError` whose text is written for the model (it ge
 tries again): no code, several blocks that each define the entry function differently, a syntax
 error, a missing or misnamed entry function, a signature other than the baseline's.
 
-Outside the code, the model may state `CHANGE:`, `TYPE:` and `REASON:` lines (the optimization
-prompt asks for them); they are picked up for the log.
+Outside the code, the model may state `CHANGE:`, `TYPE:` and `REASON:` (the optimization prompt
+asks for them) and `CAUSE:` (the repair prompt does); a field runs on over the following lines up to
+a blank line or the next field. The rest of the prose is kept too: round 0's design note, and the
+cause of a failure when the model stated it without the `CAUSE:` label (its last sentence before
+the code). All of it is untrusted text: it is scrubbed (kernelgen.llm.untrusted) before it is kept.
 """
 
 from __future__ import annotations
@@ -19,12 +22,17 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from kernelgen.errors import MalformedReplyError
+from kernelgen.llm.untrusted import scrub_candidate_text
 from kernelgen.spec import OperatorSpec
 
 _FENCE_RE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+.-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.DOTALL | re.MULTILINE)
 _THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _FILE_MARK_RE = re.compile(r"^\s*#\s*(?:file(?:name)?\s*:\s*)?([\w./-]+\.py)\s*$", re.IGNORECASE)
-_FIELD_RE = re.compile(r"^\s*[*_]*(CHANGE|TYPE|REASON)[*_]*\s*:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
+_FIELD_RE = re.compile(r"^\s*[*_#]*\s*(CHANGE|TYPE|REASON|CAUSE)[*_]*\s*:[*_]*\s*(.*?)\s*$", re.IGNORECASE)
+_SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+")
+# Bounds against a runaway reply, far above what any honest field needs: nothing is cut at 200 characters.
+FIELD_LIMIT = {"change": 2000, "reason": 6000, "cause": 2000}
+NOTE_LIMIT = 4000
 _PY_LANGS = {"", "python", "py", "python3"}
 
 
@@ -46,6 +54,8 @@ class ParsedReply(BaseModel):
     change: str = ""
     change_type: Literal["parameters", "interface", "logic", ""] = ""
     reason: str = ""
+    cause: str = ""  # a repair reply's one-sentence cause of the failure
+    note: str = ""  # the prose outside the code: round 0's design note
 
 
 def code_blocks(text: str) -> list[CodeBlock]:
@@ -125,14 +135,51 @@ def _check_file(source: str, spec: OperatorSpec, filename: str) -> None:
             "the baseline's parameters in the same order. Send the whole file again.")
 
 
+def _bounded(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _prose(text: str) -> str:
+    """The reply without its code blocks and <think> section."""
+    return _FENCE_RE.sub("", _THINK_RE.sub("", text)).strip()
+
+
 def _fields(text: str) -> dict[str, str]:
-    outside = _FENCE_RE.sub("", _THINK_RE.sub("", text))
-    found: dict[str, str] = {}
-    for m in _FIELD_RE.finditer(outside):
-        found.setdefault(m.group(1).lower(), m.group(2).strip())
-    kind = found.get("type", "").lower().strip("`*. ")
-    return {"change": found.get("change", "")[:200], "reason": found.get("reason", "")[:1000],
-            "change_type": kind if kind in {"parameters", "interface", "logic"} else ""}
+    outside = _prose(text)
+    found: dict[str, list[str]] = {}
+    current: str | None = None
+    for line in outside.splitlines():
+        m = _FIELD_RE.match(line)
+        if m:
+            key = m.group(1).lower()
+            current = key if key not in found else None  # the first statement of a field counts
+            if current:
+                found[current] = [m.group(2)] if m.group(2) else []
+        elif current and line.strip():
+            found[current].append(line.strip())
+        else:
+            current = None
+    value = {k: scrub_candidate_text(" ".join(v)).strip() for k, v in found.items()}
+    kind = value.get("type", "").lower().strip("`*. ")
+    kind = next((k for k in ("parameters", "interface", "logic") if kind.startswith(k)), "")
+    return {"change": _bounded(value.get("change", ""), FIELD_LIMIT["change"]),
+            "reason": _bounded(value.get("reason", ""), FIELD_LIMIT["reason"]),
+            "cause": _bounded(value.get("cause", "") or _cause_in_prose(text), FIELD_LIMIT["cause"]),
+            "change_type": kind, "note": _bounded(scrub_candidate_text(" ".join(outside.split())), NOTE_LIMIT)}
+
+
+def _cause_in_prose(text: str) -> str:
+    """The last sentence before the first code block: where the repair prompt asks for the cause."""
+    text = _THINK_RE.sub("", text)
+    first = _FENCE_RE.search(text)
+    before = " ".join((text[: first.start()] if first else "").split())
+    if not before:
+        return ""
+    sentences = [s for s in _SENTENCE_END_RE.split(before) if s.strip()]
+    last = sentences[-1].strip() if sentences else ""
+    if last.endswith(":") and len(sentences) > 1:  # "Here is the fixed kernel:" introduces the code
+        last = sentences[-2].strip()
+    return scrub_candidate_text(last)
 
 
 def parse_reply(text: str, spec: OperatorSpec, *, want_baseline: bool = False, finish_reason: str | None = None) -> ParsedReply:

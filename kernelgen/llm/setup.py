@@ -25,11 +25,16 @@ class LLMSetup:
     def repairs(self) -> int:
         return self.settings.repairs
 
+    @property
+    def candidates(self) -> int:
+        return self.settings.candidates
+
 
 def prepare(backend: str, options: dict[str, Any]) -> LLMSetup:
     """Validate the configuration before anything is written; ConfigError (exit 2) says what to set.
-    options: model, base_url, temperature, max_tokens, timeout_s, max_retries, repairs (command-line
-    values, highest precedence) and replay (the recorded folder, for --backend replay)."""
+    options: model, base_url, temperature, max_tokens, timeout_s, max_retries, repairs, candidates,
+    replay_mismatch (command-line values, highest precedence) and replay (the recorded folder, for
+    --backend replay)."""
     if backend not in {"openai", "replay"}:
         raise ConfigError(f"backend {backend!r} does not use an LLM")
     settings = load_settings({k: v for k, v in options.items() if k != "replay"})
@@ -45,5 +50,8 @@ def prepare(backend: str, options: dict[str, Any]) -> LLMSetup:
 
 def connect(setup: LLMSetup, op_path: Path) -> Session:
     """A session that records into `<op_path>/llm/` (numbering on from what is there)."""
-    backend = ReplayChat(setup.replay_dir) if setup.backend == "replay" and setup.replay_dir else OpenAIChat(setup.settings)
+    if setup.backend == "replay" and setup.replay_dir:
+        backend: ReplayChat | OpenAIChat = ReplayChat(setup.replay_dir, mismatch=setup.settings.replay_mismatch)
+    else:
+        backend = OpenAIChat(setup.settings)
     return Session(backend, Path(op_path) / LLM_DIR)

@@ -42,6 +42,7 @@ def _apply(record: RoundRecord, proposal: Proposal, best_source: str, best_file:
     record.diff = unified_diff(best_source, proposal.source, best_file, record.kernel_file)
     record.knobs, record.knob, record.knob_from, record.knob_to = proposal.knobs, proposal.knob, proposal.knob_from, proposal.knob_to
     record.model, record.claimed_type = proposal.model, proposal.claimed_type
+    record.model_notes = list(proposal.model_notes)
     record.tokens = record.tokens.add(proposal.tokens)
 
 

@@ -44,6 +44,7 @@ class Proposal:
     # An LLM: which model wrote it, and the change type it claimed.
     model: str = ""
     claimed_type: ChangeType | None = None
+    model_notes: list[str] = field(default_factory=list)  # -> RoundRecord.model_notes
 
 
 class Proposer(Protocol):

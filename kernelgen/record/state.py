@@ -97,6 +97,9 @@ class RoundRecord(_Model):
     knob_to: KnobValue = None
     model: str = ""  # the LLM that wrote the candidate
     claimed_type: ChangeType | None = None  # the change type the LLM claimed (change_type is detected from the diff)
+    # What the LLM said in words, scrubbed: round 0's design note, and the cause it stated before each
+    # repair ("attempt 2: the grid used floor division ..."). Shown in the log and the next prompts.
+    model_notes: list[str] = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod
