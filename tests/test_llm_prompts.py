@@ -150,14 +150,14 @@ def test_a_scan_gets_scan_advice_not_matmul_advice():
 
 
 def _check(case: int, dtype: str, passed: bool, seed: int = 1, **kw) -> CaseCheck:  # noqa: ANN003
-    return CaseCheck(case=case, shapes={"x": [case + 1, 64], "bias": [64]}, dtype=dtype, seed=seed, order="candidate-first",
+    return CaseCheck(case=case, shapes={"x": [case + 1, 64], "bias": [64]}, dtype=dtype, seed=seed, call="guarded",
                      passed=passed, output="out", total=64 * (case + 1), **kw)
 
 
 def test_repair_prompt_lists_passing_and_failing_cases_with_more_lines_and_unwritten_ranges(spec, monkeypatch):
     monkeypatch.setenv("SOME_SERVICE_TOKEN", "tok-0123456789abcdef")
     checks = [_check(c, d, True, seed=s) for c in range(10) for d in ("float32", "float16") for s in (1, 2)]
-    checks += [_check(c, d, False, unwritten=64, mismatches=64, message=f"case {c} {d} seed 1 (candidate-first), output 'out': "
+    checks += [_check(c, d, False, unwritten=64, mismatches=64, message=f"case {c} {d} seed 1 (guarded), output 'out': "
                       f"64 of {64 * (c + 1)} elements differ (64 never written)",
                       unwritten_first=[c, 0], unwritten_last=[c, 63], unwritten_pattern="rows")
                for c in range(10, 25) for d in ("float32",)]
@@ -169,7 +169,7 @@ def test_repair_prompt_lists_passing_and_failing_cases_with_more_lines_and_unwri
     user = repair_messages(spec, "def broadcast(x, bias):\n    pass\n", run, verdict="wrong answer", attempt=2,
                            intent="wider tiles")[1]["content"]
     assert "15 of 55 checks failed" in user and "wrong answer" in user and "attempt 2" in user and "wider tiles" in user
-    assert "- case 0 x[1, 64] bias[64] float16, output `out`: 2 of 2 checks pass (2 seed(s), candidate-first call order)" in user
+    assert "- case 0 x[1, 64] bias[64] float16, output `out`: 2 of 2 checks pass (2 seed(s), calls: guarded)" in user
     assert "- 8 more passing: case 6 float32 `out`, case 6 float16 `out`, case 7 float32" in user  # 20 groups: 12 shown
     assert "3 more failing: case 22 float32 `out`, case 23 float32 `out`, case 24 float32 `out`" in user
     assert ("64 of 704 elements never written: first unwritten index [10, 0], last [10, 63] (pattern: rows)" in user)

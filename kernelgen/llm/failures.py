@@ -48,8 +48,7 @@ def _unwritten(check: CaseCheck) -> str:
     if not check.unwritten:
         return ""
     text = f"{check.unwritten} of {check.total} elements never written"
-    first, last = getattr(check, "unwritten_first", None), getattr(check, "unwritten_last", None)
-    pattern = getattr(check, "unwritten_pattern", "") or ""
+    first, last, pattern = check.unwritten_first, check.unwritten_last, check.unwritten_pattern
     if first is not None:
         text += f": first unwritten index {first}"
         if last is not None:
@@ -59,15 +58,17 @@ def _unwritten(check: CaseCheck) -> str:
     return text
 
 
-def _group_line(key: tuple[int, str, str], checks: list[CaseCheck]) -> tuple[bool, str]:
-    case, dtype, output = key
+Key = tuple[int, str, str, str]  # case, variant ("" for the spec's own case), dtype, output
+
+
+def _group_line(key: Key, checks: list[CaseCheck]) -> tuple[bool, str]:
+    case, variant, dtype, output = key
     first = checks[0]
     out = f", output `{output}`" if output else ""
-    head = f"case {case} {_shapes(first)} {dtype}{out}"
+    head = f"case {case}{' ' + variant if variant else ''} {_shapes(first)} {dtype}{out}"
     failed = [c for c in checks if not c.passed]
     seeds = len({c.seed for c in checks})
-    orders = {c.order for c in checks}
-    how = "both call orders" if len(orders) > 1 else f"{next(iter(orders))} call order"
+    how = "calls: " + ", ".join(sorted({c.call for c in checks}))
     if not failed:
         return True, f"{head}: {len(checks)} of {len(checks)} checks pass ({seeds} seed(s), {how})"
     worst = failed[0]
@@ -78,10 +79,10 @@ def _group_line(key: tuple[int, str, str], checks: list[CaseCheck]) -> tuple[boo
     return False, "; ".join(parts)
 
 
-def _more(label: str, keys: list[tuple[int, str, str]]) -> str:
+def _more(label: str, keys: list[Key]) -> str:
     if not keys:
         return ""
-    named = ", ".join(f"case {c} {d}" + (f" `{o}`" if o else "") for c, d, o in keys[:20])
+    named = ", ".join(f"case {c}{' ' + v if v else ''} {d}" + (f" `{o}`" if o else "") for c, v, d, o in keys[:20])
     return f"{len(keys)} more {label}: {named}" + (", ..." if len(keys) > 20 else "")
 
 
@@ -98,11 +99,11 @@ def failure_report(run: RunRecord) -> FailureReport:
     else:
         error = ""
     error = "\n".join(error.strip().splitlines()[-ERROR_LINES:])
-    groups: dict[tuple[int, str, str], list[CaseCheck]] = defaultdict(list)
+    groups: dict[Key, list[CaseCheck]] = defaultdict(list)
     for c in acc.checks if acc else []:
-        groups[(c.case, c.dtype, c.output)].append(c)
-    failing: list[tuple[tuple[int, str, str], str]] = []
-    passing: list[tuple[tuple[int, str, str], str]] = []
+        groups[(c.case, c.variant, c.dtype, c.output)].append(c)
+    failing: list[tuple[Key, str]] = []
+    passing: list[tuple[Key, str]] = []
     for key in groups:  # the judge's order: case, then the spec's dtype order
         ok, line = _group_line(key, groups[key])
         (passing if ok else failing).append((key, line))

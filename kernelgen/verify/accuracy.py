@@ -88,7 +88,8 @@ class _Check:
         failed = next(((names[i] if i < len(names) else str(i), c) for i, c in enumerate(comparisons) if not c.passed), None)
         first = failed[1] if failed else (comparisons[0] if comparisons else Comparison(passed=True))
         cc = CaseCheck(case=check.case, variant=check.variant, shapes=check.shapes, dtype=check.dtype, seed=seed,
-                       call=call, passed=failed is None, output=failed[0] if failed else "",
+                       call=call, passed=failed is None,
+                       output=failed[0] if failed else (names[0] if len(names) == 1 else ""),
                        **first.model_dump(exclude={"passed"}))
         if failed and len(names) > 1:
             cc.message = f"output {failed[0]!r}: {cc.message}"
