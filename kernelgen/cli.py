@@ -229,6 +229,49 @@ def optimize(
 
 
 @app.command()
+def batch(
+    specs: Annotated[list[Path], typer.Argument(help="spec files, or folders of them (every *.yaml inside)")],
+    out_dir: Annotated[Path, typer.Option("--out", help="parent folder of the operator folders")] = Path("generated"),
+    rounds: Annotated[Optional[int], typer.Option("--rounds", help="optimization rounds per operator (default: each spec's max_rounds)")] = None,
+    backend: Backend = "auto",
+    device: Device = "auto",
+    gpus: Annotated[str, typer.Option("--gpus", help="local engine: all | a count N | ids 0,1 (one id: 3,). "
+                                      "Without a GPU, N Triton-interpreter workers")] = "all",
+    engine: Annotated[str, typer.Option("--engine", help="local (one worker per GPU here) | ray (one task per operator, any host)")] = "local",
+    ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="an existing Ray cluster, e.g. ray://head:10001 or auto (default: a local one)")] = None,
+    step_timeout: Annotated[float, typer.Option("--step-timeout", help="seconds one step (new, optimize, bench) of one operator may take")] = 3600.0,
+    model: Model = None,
+    base_url: BaseUrl = None,
+    replay: Replay = None,
+    temperature: Temperature = None,
+    max_tokens: MaxTokens = None,
+    repairs: Repairs = None,
+) -> None:
+    """Many operators: new, optimize and a final measurement for each, over every GPU (or a Ray cluster). Resumable."""
+    from kernelgen.batch.progress import BatchProgress
+    from kernelgen.batch.report import summary_text
+    from kernelgen.batch.run import BatchOptions, prepare_batch, run_prepared
+    from kernelgen.batch.tables import op_columns, rich_table
+    from kernelgen.devices import INTERPRETER_WARNING
+
+    with errors_to_exit():
+        options = BatchOptions(specs=specs, out_root=out_dir, rounds=rounds, backend=backend, device=device, gpus=gpus,
+                               engine=engine, ray_address=ray_address, step_timeout_s=step_timeout,
+                               llm_options=llm_options(model=model, base_url=base_url, replay=replay, temperature=temperature,
+                                                       max_tokens=max_tokens, repairs=repairs))
+        prepared = prepare_batch(options)
+        out.print(f"kernelgen batch: {len(prepared.planned)} operator(s) on {prepared.engine.describe()}", highlight=False)
+        if prepared.engine.device == "cpu":
+            err.print(f"[bold yellow]WARNING:[/] {INTERPRETER_WARNING}")
+        with BatchProgress(out, [p.name for p in prepared.planned]) as progress:
+            outcome = run_prepared(prepared, progress)
+    out.print(rich_table(op_columns(), outcome.report.operators, "KernelGen batch"))
+    out.print(summary_text(outcome.report), highlight=False, markup=False)
+    out.print("wrote " + ", ".join(str(p) for p in outcome.files.values()), highlight=False)
+    raise typer.Exit(0 if outcome.all_correct else 1)
+
+
+@app.command()
 def report(
     root: Annotated[Path, typer.Argument(help="folder of operator folders")] = Path("generated"),
     out_file: Annotated[Optional[Path], typer.Option("--out", help="markdown file to write (default: ROOT/report.md)")] = None,
