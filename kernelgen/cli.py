@@ -11,6 +11,7 @@ from typing import Annotated, Iterator, Optional
 import typer
 from rich.console import Console
 from rich.markdown import Markdown
+from rich.markup import escape
 
 from kernelgen.errors import KernelGenError
 
@@ -45,9 +46,9 @@ def errors_to_exit() -> Iterator[None]:
     try:
         yield
     except KernelGenError as e:
-        err.print(f"[bold red]error:[/] {e.message}", markup=True, highlight=False)
-        if e.hint:
-            err.print(f"[yellow]hint:[/] {e.hint}", markup=True, highlight=False)
+        err.print(f"[bold red]error:[/] {escape(e.message)}", markup=True, highlight=False)
+        if e.hint:  # escaped: a hint such as pip install 'kernelgen[ray]' is text, not markup
+            err.print(f"[yellow]hint:[/] {escape(e.hint)}", markup=True, highlight=False)
         raise typer.Exit(e.exit_code) from None
     except KeyboardInterrupt:
         err.print("interrupted; finished rounds are saved and the same command resumes")

@@ -53,6 +53,8 @@ class BatchProgress:
 
     def __call__(self, event: Event) -> None:
         line = self.ops.setdefault(event.op, OpLine())
+        if event.kind != "done" and line.state not in ("queued", "running"):
+            return  # a late step message (Ray delivers them asynchronously) after the end
         if event.target:
             line.target = event.target
         if event.kind == "start":

@@ -9,6 +9,7 @@ configuration); the driver's files are not shared with the nodes."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -47,10 +48,27 @@ def _where(device: str) -> str:
     ids = ray.get_runtime_context().get_accelerator_ids()
     node = ray.util.get_node_ip_address()
     resource = ACCELERATORS.get(device)
-    return f"{node} {resource} {','.join(map(str, ids.get(resource, [])))}" if resource else f"{node} cpu"
+    # A CPU task has no device id: the worker process tells the slots apart.
+    return f"{node} {resource} {','.join(map(str, ids.get(resource, [])))}" if resource else f"{node} cpu (pid {os.getpid()})"
 
 
-def run_remote(request_json: str, spec_text: str, folder: bytes, events: Any) -> tuple[str, bytes, str]:
+class Inbox:
+    """A Ray actor (no CPU of its own) that collects the tasks' progress events for the driver.
+    Tasks send without waiting: a task blocked on a Ray call lends its CPU to the next task, which
+    would put two operators on one worker slot."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str, str, str]] = []
+
+    def put(self, item: tuple[str, str, str, str]) -> None:
+        self.items.append(item)
+
+    def take(self) -> list[tuple[str, str, str, str]]:
+        items, self.items = self.items, []
+        return items
+
+
+def run_remote(request_json: str, spec_text: str, folder: bytes, inbox: Any) -> tuple[str, bytes, str]:
     """The task body, on whichever node Ray picked: returns (result JSON, operator folder, log text)."""
     req = JobRequest.model_validate_json(request_json)
     scratch = Path(tempfile.mkdtemp(prefix=f"kernelgen-batch-{req.name}-"))
@@ -63,8 +81,8 @@ def run_remote(request_json: str, spec_text: str, folder: bytes, events: Any) ->
         log = scratch / "job.log"
         local = req.model_copy(update={"spec_file": str(spec_file), "out_root": str(out_root), "log_file": str(log)})
         where = _where(req.device)
-        events.put((req.name, "start", where, ""))
-        result = run_job(local, where, on_step=lambda msg: events.put((req.name, "step", where, msg)))
+        inbox.put.remote((req.name, "start", where, ""))
+        result = run_job(local, where, on_step=lambda msg: inbox.put.remote((req.name, "step", where, msg)))
         text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
         return result.model_dump_json(), artifacts.pack(out_root, artifacts.operator_entries(out_root, req.name)), text
     finally:
@@ -80,7 +98,7 @@ class RayEngine:
         if not self.ray.is_initialized():
             try:
                 self.ray.init(address=address or None, include_dashboard=False, log_to_driver=False)
-            except ConnectionError as e:
+            except (ConnectionError, TimeoutError, RuntimeError, ValueError) as e:
                 raise EngineUnavailableError(f"--ray-address {address}: no Ray cluster reachable ({e})",
                                              hint="start one with `ray start --head`, or leave out --ray-address for a local one") from None
         self.resources = {k: float(v) for k, v in self.ray.cluster_resources().items()}
@@ -100,26 +118,20 @@ class RayEngine:
         return f"ray: {where}, {self.resources.get(res, 0):g} {res} (one operator per {res})"
 
     def run(self, jobs: list[JobRequest], on_event: OnEvent) -> list[JobResult]:
-        from ray.util.queue import Empty, Queue
-
         ray = self.ray
         emit = serialized(on_event)
-        events = Queue(actor_options={"num_cpus": 0})
+        inbox = ray.remote(num_cpus=0)(Inbox).remote()
         task = ray.remote(run_remote).options(**task_resources(self.device), max_retries=0)
         pending: dict[Any, JobRequest] = {}
         for job in jobs:
             root = Path(job.out_root)
             folder = artifacts.pack(root, [job.name])
             spec_text = Path(job.spec_file).read_text(encoding="utf-8")
-            pending[task.remote(job.model_dump_json(), spec_text, folder, events)] = job
+            pending[task.remote(job.model_dump_json(), spec_text, folder, inbox)] = job
         results: dict[str, JobResult] = {}
 
         def drain() -> None:
-            while True:
-                try:
-                    name, kind, where, message = events.get_nowait()
-                except Empty:
-                    return
+            for name, kind, where, message in ray.get(inbox.take.remote()):
                 emit(Event(name, kind, where, message))
 
         try:
@@ -135,7 +147,7 @@ class RayEngine:
                 ray.cancel(ref, force=True)
             raise
         finally:
-            ray.kill(events.actor)
+            ray.kill(inbox)
         return [results[j.name] for j in jobs]
 
     def _collect(self, ref: Any, job: JobRequest) -> JobResult:
