@@ -186,3 +186,19 @@ def test_report_pass_rate_fast_1_and_geomeans(tmp_path):
 def test_job_file_names_are_stable():
     # benchmarks/run_all.py and earlier batch outputs read these names
     assert (JOB_FILE, FINAL_FILE) == ("batch_job.json", "final_perf.json")
+
+
+def test_run_all_collect_only_rebuilds_report_and_prints_the_case_table_last(tmp_path, repo):
+    import subprocess
+
+    _measured(tmp_path, "fast", [0.5], 1.0)
+    save_job(tmp_path / "fast", JobResult(name="fast", spec="fast.yaml", status="finished", rounds=5))
+    (tmp_path / "fast" / "spec.yaml").write_text("name: fast\n")
+    proc = subprocess.run([sys.executable, str(repo / "benchmarks" / "run_all.py"), "--out", str(tmp_path), "--collect-only"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    last = proc.stdout.strip().splitlines()
+    assert last[-1].startswith("1 operator(s): pass rate 1/1 (100%), fast_1 1/1 (100%), geomean x2 over eager")
+    assert "| fast | 1024x1024 | float32 | 0.5000 | 1.0000 | 1.0000 | 2.00 | 2.00 |" in proc.stdout
+    assert json.loads((tmp_path / "batch_report.json").read_text())["summary"]["correct"] == 1
+    assert (tmp_path / "results.md").is_file() and (tmp_path / "batch_report.png").is_file()
