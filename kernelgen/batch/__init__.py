@@ -1,6 +1,7 @@
 """`kernelgen batch`: many operators, many GPUs, many hosts.
 
-    plan      which specs, which operator names, what is left of each (resume)
+    plan      which specs, which operator names; a bad spec stays in the plan with its reason
+    resume    what an earlier run left of an operator folder, and the job's result record
     targets   which devices a local run uses (`--gpus`), each with the environment that pins it
     job       one operator's work: `kernelgen new`, `optimize`, `bench --json`, as CLI subprocesses
     engine    the interface every engine keeps, and its events
