@@ -1,131 +1,24 @@
 """The command line. It parses, calls library functions, and is the one place that turns domain
-errors into messages and exit codes (2: your input; 1: the work ran and failed)."""
+errors into messages and exit codes (2: your input; 1: the work ran and failed; 130: interrupted).
+Option types live in kernelgen.cli_options, the terminal's side (consoles, the error boundary,
+progress, tables) in kernelgen.console."""
 
 from __future__ import annotations
 
-import contextlib
 import sys
-import warnings
 from pathlib import Path
-from typing import Annotated, Iterator, Optional
+from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markdown import Markdown
-from typer.core import TyperArgument, TyperCommand
 
+from kernelgen.cli_options import (BaseUrl, Backend, Candidates, Device, LLMTimeout, MaxRetries, MaxTokens, Model, Repairs,
+                                   Replay, ReplayMismatch, Temperature, _Command, llm_options)
+from kernelgen.console import err, errors_to_exit, llm_warnings, out, print_run, progress
 from kernelgen.errors import KernelGenError
-
-
-class _Command(TyperCommand):
-    """Usage lines in the usual convention — `SPEC`, `[OP_DIR]...` — where typer writes `{spec}`
-    for a required argument and `<list[Path]>` for a list of paths."""
-
-    def collect_usage_pieces(self, ctx) -> list[str]:  # noqa: ANN001 - click.Context
-        pieces = [self.options_metavar] if self.options_metavar else []
-        for param in self.get_params(ctx):
-            if isinstance(param, TyperArgument):
-                name = param.metavar or param.name.upper()
-                pieces.append((name if param.required else f"[{name}]") + ("..." if param.nargs != 1 else ""))
-            else:
-                pieces.extend(param.get_usage_pieces(ctx))
-        return pieces
-
-    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003 - TyperCommand's
-        super().__init__(*args, **kwargs)
-        for param in self.params:
-            if isinstance(param, TyperArgument) and param.nargs != 1:
-                param.__class__ = _PathsArgument  # the one list argument (optimize's folders) is paths
-
-
-class _PathsArgument(TyperArgument):
-    def display_type_rich(self, ctx) -> str:  # noqa: ANN001
-        return "<path>..."
-
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="KernelGen: from an operator spec (YAML) to a verified, benchmarked, optimized Triton kernel.")
-# Piped output (CI logs, the device tool) gets 80 columns by default, which folds the perf table
-# into unreadable cells; 140 fits its ten columns.
-out = Console() if sys.stdout.isatty() else Console(width=140)
-err = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=140)
-
-Backend = Annotated[str, typer.Option("--backend", help="auto | offline | openai | replay", envvar="KERNELGEN_BACKEND")]
-Device = Annotated[str, typer.Option("--device", help="auto | cuda | npu | cpu")]
-# LLM options shared by `new` and `optimize`. There is deliberately no --api-key: a key on the
-# command line ends up in shell history and process lists.
-Model = Annotated[Optional[str], typer.Option("--model", help="LLM model name (else KERNELGEN_MODEL, the config file, gpt-4o)")]
-BaseUrl = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1. "
-                                                "There is no --api-key: keys come from OPENAI_API_KEY / KERNELGEN_API_KEY or the config file (see `kernelgen config`)")]
-Replay = Annotated[Optional[Path], typer.Option("--replay", help="with --backend replay: a recorded llm/ folder")]
-Temperature = Annotated[Optional[float], typer.Option("--temperature", help="LLM sampling temperature")]
-MaxTokens = Annotated[Optional[int], typer.Option("--max-tokens", help="LLM reply length limit")]
-Repairs = Annotated[Optional[int], typer.Option("--repairs", help="repair prompts after a failing candidate (default 3)")]
-LLMTimeout = Annotated[Optional[float], typer.Option("--llm-timeout", help="seconds to wait for one LLM reply (else KERNELGEN_LLM_TIMEOUT, `timeout` in the config file, 300)")]
-MaxRetries = Annotated[Optional[int], typer.Option("--max-retries", help="retries of a failed LLM request: 429, 5xx, timeouts (else KERNELGEN_MAX_RETRIES, the config file, 3)")]
-ReplayMismatch = Annotated[Optional[str], typer.Option("--replay-mismatch", help="with --backend replay, when a prompt differs from the recorded one: warn (default) or refuse")]
-Candidates = Annotated[Optional[int], typer.Option("--candidates", help="LLM proposals per optimization round, each checked (else KERNELGEN_CANDIDATES, the config file, 1)")]
-
-
-def llm_options(**given: object) -> dict:
-    """The LLM options the user actually gave (None means: fall back to env, config file, default)."""
-    return {k: v for k, v in given.items() if v is not None}
-
-
-@contextlib.contextmanager
-def llm_warnings() -> Iterator[None]:
-    """Warnings of the LLM path (a replayed prompt that differs from the recording) as plain lines."""
-    from kernelgen.llm.recording import ReplayMismatchWarning
-
-    def show(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
-        if issubclass(category, ReplayMismatchWarning):
-            err.print(f"[yellow]warning:[/] {message}", markup=True, highlight=False)
-        else:
-            default(message, category, filename, lineno, file, line)
-
-    with warnings.catch_warnings():
-        default = warnings.showwarning
-        warnings.simplefilter("always", ReplayMismatchWarning)
-        warnings.showwarning = show
-        yield
-
-
-@contextlib.contextmanager
-def errors_to_exit() -> Iterator[None]:
-    """The error boundary: a KernelGenError becomes a message and an exit code, never a traceback."""
-    try:
-        yield
-    except KernelGenError as e:
-        err.print(f"[bold red]error:[/] {e.message}", markup=True, highlight=False)
-        if e.hint:
-            err.print(f"[yellow]hint:[/] {e.hint}", markup=True, highlight=False)
-        raise typer.Exit(e.exit_code) from None
-    except KeyboardInterrupt:
-        err.print("interrupted; finished rounds are saved and the same command resumes")
-        raise typer.Exit(130) from None
-
-
-@contextlib.contextmanager
-def progress(label: str) -> Iterator:
-    """A spinner whose text follows the current step; each step is also printed as a line."""
-    with out.status(label) as status:
-        def step(msg: str) -> None:
-            status.update(msg)
-            out.print(f"[dim]•[/] {msg}", highlight=False)
-        yield step
-
-
-def _print_run(record, title: str) -> None:  # noqa: ANN001 - RunRecord
-    from kernelgen.record.display import perf_table
-    from kernelgen.record.oplog import accuracy_text, perf_text
-
-    if record.kind == "performance" and record.performance and record.performance.cases:
-        out.print(perf_table(record.performance))
-        if record.performance.note:
-            out.print(record.performance.note, highlight=False)
-        return
-    text = accuracy_text(record) if record.kind == "accuracy" else perf_text(record)
-    out.print(Markdown(f"**{title}**\n\n{text}"))
 
 
 @app.command(cls=_Command)
@@ -160,9 +53,9 @@ def new(
         what = "the half-made" if result.replaced_incomplete else "previous"
         out.print(f"{what} {result.op.path} kept as {result.moved_aside}", highlight=False)
     if r0.accuracy:
-        _print_run(r0.accuracy, "Accuracy")
+        print_run(r0.accuracy, "Accuracy")
     if r0.performance:
-        _print_run(r0.performance, "Performance")
+        print_run(r0.performance, "Performance")
     out.print(f"wrote {result.op.path}/ ({result.op.name}_triton.py, _baseline.py, _accuracy.py, _performance.py, optimization_log.md)")
     raise typer.Exit(0 if result.correct else 1)
 
@@ -198,7 +91,7 @@ def test(
         dev = resolve_device(device)
         step(f"{op.name}: checking accuracy on {dev.kind}")
         record = run_accuracy(op, dev, kernel=kernel, seeds=seeds)
-    _print_run(record, f"Accuracy of {kernel or op.file('triton')}")
+    print_run(record, f"Accuracy of {kernel or op.file('triton')}")
     raise typer.Exit(0 if record.passed else 1)
 
 
@@ -226,7 +119,7 @@ def bench(
             from kernelgen.fsutil import atomic_write
 
             atomic_write(json_out, record.model_dump_json(indent=2))
-    _print_run(record, f"Performance of {kernel or op.file('triton')}")
+    print_run(record, f"Performance of {kernel or op.file('triton')}")
     raise typer.Exit(0 if record.passed else 1)
 
 
@@ -248,9 +141,9 @@ def refresh(
         raise typer.Exit(0)
     out.print("What changed:\n" + "\n".join(f"  - {line}" for line in f.changes), highlight=False)
     if f.accuracy:
-        _print_run(f.accuracy, f"Accuracy of round {f.round}'s kernel against the edited spec")
+        print_run(f.accuracy, f"Accuracy of round {f.round}'s kernel against the edited spec")
     if f.performance:
-        _print_run(f.performance, "Performance")
+        print_run(f.performance, "Performance")
     out.print(f"{f.outcome}; recorded in {result.op.path / 'optimization_log.md'}"
               + (f" (replaced files kept in {result.op.path / f.kept_dir})" if f.kept_dir else ""), highlight=False)
     raise typer.Exit(0 if result.passed else 1)
@@ -335,6 +228,49 @@ def optimize(
     for o in outcomes:
         out.print(rounds_table(o.state, o.op.spec))
         out.print(f"{o.op.name}: stopped — {o.stopped_because.rstrip('.')}; log {o.op.path / 'optimization_log.md'}, plot {o.op.path / 'speedup.png'}")
+
+
+@app.command(cls=_Command)
+def batch(
+    specs: Annotated[list[Path], typer.Argument(help="spec files, or folders of them (every *.yaml inside)")],
+    out_dir: Annotated[Path, typer.Option("--out", help="parent folder of the operator folders")] = Path("generated"),
+    rounds: Annotated[Optional[int], typer.Option("--rounds", help="optimization rounds per operator (default: each spec's max_rounds)")] = None,
+    backend: Backend = "auto",
+    device: Device = "auto",
+    gpus: Annotated[str, typer.Option("--gpus", help="local engine: all | a count N | ids 0,1 (one id: 3,). "
+                                      "Without a GPU, N Triton-interpreter workers")] = "all",
+    engine: Annotated[str, typer.Option("--engine", help="local (one worker per GPU here) | ray (one task per operator, any host)")] = "local",
+    ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="an existing Ray cluster, e.g. ray://head:10001 or auto (default: a local one)")] = None,
+    step_timeout: Annotated[float, typer.Option("--step-timeout", help="seconds one step (new, optimize, bench) of one operator may take")] = 3600.0,
+    model: Model = None,
+    base_url: BaseUrl = None,
+    replay: Replay = None,
+    temperature: Temperature = None,
+    max_tokens: MaxTokens = None,
+    repairs: Repairs = None,
+) -> None:
+    """Many operators: new, optimize and a final measurement for each, over every GPU (or a Ray cluster). Resumable."""
+    from kernelgen.batch.progress import BatchProgress
+    from kernelgen.batch.report import summary_text
+    from kernelgen.batch.run import BatchOptions, prepare_batch, run_prepared
+    from kernelgen.batch.tables import op_columns, rich_table
+    from kernelgen.devices import INTERPRETER_WARNING
+
+    with errors_to_exit():
+        options = BatchOptions(specs=specs, out_root=out_dir, rounds=rounds, backend=backend, device=device, gpus=gpus,
+                               engine=engine, ray_address=ray_address, step_timeout_s=step_timeout,
+                               llm_options=llm_options(model=model, base_url=base_url, replay=replay, temperature=temperature,
+                                                       max_tokens=max_tokens, repairs=repairs))
+        prepared = prepare_batch(options)
+        out.print(f"kernelgen batch: {len(prepared.planned)} operator(s) on {prepared.engine.describe()}", highlight=False)
+        if prepared.engine.device == "cpu":
+            err.print(f"[bold yellow]WARNING:[/] {INTERPRETER_WARNING}")
+        with BatchProgress(out, [p.name for p in prepared.planned]) as progress:
+            outcome = run_prepared(prepared, progress)
+    out.print(rich_table(op_columns(), outcome.report.operators, "KernelGen batch"))
+    out.print(summary_text(outcome.report), highlight=False, markup=False)
+    out.print("wrote " + ", ".join(str(p) for p in outcome.files.values()), highlight=False)
+    raise typer.Exit(0 if outcome.all_correct else 1)
 
 
 @app.command(cls=_Command)

@@ -12,7 +12,7 @@ from typing import Callable
 from kernelgen.errors import UsageError
 from kernelgen.fsutil import atomic_write, move_aside
 from kernelgen.opdir import ROUNDS_DIR, OperatorDir
-from kernelgen.record.state import OpState, RoundRecord, save_state
+from kernelgen.record.state import OpState, save_state
 
 Step = Callable[[str], None]
 HISTORY_DIR = "best_history"

@@ -1,0 +1,123 @@
+"""The local engine: one worker process per device of this host, each pinned by its environment,
+each taking the next operator from one shared queue when it is done with the last. A device runs
+one operator at a time, so no timing shares its device with other work of the batch."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from kernelgen.batch.engine import Event, OnEvent, error_result, serialized
+from kernelgen.batch.job import JobRequest
+from kernelgen.batch.resume import JobResult
+from kernelgen.batch.targets import Target
+
+
+class WorkerProcess:
+    """A `kernelgen.batch.worker` process for one target, spoken to over its stdin and stdout."""
+
+    def __init__(self, target: Target, lock_dir: Path, log_dir: Path):
+        self.target = target
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self._stderr = open(log_dir / f"worker-{target.label.replace(':', '').replace('#', '')}.log", "a", encoding="utf-8")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kernelgen.batch.worker", "--target", target.label],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
+            env={**os.environ, **target.env(lock_dir)},
+        )
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def run(self, job: JobRequest, emit: OnEvent) -> JobResult:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(job.model_dump_json() + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # reported below, with its exit status
+        for line in self.proc.stdout:
+            try:
+                message = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if "step" in message:
+                emit(Event(job.name, "step", self.target.label, str(message["step"])))
+            elif "result" in message:
+                return JobResult.model_validate(message["result"])
+        status = self.proc.wait()
+        return error_result(job, self.target.label, f"the worker process for {self.target.label} died (exit {status}); "
+                                                    f"a later run resumes this operator")
+
+    def close(self) -> None:
+        if self.proc.stdin and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._stderr.close()
+
+
+class LocalEngine:
+    name = "local"
+
+    def __init__(self, targets: list[Target], work_dir: Path):
+        self.targets = targets
+        self.device = targets[0].kind
+        self.work_dir = Path(work_dir)
+
+    def describe(self) -> str:
+        kind = "Triton-interpreter worker(s) on the CPU" if self.device == "cpu" else f"{self.device} device(s)"
+        return f"local: {len(self.targets)} {kind} ({', '.join(t.label for t in self.targets)})"
+
+    def run(self, jobs: list[JobRequest], on_event: OnEvent) -> list[JobResult]:
+        emit = serialized(on_event)
+        pending: queue.Queue[JobRequest] = queue.Queue()
+        for job in jobs:
+            pending.put(job)
+        results: dict[str, JobResult] = {}
+        workers: list[WorkerProcess] = []
+
+        def serve(target: Target) -> None:
+            worker: WorkerProcess | None = None
+            try:
+                while True:
+                    try:
+                        job = pending.get_nowait()
+                    except queue.Empty:
+                        return
+                    if worker is None or not worker.alive:
+                        worker = WorkerProcess(target, self.work_dir / "locks", self.work_dir / "logs")
+                        workers.append(worker)
+                    emit(Event(job.name, "start", target.label))
+                    result = worker.run(job, emit)
+                    results[job.name] = result
+                    emit(Event(job.name, "done", target.label, result=result))
+            finally:
+                if worker is not None:
+                    worker.close()
+
+        threads = [threading.Thread(target=serve, args=(t,), name=f"kernelgen-{t.label}", daemon=True) for t in self.targets]
+        for t in threads:
+            t.start()
+        try:
+            for t in threads:
+                while t.is_alive():
+                    t.join(timeout=0.5)
+        except KeyboardInterrupt:
+            for w in workers:
+                if w.alive:
+                    w.proc.terminate()
+            raise
+        return [results.get(j.name) or error_result(j, "", "never ran") for j in jobs]

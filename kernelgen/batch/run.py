@@ -1,0 +1,128 @@
+"""The whole batch: check the options and the specs, pick the engine, skip what an earlier run
+finished, run the rest, write the report.
+
+Everything that can be refused (options, missing paths, `--gpus` beyond the visible devices, Ray not
+installed or not reachable) is refused by `prepare_batch`, before anything is written."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernelgen.batch.engine import Engine, Event, OnEvent
+from kernelgen.batch.job import JobRequest
+from kernelgen.batch.plan import PlannedOp, plan_specs
+from kernelgen.batch.report import BatchReport, build_report, write_report
+from kernelgen.batch.resume import JobResult, load_job, phase_of
+from kernelgen.errors import UsageError
+
+WORK_DIR = "_batch"  # under --out: logs/ (one per operator, one per worker) and locks/; no operator is named so
+ENGINES = ("local", "ray")
+# The LLM options `new` and `optimize` share, as the CLI spells them.
+LLM_FLAGS = {"model": "--model", "base_url": "--base-url", "replay": "--replay", "temperature": "--temperature",
+             "max_tokens": "--max-tokens", "repairs": "--repairs"}
+
+
+@dataclass
+class BatchOptions:
+    specs: list[Path]
+    out_root: Path = Path("generated")
+    rounds: int | None = None
+    backend: str = "auto"
+    device: str = "auto"
+    gpus: str = "all"
+    engine: str = "local"
+    ray_address: str | None = None
+    llm_options: dict[str, object] = field(default_factory=dict)
+    step_timeout_s: float = 3600.0
+
+
+@dataclass
+class PreparedBatch:
+    options: BatchOptions
+    planned: list[PlannedOp]
+    engine: Engine
+
+
+@dataclass
+class BatchOutcome:
+    report: BatchReport
+    files: dict[str, Path]
+    results: list[JobResult]
+
+    @property
+    def all_correct(self) -> bool:
+        return bool(self.results) and all(r.correct for r in self.results)
+
+
+def llm_flags(options: dict[str, object]) -> list[str]:
+    flags: list[str] = []
+    for key, value in options.items():
+        if key not in LLM_FLAGS:
+            raise UsageError(f"unknown LLM option {key!r}")
+        if value is not None:
+            flags += [LLM_FLAGS[key], str(Path(value).resolve()) if isinstance(value, Path) else str(value)]
+    return flags
+
+
+def make_engine(opts: BatchOptions) -> Engine:
+    if opts.engine == "local":
+        if opts.ray_address:
+            raise UsageError("--ray-address is for --engine ray")
+        from kernelgen.batch.local import LocalEngine
+        from kernelgen.batch.targets import plan_targets
+
+        return LocalEngine(plan_targets(opts.gpus, opts.device), Path(opts.out_root).resolve() / WORK_DIR)
+    if opts.engine == "ray":
+        if opts.gpus != "all":
+            raise UsageError(f"--gpus {opts.gpus} is for --engine local", hint="Ray gives each operator one device of the cluster; leave --gpus out")
+        from kernelgen.batch.ray_engine import RayEngine
+
+        return RayEngine(opts.ray_address, opts.device)
+    raise UsageError(f"--engine {opts.engine}: choose {' or '.join(ENGINES)}")
+
+
+def prepare_batch(opts: BatchOptions) -> PreparedBatch:
+    if opts.rounds is not None and opts.rounds < 0:
+        raise UsageError("--rounds must be >= 0")
+    if opts.step_timeout_s <= 0:
+        raise UsageError("--step-timeout must be > 0")
+    llm_flags(opts.llm_options)
+    planned = plan_specs(opts.specs)
+    return PreparedBatch(opts, planned, make_engine(opts))
+
+
+def _request(p: PlannedOp, opts: BatchOptions, device: str) -> JobRequest:
+    out = Path(opts.out_root).resolve()
+    return JobRequest(name=p.name, spec_file=str(p.spec_path), spec_label=p.label, out_root=str(out),
+                      log_file=str(out / WORK_DIR / "logs" / f"{p.name}.log"), rounds=opts.rounds,
+                      backend=opts.backend, device=device, options=llm_flags(opts.llm_options),
+                      step_timeout_s=opts.step_timeout_s)
+
+
+def run_prepared(batch: PreparedBatch, on_event: OnEvent = lambda e: None) -> BatchOutcome:
+    opts, engine = batch.options, batch.engine
+    out = Path(opts.out_root)
+    (out / WORK_DIR / "logs").mkdir(parents=True, exist_ok=True)
+    early: dict[int, JobResult] = {}
+    jobs: list[tuple[int, JobRequest]] = []
+    for i, p in enumerate(batch.planned):
+        if not p.valid:
+            early[i] = JobResult(name=p.name, spec=p.label, status="invalid", reason=p.problem, rounds=opts.rounds)
+        elif phase_of(out / p.name, p.spec_path.read_text(encoding="utf-8"), opts.rounds)[0] == "done":
+            stored = load_job(out / p.name)
+            assert stored is not None
+            early[i] = stored.model_copy(update={"skipped": True})
+        else:
+            jobs.append((i, _request(p, opts, engine.device)))
+    for i, result in sorted(early.items()):
+        on_event(Event(result.name, "done", "", result=result))
+    ran = engine.run([j for _, j in jobs], on_event) if jobs else []
+    by_index = {**early, **{i: r for (i, _), r in zip(jobs, ran)}}
+    results = [by_index[i] for i in range(len(batch.planned))]
+    report = build_report(out.resolve(), results, engine.describe())
+    return BatchOutcome(report, write_report(report, out), results)
+
+
+def run_batch(opts: BatchOptions, on_event: OnEvent = lambda e: None) -> BatchOutcome:
+    return run_prepared(prepare_batch(opts), on_event)

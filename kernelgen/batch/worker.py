@@ -1,0 +1,53 @@
+"""The local engine's worker process, one per device, pinned by the environment it was started with
+(`CUDA_VISIBLE_DEVICES=3`). It reads one `JobRequest` per line on stdin, runs it, and answers on
+stdout with JSON lines: `{"step": "..."}` while the job runs, then `{"result": {...}}`. It runs one
+job at a time, so nothing else of the batch runs on its device while it times a kernel.
+
+    python -m kernelgen.batch.worker --target cuda:3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from typing import IO
+
+from kernelgen.batch.job import JobRequest, run_job
+from kernelgen.batch.resume import JobResult
+
+
+def _send(channel: IO[str], message: dict) -> None:
+    channel.write(json.dumps(message) + "\n")
+    channel.flush()
+
+
+def serve(requests: IO[str], channel: IO[str], target: str) -> None:
+    for line in requests:
+        if not line.strip():
+            continue
+        req = JobRequest.model_validate_json(line)
+        try:
+            result = run_job(req, target, on_step=lambda msg: _send(channel, {"step": msg}))
+        except Exception as e:  # noqa: BLE001 - the worker outlives one job's failure
+            traceback.print_exc()
+            result = JobResult(name=req.name, spec=req.spec_label, status="error", rounds=req.rounds, target=target,
+                               reason=f"worker: {type(e).__name__}: {e}")
+        _send(channel, {"result": result.model_dump(mode="json")})
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kernelgen.batch.worker")
+    ap.add_argument("--target", required=True, help="the device label this worker is pinned to, e.g. cuda:3")
+    args = ap.parse_args(argv)
+    # The protocol gets a private copy of stdout; anything else printed lands on stderr.
+    channel = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    serve(sys.stdin, channel, args.target)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""`kernelgen batch` end to end on the CPU interpreter, over three tiny specs (tests/data/batch: a
+one-case float32 broadcast, gelu and row_sum), one optimization round each:
+
+- the local engine with two interpreter workers, SIGKILLed (the whole process group) after its
+  first operator finished, then run again: the finished operator is not redone, the others resume
+  where they stopped, all three finish; a bad spec and an operator the offline generator cannot
+  build, in the same folder, are reported with their reason while the rest goes on;
+- the Ray engine on a local two-CPU Ray instance (one CPU per task: no GPU here), uninterrupted.
+
+Each test runs the three operators once; the local run, its resume and the bad input share one
+test to keep CI short.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kernelgen.batch.resume import JOB_FILE
+from kernelgen.cli import app
+from kernelgen.devices import DRY_RUN_LABEL
+from kernelgen.record.state import load_state
+
+pytestmark = pytest.mark.slow
+
+SPECS = Path(__file__).resolve().parent / "data" / "batch"
+NAMES = ["broadcast", "gelu", "row_sum"]
+UNSUPPORTED = ("name: running_total\ndescription: cumulative sum\ninputs:\n  - {name: x}\noutputs:\n  - {name: out}\n"
+               "reference: |\n  def running_total(x):\n      return torch.cumsum(x, dim=-1)\n"
+               "dtypes: [float32]\ntest_cases:\n  - {x: [4, 33]}\n")
+BAD = "name: broken\ndescription: no outputs\ninputs:\n  - {name: x}\ndtypes: [float32]\ntest_cases:\n  - {x: [4]}\n"
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def report_of(out: Path) -> dict:
+    return json.loads((out / "batch_report.json").read_text())
+
+
+def assert_all_finished(out: Path) -> dict:
+    report = report_of(out)
+    rows = {r["name"]: r for r in report["operators"]}
+    for name in NAMES:
+        assert rows[name]["status"] == "finished", rows[name]
+        assert rows[name]["rounds"] == 1
+        assert json.loads((out / name / JOB_FILE).read_text())["status"] == "finished"
+        assert (out / name / "final_perf.json").is_file() and (out / name / "optimization_log.md").is_file()
+    assert not report["summary"]["measured"]  # interpreter: labelled as a dry run
+    md = (out / "batch_report.md").read_text()
+    assert DRY_RUN_LABEL in md and all(f"| {n} | finished |" in md for n in NAMES)
+    assert (out / "batch_report.png").stat().st_size > 1000
+    return report
+
+
+def test_ray_engine_on_a_local_two_cpu_cluster(tmp_path):
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        out = tmp_path / "out"
+        r = CliRunner().invoke(app, ["batch", str(SPECS), "--out", str(out), "--rounds", "1", "--backend", "offline",
+                                     "--engine", "ray"])
+    finally:
+        ray.shutdown()
+    assert r.exit_code == 0, r.output
+    report = assert_all_finished(out)
+    assert report["engine"].startswith("ray: a local Ray instance, 2 CPU")
+    assert all(" cpu (pid " in row["target"] for row in report["operators"])
+    assert (out / "_batch" / "logs" / "row_sum.log").read_text().count("$ kernelgen ") == 3
+
+
+def _snapshot(out: Path) -> dict[str, tuple[bytes, int]]:
+    return {str(p.relative_to(out)): (p.read_bytes(), p.stat().st_mtime_ns) for p in out.rglob("*")
+            if p.is_file() and not p.relative_to(out).parts[0].startswith(("_batch", "batch_report"))}
+
+
+def test_local_engine_killed_midway_resumes_and_reports_bad_input(tmp_path):
+    """Two interpreter workers; the folder also holds a spec that does not validate and one the
+    offline generator cannot build. SIGKILL of the whole process group once the first operator has
+    finished, then the same command again."""
+    specs = tmp_path / "specs"
+    shutil.copytree(SPECS, specs)
+    (specs / "broken.yaml").write_text(BAD)
+    (specs / "running_total.yaml").write_text(UNSUPPORTED)
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "kernelgen", "batch", str(specs), "--out", str(out), "--rounds", "1",
+           "--backend", "offline", "--engine", "local", "--gpus", "2"]
+    env = {**os.environ, "KERNELGEN_DEVICE": "cpu"}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 400
+    try:
+        while time.monotonic() < deadline:
+            finished = [n for n in NAMES if (out / n / JOB_FILE).is_file()]
+            if finished:
+                break
+            assert proc.poll() is None, "the batch ended before any operator finished"
+            time.sleep(0.1)
+        else:
+            pytest.fail("no operator finished")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the batch, its workers and their steps
+        proc.wait()
+    time.sleep(1)
+    first = finished[0]
+    before = _snapshot(out)
+    started: dict[str, str] = {}  # operators whose round 0 had finished: resumed, not redone
+    for name in NAMES:
+        try:
+            r0 = load_state(out / name).rounds[0]
+        except (OSError, ValueError, IndexError):
+            continue
+        if r0.finished_at:
+            started[name] = r0.started_at
+    assert len([n for n in NAMES if (out / n / JOB_FILE).is_file()]) < 3, "killed too late to show a resume"
+
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 1, again.stdout + again.stderr  # the batch ran; two of its specs could not
+    report = assert_all_finished(out)
+    after = _snapshot(out)
+    for path, (data, mtime) in before.items():
+        if path.startswith(f"{first}/"):
+            assert after[path] == (data, mtime), f"{path} of the finished operator changed"
+    rows = {r["name"]: r for r in report["operators"]}
+    assert rows[first]["skipped"] and not any(rows[n]["skipped"] for n in NAMES if n != first)
+    for name, t0 in started.items():
+        assert load_state(out / name).rounds[0].started_at == t0, f"{name}: round 0 was redone"
+    for name in NAMES:  # a folder whose round 0 never finished was moved aside, not deleted
+        if name not in started and any(p.startswith(f"{name}/") for p in before):
+            assert list(out.glob(f"{name}.previous-*")), name
+    assert {rows[n]["target"] for n in NAMES} <= {"cpu#0", "cpu#1"}
+
+    # bad input: listed with its reason; the rest of the batch went on
+    assert rows["broken"]["status"] == "invalid" and "outputs" in rows["broken"]["reason"]
+    assert rows["running_total"]["status"] == "invalid" and "needs an LLM" in rows["running_total"]["reason"]
+    s = report["summary"]
+    assert (s["operators"], s["correct"]) == (5, 3) and s["pass_rate"] == pytest.approx(0.6)
+    text = flat(again.stdout)
+    assert f"{first} skipped: finished in an earlier run" in text
+    assert "pass rate 3/5 (60%)" in text and "local: 2 Triton-interpreter worker(s)" in text
+    md = (out / "batch_report.md").read_text()
+    assert "| broken | invalid |" in md and "| running_total | invalid |" in md
+    log = (out / "_batch" / "logs" / f"{first}.log").read_text()
+    assert [ln.split("$ kernelgen ")[1].split()[0] for ln in log.splitlines() if "$ kernelgen " in ln] == ["new", "optimize", "bench"]

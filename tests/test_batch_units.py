@@ -1,0 +1,204 @@
+"""`kernelgen batch` without running operators: targets and --gpus, the resume rule, shipping folders
+to Ray tasks and back, the report's numbers, and the refusals (exit 2, nothing written)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kernelgen.batch import artifacts
+from kernelgen.batch.plan import plan_specs
+from kernelgen.batch.report import build_report, render_markdown
+from kernelgen.batch.resume import FINAL_FILE, JOB_FILE, JobResult, phase_of, save_job
+from kernelgen.batch.targets import Target, parse_gpus
+from kernelgen.cli import app
+from kernelgen.errors import UsageError
+from kernelgen.fsutil import now
+from kernelgen.record.state import OpState, RoundRecord, save_state
+from kernelgen.verify.results import KernelTiming, PerfCase, PerformanceResult, RunRecord
+
+SPECS = Path(__file__).resolve().parent / "data" / "batch"
+BAD_SPEC = "name: Bad-Name\ndescription: x\ninputs: []\noutputs:\n  - {name: out}\n"
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+# --- targets --------------------------------------------------------------------------------------
+def test_gpus_all_count_and_ids_on_a_gpu_host():
+    ids = ["0", "1", "2", "3"]
+    assert [t.label for t in parse_gpus("all", "cuda", ids)] == ["cuda:0", "cuda:1", "cuda:2", "cuda:3"]
+    assert [t.device_id for t in parse_gpus("2", "cuda", ids)] == ["0", "1"]
+    assert [t.device_id for t in parse_gpus("3,1", "cuda", ids)] == ["3", "1"]
+    assert [t.device_id for t in parse_gpus("2,", "cuda", ids)] == ["2"]
+    for bad in ("5", "0", "7,1", "1,1", "two"):
+        with pytest.raises(UsageError):
+            parse_gpus(bad, "cuda", ids)
+
+
+def test_gpus_without_a_gpu_means_interpreter_workers():
+    assert [t.label for t in parse_gpus("all", "cpu", [])] == ["cpu#0"]
+    assert [t.label for t in parse_gpus("3", "cpu", [])] == ["cpu#0", "cpu#1", "cpu#2"]
+    with pytest.raises(UsageError, match="no GPU is visible"):
+        parse_gpus("0,1", "cpu", [])
+
+
+def test_each_worker_is_pinned_to_its_device(tmp_path, monkeypatch):
+    monkeypatch.delenv("KERNELGEN_DEVICE_LOCK", raising=False)
+    env = Target("cuda", "3", 0).env(tmp_path)
+    assert env["CUDA_VISIBLE_DEVICES"] == "3" and env["KERNELGEN_DEVICE_LOCK"].endswith("cuda3.lock")
+    assert Target("npu", "1", 0).env(tmp_path)["ASCEND_RT_VISIBLE_DEVICES"] == "1"
+    assert Target("cpu", None, 1).env(tmp_path) == {"KERNELGEN_DEVICE": "cpu"}
+
+
+def test_gpus_beyond_the_visible_ones_is_refused(tmp_path, monkeypatch):
+    import kernelgen.batch.targets as targets
+
+    monkeypatch.setattr(targets, "visible_devices", lambda device="auto": ("cuda", ["0", "1"]))
+    out = tmp_path / "out"
+    r = CliRunner().invoke(app, ["batch", str(SPECS), "--out", str(out), "--gpus", "5"])
+    assert r.exit_code == 2, r.output
+    assert "--gpus 5: only 2 cuda device(s) are visible (0, 1)" in flat(r.output) and "Traceback" not in r.output
+    assert not out.exists()
+
+
+# --- refusals -------------------------------------------------------------------------------------
+def test_ray_engine_without_ray_installed(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    out = tmp_path / "out"
+    r = CliRunner().invoke(app, ["batch", str(SPECS), "--out", str(out), "--engine", "ray"])
+    assert r.exit_code == 2, r.output
+    text = flat(r.output)
+    assert "--engine ray needs Ray, which is not installed" in text and "pip install 'kernelgen[ray]'" in text
+    assert "Traceback" not in r.output and not out.exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--engine", "spark"], "--engine spark: choose local or ray"),
+    (["--rounds", "-1"], "--rounds must be >= 0"),
+    (["--ray-address", "auto"], "--ray-address is for --engine ray"),
+])
+def test_bad_options_are_refused_before_writing(tmp_path, args, message):
+    out = tmp_path / "out"
+    r = CliRunner().invoke(app, ["batch", str(SPECS), "--out", str(out), *args])
+    assert r.exit_code == 2 and message in flat(r.output), r.output
+    assert not out.exists()
+
+
+def test_missing_spec_path_is_refused(tmp_path):
+    r = CliRunner().invoke(app, ["batch", str(tmp_path / "nope"), "--out", str(tmp_path / "out")])
+    assert r.exit_code == 2 and "no such file or folder" in r.output
+
+
+def test_plan_keeps_bad_and_duplicate_specs_with_their_reason(tmp_path):
+    for f in SPECS.iterdir():
+        (tmp_path / f.name).write_text(f.read_text())
+    (tmp_path / "bad.yaml").write_text(BAD_SPEC)
+    (tmp_path / "zz_again.yaml").write_text((SPECS / "gelu.yaml").read_text())
+    planned = {p.spec_path.name: p for p in plan_specs([tmp_path])}
+    assert [n for n, p in planned.items() if p.valid] == ["broadcast.yaml", "gelu.yaml", "row_sum.yaml"]
+    assert "name" in planned["bad.yaml"].problem and "\n" not in planned["bad.yaml"].problem
+    assert "duplicate operator name 'gelu'" in planned["zz_again.yaml"].problem
+
+
+# --- resume ---------------------------------------------------------------------------------------
+def _op_folder(root: Path, spec_text: str, *, round0_done: bool, job: JobResult | None = None) -> Path:
+    op = root / "gelu"
+    op.mkdir(parents=True)
+    (op / "spec.yaml").write_text(spec_text)
+    state = OpState(name="gelu", created_at=now(), backend="offline", device="cpu", best_round=0 if round0_done else None)
+    state.rounds.append(RoundRecord(round=0, started_at=now(), finished_at=now() if round0_done else None, backend="offline",
+                                    kernel_file="rounds/round_0/gelu_triton.py"))
+    save_state(op, state)
+    if job:
+        save_job(op, job)
+    return op
+
+
+def test_phase_of_an_operator_folder(tmp_path):
+    text = (SPECS / "gelu.yaml").read_text()
+    assert phase_of(tmp_path / "gelu", text, 1)[0] == "new"
+    op = _op_folder(tmp_path / "a", text, round0_done=False)
+    assert phase_of(op, text, 1) == ("redo", "round 0 never finished; the old folder is moved aside")
+    op = _op_folder(tmp_path / "b", text, round0_done=True)
+    assert phase_of(op, text, 1)[0] == "optimize"
+    assert phase_of(op, text.replace("exact GELU", "GELU"), 1)[0] == "redo"  # the spec changed
+    done = JobResult(name="gelu", spec="gelu.yaml", status="finished", rounds=2)
+    op = _op_folder(tmp_path / "c", text, round0_done=True, job=done)
+    assert phase_of(op, text, 2)[0] == "done" and phase_of(op, text, 1)[0] == "done"
+    assert phase_of(op, text, 3)[0] == "optimize" and phase_of(op, text, None)[0] == "optimize"
+
+
+def test_folder_shipped_to_a_task_and_back_replaces_the_old_one_and_keeps_moved_aside_copies(tmp_path):
+    driver, node = tmp_path / "driver", tmp_path / "node"
+    (driver / "gelu" / "rounds").mkdir(parents=True)
+    (driver / "gelu" / "state.json").write_text("old")
+    artifacts.unpack(node, artifacts.pack(driver, ["gelu"]))
+    assert (node / "gelu" / "state.json").read_text() == "old"
+    (node / "gelu" / "state.json").write_text("new")
+    (node / "gelu.previous-20260101-000000").mkdir()
+    (node / "gelu.previous-20260101-000000" / "kept.txt").write_text("kept")
+    (node / "other").mkdir()
+    artifacts.unpack(driver, artifacts.pack(node, artifacts.operator_entries(node, "gelu")))
+    assert (driver / "gelu" / "state.json").read_text() == "new"
+    assert (driver / "gelu.previous-20260101-000000" / "kept.txt").read_text() == "kept"
+    assert sorted(p.name for p in driver.iterdir()) == ["gelu", "gelu.previous-20260101-000000"]
+
+
+# --- report ---------------------------------------------------------------------------------------
+def _timing(ms: float) -> KernelTiming:
+    return KernelTiming(ms=ms, ms_min=ms, ms_max=ms, spread=0.0)
+
+
+def _measured(root: Path, name: str, kernel_ms: list[float], eager_ms: float) -> None:
+    cases = [PerfCase(case=i, shapes={"x": [1024, 1024]}, dtype="float32", bytes=8 << 20, kernel=_timing(k), eager=_timing(eager_ms),
+                      compiled=_timing(eager_ms), speedup_eager=eager_ms / k, speedup_compile=eager_ms / k)
+             for i, k in enumerate(kernel_ms)]
+    perf = PerformanceResult(op=name, kernel="k.py", device="cuda", device_name="H200", interpreter=False, measured=True,
+                             torch_version="2.11", triton_version="3.6", cases=cases)
+    op = root / name
+    op.mkdir(parents=True)
+    (op / FINAL_FILE).write_text(RunRecord(kind="performance", status="ok", exit_code=0, duration_s=1.0, performance=perf).model_dump_json())
+
+
+def test_report_pass_rate_fast_1_and_geomeans(tmp_path):
+    _measured(tmp_path, "fast", [0.5, 0.5], 1.0)  # x2 at both cases
+    _measured(tmp_path, "mixed", [0.5, 2.0], 1.0)  # x2 and x0.5: not fast at every case
+    results = [JobResult(name="fast", spec="fast.yaml", status="finished"), JobResult(name="mixed", spec="mixed.yaml", status="finished"),
+               JobResult(name="bad", spec="bad.yaml", status="invalid", reason="name: must match [a-z]")]
+    report = build_report(tmp_path, results, "local")
+    s = report.summary
+    assert (s.operators, s.correct, s.fast_1_count) == (3, 2, 1)
+    assert s.geomean["eager"] == pytest.approx(2 ** 0.5) and s.case_timings == 4 and s.measured
+    rows = {r.name: r for r in report.operators}
+    assert rows["fast"].fast_1 and not rows["mixed"].fast_1 and rows["mixed"].speedup["eager"] == pytest.approx(1.0)
+    md = render_markdown(report)
+    assert "pass rate 2/3 (67%), fast_1 1/3 (33%)" in md and "| bad | invalid |" in md and "name: must match [a-z]" in md
+    assert "dry run" not in md
+    assert json.loads(report.model_dump_json())["summary"]["fast_1"] == pytest.approx(1 / 3)
+
+
+def test_job_file_names_are_stable():
+    # benchmarks/run_all.py and earlier batch outputs read these names
+    assert (JOB_FILE, FINAL_FILE) == ("batch_job.json", "final_perf.json")
+
+
+def test_run_all_collect_only_rebuilds_report_and_prints_the_case_table_last(tmp_path, repo):
+    import subprocess
+
+    _measured(tmp_path, "fast", [0.5], 1.0)
+    save_job(tmp_path / "fast", JobResult(name="fast", spec="fast.yaml", status="finished", rounds=5))
+    (tmp_path / "fast" / "spec.yaml").write_text("name: fast\n")
+    proc = subprocess.run([sys.executable, str(repo / "benchmarks" / "run_all.py"), "--out", str(tmp_path), "--collect-only"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    last = proc.stdout.strip().splitlines()
+    assert last[-1].startswith("1 operator(s): pass rate 1/1 (100%), fast_1 1/1 (100%), geomean x2 over eager")
+    assert "| fast | 1024x1024 | float32 | 0.5000 | 1.0000 | 1.0000 | 2.00 | 2.00 |" in proc.stdout
+    assert json.loads((tmp_path / "batch_report.json").read_text())["summary"]["correct"] == 1
+    assert (tmp_path / "results.md").is_file() and (tmp_path / "batch_report.png").is_file()
