@@ -297,7 +297,7 @@ def restrict_filesystem(policy: SandboxPolicy, report: SandboxReport) -> None:
         _add_rule(ruleset, str(policy.scratch), fs, fs)
         _add_rule(ruleset, "/dev", FS_READ_DIR, fs)
         for name in sorted(os.listdir("/dev")):
-            if name.startswith(DEVICE_PREFIXES):
+            if name.startswith(DEVICE_PREFIXES) and not os.path.islink(f"/dev/{name}"):
                 _add_rule(ruleset, f"/dev/{name}", FS_READ_FILE | FS_WRITE_FILE | FS_IOCTL_DEV, fs)
         for d in DEVICE_DIRS:
             if os.path.isdir(d):
