@@ -77,6 +77,9 @@ def configs(scratch: str, site: list[str]) -> list[tuple[str, dict]]:
         ("landlock: read everywhere, rw /sys", {"rules": read_all + [("/sys", "rw")] + dev}),
         ("landlock: the worker's rules", {"rules": base}),
         ("landlock: the worker's rules + rw /dev/shm /proc", {"rules": base + [("/dev/shm", "rw"), ("/proc", "rw")]}),
+        ("landlock: the worker's rules + rw /proc/self", {"rules": base + [("/proc/self", "rw")]}),
+        ("namespaces, /proc remounted, worker's rules + rw /proc/self",
+         {"userns": True, "pidns": True, "newns": True, "remount_proc": True, "rules": base + [("/proc/self", "rw")]}),
     ]
 
 

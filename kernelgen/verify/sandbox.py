@@ -38,7 +38,8 @@ _FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCT
 READ_ONLY = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
 
 _PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS, _PR_SET_CHILD_SUBREAPER = 1, 38, 36
-_CLONE_NEWUSER, _CLONE_NEWPID = 0x10000000, 0x20000000
+_CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNS = 0x10000000, 0x20000000, 0x00020000
+_MS_REC, _MS_PRIVATE = 0x4000, 1 << 18
 
 # Top-level system folders a worker reads (never /root, /home, /tmp, /work, /run, /var, /srv, /mnt).
 SYSTEM_READ = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr", "/opt", "/etc", "/proc", "/sys")
@@ -211,11 +212,13 @@ def remove_cgroups(paths: list[str]) -> None:
 
 
 def enter_namespaces(report: SandboxReport) -> bool:
-    """Become PID 1 of a new PID namespace (inside a new user namespace). The calling process stays
-    outside: it waits for the namespace's first process and exits with its status, so the caller's
-    code after this returns True only in that first process. False (and a note): no namespaces."""
+    """Become PID 1 of a new PID namespace (inside new user and mount namespaces, with a /proc of its
+    own: the CUDA driver looks itself up under /proc/<pid>, and fails with error 304 when /proc still
+    shows the host's processes — seen on an H100, driver 580). The calling process stays outside: it
+    waits for the namespace's first process and exits with its status, so the caller's code after this
+    returns True only in that first process. False (and a note): no namespaces."""
     uid, gid = os.getuid(), os.getgid()
-    if _libc.unshare(_CLONE_NEWUSER | _CLONE_NEWPID) != 0:
+    if _libc.unshare(_CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNS) != 0:
         report.missing.append(f"no PID namespace ({_errno_text()}): a process the candidate starts and detaches "
                               "with setsid can outlive the run; a subreaper kills the ones it can find")
         _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -238,7 +241,10 @@ def enter_namespaces(report: SandboxReport) -> bool:
         code = os.waitstatus_to_exitcode(status)
         os._exit(code if code >= 0 else 128 - code)
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the outer process is this one's parent
-    report.enforced.append("own PID namespace: every process it starts dies with it")
+    if _libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0 or \
+            _libc.mount(b"proc", b"/proc", b"proc", 0, None) != 0:
+        report.missing.append(f"could not mount a /proc of its own ({_errno_text()}): a GPU driver may fail to start")
+    report.enforced.append("own PID namespace (and /proc): every process it starts dies with it, no other process is visible")
     return True
 
 
@@ -292,6 +298,9 @@ def restrict_filesystem(policy: SandboxPolicy, report: SandboxReport) -> None:
         readable = [p for p in (*SYSTEM_READ, *policy.read_paths) if os.path.exists(p)]
         for p in readable:
             _add_rule(ruleset, p, READ_ONLY, fs)
+        # The CUDA driver writes under its own /proc/<pid> as it starts (error 304 without: H100, driver
+        # 580); the rule resolves /proc/self to this process's folder, nothing else in /proc is writable.
+        _add_rule(ruleset, "/proc/self", READ_ONLY | FS_WRITE_FILE | FS_TRUNCATE, fs)
         for p in policy.list_paths:
             _add_rule(ruleset, p, FS_READ_DIR, fs)
         _add_rule(ruleset, str(policy.scratch), fs, fs)
