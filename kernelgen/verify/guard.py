@@ -60,6 +60,7 @@ def _storage_key(t: torch.Tensor) -> int:
 @dataclass
 class GuardReport:
     launches: int = 0
+    configs: list[str] = field(default_factory=list)  # what each launch ran with: kernel, grid, constants
     violations: list[tuple[str, str]] = field(default_factory=list)  # (code, message)
     # Storages allocated (or copied) by the wrapper during the call, kept alive until the report goes
     # so no address is reused meanwhile: an output outside them is cached, precomputed or an input.
@@ -139,6 +140,17 @@ def launch_runners() -> list[type]:
     return classes
 
 
+def describe_launch(fn: Any, kwargs: dict[str, Any]) -> str:
+    """`_k grid=(64, 1) BLOCK=1024 num_warps=4`: what decides a launch's speed besides its data; two
+    kernels launching the same strings on the same inputs run the same machine code."""
+    name = getattr(getattr(fn, "fn", fn), "__name__", "kernel")
+    grid = kwargs.get("grid")
+    shown = grid if isinstance(grid, tuple) else "callable"
+    consts = " ".join(f"{k}={v}" for k, v in sorted(kwargs.items()) if k not in ("grid", "warmup") and
+                      isinstance(v, (int, float, str, bool)))
+    return f"{name} grid={shown} {consts}".strip()
+
+
 def _current_stream() -> Any:
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         return torch.cuda.current_stream()
@@ -159,6 +171,7 @@ def install_launch_hooks() -> None:
                 if _ACTIVE:
                     mode = _ACTIVE[-1]
                     mode.report.launches += 1
+                    mode.report.configs.append(describe_launch(self, kwargs))
                     if getattr(self, "pre_run_hooks", None):
                         mode.report.add("launch-hook", "the kernel carries pre-run hooks: Python of the candidate's runs "
                                         "inside the launch, where it can compute what the kernel claims to")

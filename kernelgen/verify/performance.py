@@ -20,8 +20,7 @@ Under the CPU interpreter all of this is a dry run on the first test case, label
 
 from __future__ import annotations
 
-import statistics
-import time
+import warnings
 from typing import Any, Callable
 
 from kernelgen.devices import INTERPRETER_WARNING
@@ -31,17 +30,14 @@ from kernelgen.verify.compare import compare
 from kernelgen.verify.devicelock import device_lock
 from kernelgen.verify.inputs import PERF_SEED, checkable_dtypes
 from kernelgen.verify.judge import Judge, KernelSource, LoadError, static_problems
-from kernelgen.verify.poison import draw_fills
-from kernelgen.verify.protocol import OtherValue
 from kernelgen.verify.results import DevicePeaks, PerfCase, PerformanceResult, Violation
-from kernelgen.verify.session import WorkerSession
+from kernelgen.verify.timed import paired, time_case
 from kernelgen.verify.timing import host_overhead_us, rep_times, summarize
 
 ROUNDS = 3  # interleaved rounds of candidate and best
 REP_MS = 40.0  # per kernel per round: ~100+ repetitions of a 0.3 ms kernel
 CEILING_SLACK = 1.05  # 5% above a measured ceiling is beyond noise: the kernel skipped work
 READ_DOMINATED = 0.1  # writes under 10% of the bytes: judged against the read ceiling
-DEFERRED_MS = 5.0  # a worker with nothing queued answers a sync in well under a millisecond
 
 
 def _as_tuple(x: Any) -> tuple:
@@ -91,39 +87,6 @@ def judge_against_peaks(pc: PerfCase, peaks: DevicePeaks | None, read_bytes: int
         pc.invalid_reason = f"{what}: not a speedup, a measurement that cannot be true"
 
 
-def _timing_rounds(judge: Judge, timed: list[tuple[WorkerSession, str]], key: str, out_limit: int,
-                   rounds: int) -> tuple[list[list[float]], list[list[float]], list[Any], list[tuple[str, str]]]:
-    """Per kernel: every repetition's time, each round's summary, the last timed output; and the
-    (code, message) problems found on the way."""
-    reps: list[list[float]] = [[] for _ in timed]
-    round_ms: list[list[float]] = [[] for _ in timed]
-    last: list[Any] = [None] * len(timed)
-    problems: list[tuple[str, str]] = []
-    for r in range(rounds):
-        for i in [(r + j) % len(timed) for j in range(len(timed))]:  # who goes first rotates per round
-            worker, slot = timed[i]
-            reply = worker.request({"op": "time", "slot": slot, "key": key, "params": judge.spec.param_defaults,
-                                    "rep_ms": REP_MS, "warmup_ms": 10, "out_offset": 0, "out_limit": out_limit})
-            if not reply.ok:
-                raise _TimedCallFailed(reply.error)
-            if reply.launches < reply.calls:
-                problems.append(("timed-call-no-launch", f"{reply.calls} timed calls launched only {reply.launches} Triton "
-                                 "kernels; a call that launches nothing returned a cached or host-computed result"))
-            t0 = time.perf_counter()
-            worker.request({"op": "sync"})
-            waited = (time.perf_counter() - t0) * 1e3
-            if waited > DEFERRED_MS and not judge.device.interpreter:
-                problems.append(("deferred-work", f"the worker still had {waited:.1f} ms of work queued after saying it was done"))
-            reps[i] += reply.times_ms
-            round_ms[i].append(summarize(reply.times_ms).ms)
-            last[i] = reply.outputs
-    return reps, round_ms, last, problems
-
-
-class _TimedCallFailed(Exception):
-    pass
-
-
 def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: KernelSource | None = None,
                         with_eager: bool = True, with_compile: bool | None = None, with_peers: bool | None = None,
                         peaks: DevicePeaks | None = None, rounds: int = ROUNDS,
@@ -143,7 +106,8 @@ def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: Ker
         return res
     kernels = [kernel] + ([compare_with] if compare_with is not None else [])
     try:
-        timed = [judge.load(k) for k in kernels]
+        for k in kernels:
+            judge.load(k)
     except LoadError as e:
         res.error = f"import failed: {e}"
         return res
@@ -162,21 +126,15 @@ def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: Ker
     compiled_ref = torch.compile(judge.baseline) if with_compile else None
     for ci, case in enumerate(cases):
         for dtype in dtypes:
-            try:
-                pc = _measure_case(judge, res, timed, ci, case, dtype, compiled_ref=compiled_ref, with_eager=with_eager,
-                                   with_peers=bool(with_peers), rounds=rounds)
-            except _TimedCallFailed as e:
-                res.error = f"case {ci} {dtype} (timed): {e}"
-                return res
-            if pc is None:
-                return res
+            pc = _measure_case(judge, res, kernels, ci, case, dtype, compiled_ref=compiled_ref, with_eager=with_eager,
+                               with_peers=bool(with_peers), rounds=rounds)
             res.cases.append(pc)
             log(", ".join([pc.label, *pc.facts()]) + ("" if res.measured else " [interpreter: not a measurement]"))
     return res
 
 
-def _measure_case(judge: Judge, res: PerformanceResult, timed: list[tuple[WorkerSession, str]], ci: int, case: Case,
-                  dtype: str, *, compiled_ref: Any, with_eager: bool, with_peers: bool, rounds: int) -> PerfCase | None:
+def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSource], ci: int, case: Case, dtype: str, *,
+                  compiled_ref: Any, with_eager: bool, with_peers: bool, rounds: int) -> PerfCase:
     import torch
 
     from kernelgen.spec import draw_inputs
@@ -191,40 +149,19 @@ def _measure_case(judge: Judge, res: PerformanceResult, timed: list[tuple[Worker
         flops, source = counted_flops(judge.baseline, inputs, params), "counted"
     pc = PerfCase(case=ci, shapes=case, dtype=dtype, bytes=read_b + write_b, flops=flops,
                   flops_source=source if flops else "")
-    key = f"perf{ci}-{dtype}"
-    out_limit = judge.arena_bytes // 2
-    fill, _ = draw_fills()
-    for worker, slot in {w: (w, s) for w, s in timed}.values():
-        judge.put(worker, key, inputs)
-    worker, slot = timed[0]
-    reply = judge.call(worker, slot, key, mode="guarded", fill=fill, out_limit=out_limit)
-    if not reply.ok:
-        res.error = f"case {ci} {dtype}: {reply.error}"
-        return None
-    for v in (reply.report.violations if reply.report else []):
-        if not any(x.code == v.get("code") for x in res.violations):
-            res.violations.append(Violation(code=v.get("code", "worker-report"), message=f"case {ci} {dtype}: {v.get('message', '')}"))
-    problem = _check_outputs(judge, worker, reply.outputs, expected, dtype, fill)
-    if problem:
-        pc.valid, pc.spot_check = False, problem
-        pc.invalid_reason = f"wrong at the perf shape: {problem}"
-    with device_lock(exclusive=True):  # nothing else of ours on the device while timing
-        reps, round_ms, last, problems = _timing_rounds(judge, timed, key, out_limit, rounds)
-    for code, message in problems:
+    timed = time_case(judge, kernels, inputs, expected, dtype, rounds=rounds, rep_ms=REP_MS, host=True)
+    mine = timed[0]
+    for code, message in [v for t in timed for v in t.violations]:
         if not any(x.code == code for x in res.violations):
             res.violations.append(Violation(code=code, message=f"case {ci} {dtype}: {message}"))
-    wrong = _check_outputs(judge, worker, last[0], expected, dtype, None)
-    if wrong:
-        res.violations.append(Violation(code="timed-output-wrong", message=f"case {ci} {dtype}: the output of the last timed call is wrong: {wrong}"))
-    pc.kernel = summarize(reps[0])
-    if len(timed) > 1:
-        pc.compare = summarize(reps[1])
-        ratios = [b / k for k, b in zip(round_ms[0], round_ms[1]) if k]
-        pc.speedup_vs_compare = statistics.median(ratios) if ratios else None
-        pc.pair_noise = (max(ratios) - min(ratios)) / pc.speedup_vs_compare if ratios and pc.speedup_vs_compare else None
-    if not device.interpreter:
-        host = worker.request({"op": "host", "slot": slot, "key": key, "params": params})
-        pc.host_us = host.host_us
+    if mine.wrong:
+        pc.valid, pc.spot_check = False, mine.wrong
+        pc.invalid_reason = f"wrong at the perf shape: {mine.wrong}"
+    pc.kernel = summarize(mine.reps) if mine.timed else None
+    pc.host_us = mine.host_us
+    if len(timed) > 1 and timed[1].timed and mine.timed:
+        pc.compare = summarize(timed[1].reps)
+        pc.speedup_vs_compare, pc.pair_noise = paired(timed[1], mine)
     if compiled_ref is not None:
         try:
             compiled_ref(*inputs, **params)  # compile outside the timed region (seconds of CPU work)
@@ -247,27 +184,10 @@ def _measure_case(judge: Judge, res: PerformanceResult, timed: list[tuple[Worker
         pc.speedup_eager = pc.eager.ms / pc.kernel.ms if pc.eager else None
         pc.speedup_compile = pc.compiled.ms / pc.kernel.ms if pc.compiled else None
     judge_against_peaks(pc, res.peaks, read_b, write_b)
-    for w, _ in {w: (w, s) for w, s in timed}.values():
-        judge.drop(w, key)
     del inputs, expected
     if device.kind == "cuda":
         torch.cuda.empty_cache()
     return pc
-
-
-def _check_outputs(judge: Judge, worker: WorkerSession, values: list[Any] | None, expected: tuple, dtype: str,
-                   fill: Any) -> str:
-    """"" when the returned values match the baseline; otherwise what is wrong."""
-    if values is None or len(values) != len(expected):
-        return f"returned {0 if values is None else len(values)} value(s), the baseline {len(expected)}"
-    for value, exp in zip(values, expected):
-        if isinstance(value, OtherValue):
-            return f"returned a {value.type_name}, not a tensor"
-        got = judge.read(worker, value, max_bytes=2 * exp.numel() * exp.element_size() + 4096)
-        c = compare(got, exp, judge.spec.tolerance_for(dtype), fill)
-        if not c.passed:
-            return c.message
-    return ""
 
 
 def _time_peers(judge: Judge, res: PerformanceResult, pc: PerfCase, inputs: list[Any], expected: tuple, dtype: str) -> None:
@@ -279,7 +199,8 @@ def _time_peers(judge: Judge, res: PerformanceResult, pc: PerfCase, inputs: list
             res.note = (res.note + f" {note}.").strip()
     for peer in found:
         try:
-            with torch.no_grad(), peer.context():
+            with torch.no_grad(), peer.context(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # FlagGems warns once per operator it overrides
                 out = _as_tuple(peer.call())
                 ok = len(out) == len(expected) and all(
                     compare(o, e, judge.spec.tolerance_for(dtype)).passed for o, e in zip(out, expected))

@@ -67,6 +67,7 @@ class CallReport(_Msg):
     violations: list[dict[str, str]] = Field(default_factory=list)  # {"code", "message"}
     threads_started: int = 0
     fresh: list[bool] = Field(default_factory=list)  # per output: allocated during the call
+    configs: list[str] = Field(default_factory=list)  # each launch's kernel, grid and constants
 
 
 class Reply(_Msg):

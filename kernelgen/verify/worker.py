@@ -188,7 +188,7 @@ class Worker:
                 offset += -(-ref.nbytes // ALIGN) * ALIGN
         return {"ok": True, "kind": "called", "outputs": outputs, "inputs_after": inputs_after,
                 "report": {"launches": report.launches if report else launches[0], "violations": violations,
-                           "threads_started": threads[0], "fresh": fresh}}
+                           "threads_started": threads[0], "fresh": fresh, "configs": report.configs if report else []}}
 
     def op_time(self, req: dict[str, Any]) -> dict[str, Any]:
         from kernelgen.verify.timing import rep_times
