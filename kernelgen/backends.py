@@ -101,9 +101,11 @@ def make_proposer(requested: str, op: OperatorDir, device: DeviceInfo, llm_optio
     """The proposer of optimization rounds: the offline planner, or an LLM (configuration checked now)."""
     backend = resolve_backend(requested)
     if backend == "offline":
+        from kernelgen.devices import device_facts
         from kernelgen.optimize.planner import OfflinePlanner
 
-        return OfflinePlanner(op.spec)
+        # the SM count feeds the few-rows rule (rows < 2 x SMs: split the row); the interpreter has none
+        return OfflinePlanner(op.spec, sm_count=None if device.interpreter else device_facts(device).sm_count)
     from kernelgen.llm.proposer import LLMProposer
 
     return LLMProposer.create(backend, op, device, llm_options or {})

@@ -1,6 +1,6 @@
-"""The optimization loop's decisions, without running kernels: keep/revert against the noise, early
-stops, change classification, the offline plan's order, the log's sections, the plot and the report.
-(The loop itself, on real harness runs, is in test_optimize_loop.py.)"""
+"""The optimization loop's decisions, without running kernels: the per-case keep rule against the noise,
+early stops, change classification, the offline planner's hypotheses and composition, the log's
+sections, the plot and the report. (The loop itself, on real judge runs, is in test_optimize_loop.py.)"""
 
 from __future__ import annotations
 
@@ -11,15 +11,16 @@ import pytest
 
 from kernelgen.optimize.changes import classify_change
 from kernelgen.optimize.diagnose import diagnose
-from kernelgen.optimize.decide import decide_keep, stop_reason
+from kernelgen.optimize.decide import case_results, decide_cases, stop_reason
 from kernelgen.record.oplog import render_log
-from kernelgen.optimize.planner import CATEGORIES, OfflinePlanner, candidate_steps, knob_category
+from kernelgen.optimize.hypothesis import CaseView, hypotheses
+from kernelgen.optimize.planner import OfflinePlanner
 from kernelgen.record.plot import render_plot
 from kernelgen.optimize.proposal import RoundContext
 from kernelgen.record.report import build_report, render_markdown
 from kernelgen.verify.results import AccuracyResult, DevicePeaks, KernelTiming, PerfCase, PerformanceResult, RunRecord
 from kernelgen.spec import validate_spec_data
-from kernelgen.record.state import OpState, RoundRecord, save_state
+from kernelgen.record.state import CandidateRecord, CaseResult, OpState, RoundRecord, save_state
 
 DATA = Path(__file__).resolve().parent / "data"
 SPEC = {
@@ -54,25 +55,40 @@ def _perf(kernel_ms: list[float], compare_ms: list[float] | None = None, *, spre
                              peaks=peaks, cases=cases)
 
 
-# --- keep / revert ---------------------------------------------------------------------------------
-def test_keep_only_beyond_the_noise():
-    assert decide_keep(_perf([0.90, 0.90], [1.0, 1.0])).keep  # x1.11 with 0.5% spread: beyond the 1% floor
-    d = decide_keep(_perf([0.995], [1.0]))
-    assert not d.keep and "not faster beyond the noise" in d.reason and d.threshold == pytest.approx(1.01)
-    d = decide_keep(_perf([0.90], [1.0], spread=0.2))  # x1.11 but 20% run-to-run spread: not a win
+# --- keep / revert, per case ----------------------------------------------------------------------
+def _decide(perf: PerformanceResult):  # noqa: ANN202
+    return decide_cases(case_results(perf), measured=perf.measured)
+
+
+def test_keep_only_beyond_the_noise_of_each_case():
+    assert _decide(_perf([0.90, 0.90], [1.0, 1.0])).keep  # x1.11 with 0.5% spread: beyond the 1% floor
+    d = _decide(_perf([0.995], [1.0]))
+    assert not d.keep and "no case faster beyond its noise" in d.reason
+    d = _decide(_perf([0.90], [1.0], spread=0.2))  # x1.11 but 20% run-to-run spread: not a win
     assert not d.keep and d.threshold == pytest.approx(1.2)
-    d = decide_keep(_perf([1.2], [1.0]))
+    d = _decide(_perf([1.2], [1.0]))
     assert not d.keep and "slower" in d.reason
 
 
+def test_one_case_slower_beyond_the_noise_reverts_a_faster_geomean():
+    # x1.25 and x1.25 on two cases, x0.95 on the third: geomean x1.17, but a case lost 5%
+    cases = case_results(_perf([0.8, 0.8, 1.0526], [1.0, 1.0, 1.0]))
+    assert [c.verdict for c in cases] == ["win", "win", "loss"]
+    d = decide_cases(cases, measured=True)
+    assert not d.keep and d.speedup > 1.1 and "slower beyond the noise on 16x32 float32 x0.950" in d.reason
+
+
 def test_invalid_or_missing_timings_are_never_kept():
-    assert not decide_keep(_perf([0.5], [1.0], valid=False)).keep
-    assert not decide_keep(_perf([0.5])).keep  # not timed against the best
-    assert not decide_keep(None).keep
+    assert not _decide(_perf([0.5], [1.0], valid=False)).keep  # "wrong" at that case
+    assert not _decide(_perf([0.5])).keep  # not timed against the best: unjudged
+    assert [c.verdict for c in case_results(_perf([0.5]))] == ["unjudged"]
 
 
-def test_dry_run_is_labelled():
-    assert "not a measurement" in decide_keep(_perf([0.5], [1.0], measured=False)).reason
+def test_interpreter_timings_decide_nothing():
+    perf = _perf([0.5], [1.0], measured=False)  # x2 on the interpreter: not a measurement
+    assert [c.verdict for c in case_results(perf)] == ["unjudged"]
+    d = decide_cases(case_results(perf), measured=False)
+    assert not d.keep and "unjudged" in d.reason and "not a measurement" in d.reason
 
 
 # --- early stops -----------------------------------------------------------------------------------
@@ -106,52 +122,103 @@ def test_change_classification():
     assert classify_change(src, "def broken(:", "broadcast") == "logic"
 
 
-# --- the offline plan ------------------------------------------------------------------------------
-SPACE = {"BLOCK_SIZE": [None, 512, 1024], "num_warps": [None, 2, 4], "num_stages": [None, 1, 2],
-         "grid": ["2d", "1d"], "eviction": ["none", "evict_first"], "autotune": [False, True]}
+# --- the offline planner -------------------------------------------------------------------------
+SPACE = {"BLOCK_SIZE": [None, 512, 1024], "num_warps": [None, 2, 4], "grid": ["2d", "1d"],
+         "eviction": ["none", "evict_first"], "autotune": [False, True]}
+ROWS_SPACE = {"algorithm": [None, "looped", "online", "split"], "num_warps": [None, 4, 8], "ROW_TILE": [None, 1, 4]}
 
 
-def test_plan_takes_one_step_per_category_first():
-    steps = candidate_steps(SPACE, {k: v[0] for k, v in SPACE.items()})
-    assert [knob_category(n) for n, _ in steps[:5]] == list(CATEGORIES)
-    assert steps[0] == ("grid", "1d") and steps[1] == ("BLOCK_SIZE", 512)
-    assert len(steps) == len(set(steps)) == sum(len(v) - 1 for v in SPACE.values())
+def _view(label: str, rows: int, cols: int, dtype: str, frac: float | None, bound: str = "memory") -> CaseView:
+    return CaseView(label, dtype, rows, cols, 2 if dtype != "float32" else 4, frac, bound, 10.0, 5.0)
+
+
+def test_hypotheses_follow_the_numbers_not_a_fixed_order():
+    spec = validate_spec_data(SPEC, run_reference=False)
+    long_rows = [_view("4096x50257 bfloat16", 4096, 50257, "bfloat16", 0.34)]
+    [first, *_] = hypotheses(spec, "rows", ROWS_SPACE, long_rows, 132)
+    assert first.knob == "algorithm" and "50257" in first.problem and "34%" in first.problem
+    assert "online" in first.idea and "x2.79" in first.expected  # 95% / 34%
+    few_rows = [_view("32x32000 bfloat16", 32, 32000, "bfloat16", 0.40)]
+    [first, *_] = hypotheses(spec, "rows", ROWS_SPACE, few_rows, 132)
+    assert "32 rows for 132 SMs" in first.problem and "100 SMs idle" in first.problem  # long rows first, then few rows
+    at_ceiling = [_view("8192x8192 float32", 8192, 8192, "float32", 0.97)]
+    assert hypotheses(spec, "pointwise", SPACE, at_ceiling, 132) == []  # nothing to win beyond the noise
+    half = [_view("16384x4096 bfloat16", 16384, 4096, "bfloat16", 0.61), _view("16384x4096 float32", 16384, 4096, "float32", 0.98)]
+    [first, *_] = hypotheses(spec, "pointwise", SPACE, half, 132)
+    assert first.knob == "BLOCK_SIZE" and first.cases == ["16384x4096 bfloat16"]  # only the case behind
 
 
 class _Kern:
-    def __init__(self, knobs):  # noqa: ANN001
+    def __init__(self, knobs, dispatch=None):  # noqa: ANN001
         self.knobs = dict(knobs)
-        self.source = "# " + repr(sorted(self.knobs.items())) + "\n"
+        self.dispatch = list(dispatch or [])
+        self.source = "# " + repr(sorted(self.knobs.items())) + repr(self.dispatch) + "\n"
         self.family = "pointwise"
 
 
-def _fake_generate(spec, knobs=None):  # noqa: ANN001, ANN202
+def _fake_generate(spec, knobs=None, dispatch=None):  # noqa: ANN001, ANN202
     full = {k: v[0] for k, v in SPACE.items()} | dict(knobs or {})
-    if full["grid"] == "1d":
-        raise ValueError("this family has no 1-D grid")  # a refused setting is skipped, not fatal
+    if full["BLOCK_SIZE"] == 1024:
+        raise ValueError("over the register budget")  # a refused setting is skipped, not fatal
     if full["num_warps"] == 2:
         full["num_warps"] = None  # a knob that does not reach the code: same file as the best
-    return _Kern(full)
+    return _Kern(full, dispatch)
 
 
-def test_offline_planner_changes_one_knob_and_never_repeats(tmp_path):
+def _ctx(spec, state: OpState) -> RoundContext:  # noqa: ANN001
+    best = state.best()
+    return RoundContext(op=None, state=state, round=len(state.rounds), best=best, best_source=_fake_generate(spec).source,  # type: ignore[arg-type]
+                        diagnosis=diagnose(None, 0, None))
+
+
+def test_offline_planner_proposes_every_untried_value_of_one_knob():
     spec = validate_spec_data(SPEC, run_reference=False)
     planner = OfflinePlanner(spec, generate=_fake_generate, space_fn=lambda s: SPACE)
     r0 = RoundRecord(round=0, started_at="t", finished_at="t", backend="offline", kernel_file="r0.py", kept=True)
     state = OpState(name="broadcast", created_at="t", backend="offline", device="cpu", rounds=[r0], best_round=0)
-    ctx = RoundContext(op=None, state=state, round=1, best=r0, best_source=_fake_generate(spec).source,  # type: ignore[arg-type]
-                       diagnosis=diagnose(None, 0, None))
-    [p1] = planner.propose(ctx)
-    assert p1.knob == "BLOCK_SIZE" and p1.knob_to == 512
-    assert "grid='1d'" in p1.reason  # the refused setting is named
-    state.rounds.append(RoundRecord(round=1, started_at="t", finished_at="t", backend="offline", kernel_file="r1.py",
-                                    knobs=p1.knobs, knob=p1.knob, knob_from=p1.knob_from, knob_to=p1.knob_to))  # tried and reverted
-    [p2] = planner.propose(ctx)
-    # num_warps=2 generates the best's file again (no round spent on it): next category, memory access
-    assert p2.knob == "eviction"
-    changed = [k for k in SPACE if p2.knobs[k] != SPACE[k][0]]
-    assert changed == ["eviction"]  # one variable at a time, from the best's knobs
-    assert "BLOCK_SIZE heuristic -> 512" in p1.change  # None is the file's own heuristic
+    proposals = planner.propose(_ctx(spec, state))
+    # unmeasured (CPU), fp32 only: the generic hypotheses, num_warps first; num_warps=2 generates the
+    # best's own file again, so no time is spent on it
+    assert [(p.knob, p.knob_to) for p in proposals] == [("num_warps", 4)]
+    assert [k for k in SPACE if proposals[0].knobs[k] != SPACE[k][0]] == ["num_warps"]  # one knob, from the best's
+    assert proposals[0].hypothesis.problem and proposals[0].hypothesis.expected
+    r1 = RoundRecord(round=1, started_at="t", finished_at="t", backend="offline", kernel_file="r1.py",
+                     hypothesis=proposals[0].hypothesis, knob="num_warps",
+                     candidates=[CandidateRecord(label="num_warps=4", knobs=proposals[0].knobs)])
+    state.rounds.append(r1)
+    proposals = planner.propose(_ctx(spec, state))
+    assert [(p.knob, p.knob_to) for p in proposals] == [("BLOCK_SIZE", 512)]  # num_warps exhausted
+    assert "BLOCK_SIZE=1024" in planner.next_directions(_ctx(spec, state))  # the refused value is named
+
+
+def _won(ci: int, dtype: str, speedup: float) -> CaseResult:
+    verdict = "win" if speedup > 1.01 else "loss" if speedup < 0.99 else "neutral"
+    return CaseResult(case=ci, dtype=dtype, shapes={"x": [16 * (ci + 1), 32]}, best_ms=1.0, ms=1 / speedup,
+                      speedup=speedup, noise=0.01, verdict=verdict)
+
+
+def test_planner_composes_a_dispatch_table_where_values_win_on_different_cases():
+    from kernelgen.optimize.search import winners
+
+    spec = validate_spec_data({**SPEC, "dtypes": ["float32", "bfloat16"]}, run_reference=False)
+    planner = OfflinePlanner(spec, generate=_fake_generate, space_fn=lambda s: {**SPACE, "BLOCK_SIZE": [None, 512, 2048]})
+    r0 = RoundRecord(round=0, started_at="t", finished_at="t", backend="offline", kernel_file="r0.py", kept=True)
+    state = OpState(name="broadcast", created_at="t", backend="offline", device="cuda", rounds=[r0], best_round=0)
+    ctx = _ctx(spec, state)
+    p512, p2048 = planner.propose(ctx)
+    recs = [CandidateRecord(label="BLOCK_SIZE=512", cases=[_won(0, "float32", 1.20), _won(0, "bfloat16", 0.80)]),
+            CandidateRecord(label="BLOCK_SIZE=2048", cases=[_won(0, "float32", 0.90), _won(0, "bfloat16", 1.30)])]
+    composed = planner.compose(ctx, [p512, p2048], recs, winners(recs))
+    table = {d.dtype: d.knobs for d in composed.dispatch}
+    assert table == {"float32": {"BLOCK_SIZE": 512}, "bfloat16": {"BLOCK_SIZE": 2048}}
+    assert all("x1.2" in d.reason or "x1.3" in d.reason for d in composed.dispatch)
+    assert "dispatch table" in composed.change
+    # one value wins where it differs and loses nowhere: a plain knob change, no table
+    recs = [CandidateRecord(label="BLOCK_SIZE=512", cases=[_won(0, "float32", 1.20), _won(0, "bfloat16", 1.0)]),
+            CandidateRecord(label="BLOCK_SIZE=2048", cases=[_won(0, "float32", 0.90), _won(0, "bfloat16", 0.9)])]
+    plain = planner.compose(ctx, [p512, p2048], recs, winners(recs))
+    assert plain.knob_to == 512 and not plain.dispatch
+    assert planner.compose(ctx, [p512, p2048], recs[1:], {}) is None  # nothing won: nothing composed
 
 
 def test_offline_planner_reads_knobs_recorded_before_they_were_typed():
@@ -187,12 +254,12 @@ def _state() -> OpState:
         RoundRecord(round=1, started_at="t1", finished_at="t1", backend="offline", change="block sizes: BLOCK 16 -> 32",
                     change_type="parameters", kernel_file="rounds/round_1/broadcast_triton.py", diff="--- a\n+++ b\n",
                     accuracy=_acc(True), performance=perf1, kept=True, outcome="kept",
-                    diagnosis=diag, decision=decide_keep(perf1.performance), lessons=["Worked: ..."],
+                    diagnosis=diag, decision=_decide(perf1.performance), lessons=["Worked: ..."],
                     next_directions="num_warps"),
         RoundRecord(round=2, started_at="t2", finished_at="t2", backend="offline", change="grid 2d -> 1d",
                     change_type="logic", kernel_file="rounds/round_2/broadcast_triton.py", diff="--- a\n+++ b\n",
                     accuracy=_acc(True), performance=perf2, outcome="reverted",
-                    diagnosis=diag, decision=decide_keep(perf2.performance), lessons=["Did not help"]),
+                    diagnosis=diag, decision=_decide(perf2.performance), lessons=["Did not help"]),
         RoundRecord(round=3, started_at="t3", finished_at="t3", backend="offline", change="wrong", change_type="logic",
                     kernel_file="rounds/round_3/broadcast_triton.py", accuracy=_acc(False), outcome="rejected",
                     diagnosis=diag, lessons=["Failed"]),

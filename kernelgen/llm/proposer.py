@@ -63,7 +63,8 @@ class LLMProposer:
                 history=entries, best_round=ctx.best.round, round_k=ctx.round, candidate=c, candidates=n,
                 earlier=[p.change for p in proposals])
             outcome = write_and_repair(self.session, self.op, self.device, messages, round_k=ctx.round,
-                                       repairs=self.setup.repairs, purpose="optimize", tag=f"candidate-{c}" if n > 1 else "")
+                                       repairs=self.setup.repairs, purpose="optimize", tag=f"candidate-{c}" if n > 1 else "",
+                                       check=self._check(ctx))
             proposals.append(self._proposal(ctx, outcome))
         new_files = sorted(set(llm_dir.iterdir()) - before) if llm_dir.is_dir() else []
         rdir = self.op.round_dir(ctx.round) / LLM_DIR
@@ -71,6 +72,13 @@ class LLMProposer:
             rdir.mkdir(parents=True, exist_ok=True)
             shutil.copy2(f, rdir / f.name)
         return proposals
+
+    def _check(self, ctx: RoundContext) -> Any:
+        """Each attempt checked by the loop's judge (one per operator, its workers reused), or by a
+        judge of its own when the round has none."""
+        from kernelgen.verify.runner import run_accuracy
+
+        return lambda path: run_accuracy(self.op, self.device, kernel=path, judge=ctx.judge)
 
     def _proposal(self, ctx: RoundContext, outcome: Any) -> Proposal:  # outcome: kernelgen.llm.repair.RepairOutcome
         best = outcome.best

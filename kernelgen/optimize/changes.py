@@ -1,12 +1,15 @@
 """What kind of change one kernel file is against another, decided from the code, not from what the
-proposer claims: interface and logic changes must be mirrored in all four files (the baseline, the
-accuracy and performance scripts call the entry function), a parameter change need not be.
+proposer claims. Only an interface change must be mirrored in the other files (the baseline, the
+accuracy and the performance scripts call the entry function with the spec's signature); parameters
+and logic live in `_triton.py` alone.
 
-- parameters: only tuning values differ — upper-case (constexpr) constants, launch options
-  (num_warps, num_stages, ...), load/store cache hints, decorators (triton.jit / autotune configs),
-  power-of-two tile sizes (>= 16) written as literals in a launch heuristic;
+- parameters: only tuning values differ — upper-case (constexpr) constants and tables (a dispatch
+  table is one), launch options (num_warps, num_stages, the grid a kernel is launched on), load/store
+  cache hints, decorators (triton.jit, autotune configs), power-of-two tile sizes (>= 16) written as
+  literals in a launch heuristic;
 - interface:  the entry function's signature or what it returns changed;
-- logic:      anything else (indexing, the grid's rank, the math), or a file that does not parse;
+- logic:      the kernel's arithmetic or indexing (a 2-D grid made 1-D, an online softmax), or a file
+  that does not parse;
 - none:       the same program (comments and docstrings aside).
 """
 
@@ -60,7 +63,9 @@ class _Normalize(ast.NodeTransformer):
         return self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign) -> ast.AST:
-        if all(isinstance(t, ast.Name) and _is_param_name(t.id) for t in node.targets):
+        # `grid = lambda meta: (cdiv(n, meta["BLOCK_SIZE"]),)`: autotune makes the grid a function of the
+        # chosen config; what the kernel computes per program is still the kernel's own code.
+        if all(isinstance(t, ast.Name) and (_is_param_name(t.id) or t.id == "grid") for t in node.targets):
             node.value = ast.Constant(_PLACEHOLDER)
             return node
         return self.generic_visit(node)
@@ -74,6 +79,8 @@ class _Normalize(ast.NodeTransformer):
     def visit_Call(self, node: ast.Call) -> ast.AST:
         # Dropped rather than blanked: adding `eviction_policy=` or `num_warps=` is a parameter change too.
         node.keywords = [k for k in node.keywords if not _is_param_name(k.arg)]
+        if isinstance(node.func, ast.Subscript):  # kernel[grid](...): the grid is a launch option
+            node.func.slice = ast.Constant(_PLACEHOLDER)
         return self.generic_visit(node)
 
 

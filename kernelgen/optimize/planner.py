@@ -1,52 +1,25 @@
-"""The offline optimization plan: change one knob of the offline generator at a time, starting from
-the current best's knobs, in the order a person tuning a Triton kernel would take —
-
-  1. grid shape (1-D vs 2-D programs), 2. block sizes, 3. warps and stages,
-  4. memory access (alignment, vector width, cache/eviction hints), 5. per-shape selection / autotune.
-
-The first pass takes one step per category (five rounds, the spec's default budget, touch all five);
-later passes take the next untried value of each knob. A knob setting already tried in any earlier
-round (kept, reverted or rejected) is never proposed again, and one that generates the same file as
-the current best is skipped, so no round is spent on a no-op.
+"""The offline planner: each round, one hypothesis from the diagnosis (kernelgen.optimize.hypothesis),
+tested as a small search over that knob's untried values (kernelgen.optimize.search), then composed
+from what won per case:
+- one value wins every perf case it wins and loses none: the knob changes for every shape;
+- different values win different cases (fp32 wants one tile, bf16 another): the winners go into the
+  kernel's dispatch table, one entry per perf case x dtype with its measured reason, and every other
+  shape goes to the nearest entry (the offline generator writes the table into the file).
+A setting already tried in an earlier round is not proposed again; one that generates the best's own
+file is skipped, so no round is spent on a no-op.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from kernelgen.errors import KernelGenError
+from kernelgen.optimize.hypothesis import hypotheses, views
 from kernelgen.optimize.proposal import Proposal, RoundContext
-from kernelgen.record.state import RoundRecord
+from kernelgen.record.state import CandidateRecord, DispatchRecord, RoundRecord
 from kernelgen.spec import OperatorSpec
-
-CATEGORIES = ("grid shape", "block sizes", "warps and stages", "memory access", "per-shape selection / autotune")
-_EXPECT = {
-    "grid shape": "a grid whose rank matches the data (rows x columns) avoids a div/mod per element and keeps "
-                  "a broadcast operand in registers; a 1-D grid helps when rows are short",
-    "block sizes": "larger tiles put more loads in flight per program (latency hiding); smaller ones give more "
-                   "programs on awkward shapes and fewer masked lanes",
-    "warps and stages": "more warps per program raise memory parallelism for wide tiles; more stages pipeline "
-                        "loads for looped kernels; fewer cut register pressure",
-    "memory access": "streaming data used once with evict_first leaves L2 to the reused operand; aligned, vector-"
-                     "wide accesses cut transactions",
-    "per-shape selection / autotune": "different shapes want different tiles; autotune over a pruned config set "
-                                      "picks per shape at the cost of a first-call search",
-}
-
-
-def knob_category(name: str) -> str:
-    n = name.lower()
-    if n in {"grid", "grid_rank", "grid_shape"}:
-        return CATEGORIES[0]
-    if n in {"num_warps", "num_stages", "num_ctas"}:
-        return CATEGORIES[2]
-    if any(t in n for t in ("evict", "cache", "vector", "vec", "align", "load")):
-        return CATEGORIES[3]
-    if any(t in n for t in ("autotune", "per_shape", "heuristic")):
-        return CATEGORIES[4]
-    return CATEGORIES[1]  # BLOCK_SIZE, ROW_TILE, LOOP_BLOCK, GROUP_SIZE_M, ...: tile geometry
 
 
 def _key(knobs: dict[str, Any]) -> str:
@@ -63,55 +36,16 @@ def _as_dict(knobs: Any) -> dict[str, Any]:
     return knobs.model_dump() if hasattr(knobs, "model_dump") else dict(knobs)
 
 
-def _alternatives(values: list[Any], current: Any) -> list[Any]:
-    """Neighbours first (one step up, one down, two up...): one variable, moved a little at a time."""
-    if current not in values:
-        return list(values)
-    i = values.index(current)
-    out = []
-    for d in range(1, len(values)):
-        for j in (i + d, i - d):
-            if 0 <= j < len(values):
-                out.append(values[j])
-    return out
-
-
-def candidate_steps(space: dict[str, list[Any]], base: dict[str, Any]) -> list[tuple[str, Any]]:
-    """Every one-knob change from `base`, in plan order: pass p takes the p-th alternative of each
-    knob, categories in order, knobs of one category interleaved across passes."""
-    by_cat: dict[str, list[str]] = {c: [] for c in CATEGORIES}
-    for name in space:
-        by_cat[knob_category(name)].append(name)
-    alts = {name: _alternatives(list(space[name]), base.get(name, space[name][0])) for name in space}
-    steps: list[tuple[str, Any]] = []
-    width = max((len(v) for v in alts.values()), default=0) * max((len(v) for v in by_cat.values()), default=0)
-    for p in range(width):
-        for cat in CATEGORIES:
-            names = by_cat[cat]
-            if not names:
-                continue
-            name = names[p % len(names)]
-            depth = p // len(names)
-            if depth < len(alts[name]):
-                steps.append((name, alts[name][depth]))
-    seen, ordered = set(), []
-    for s in steps:
-        k = (s[0], _key({"v": s[1]}))
-        if k not in seen:
-            seen.add(k)
-            ordered.append(s)
-    return ordered
-
-
 @dataclass
 class OfflinePlanner:
     """The Proposer the `offline` backend uses (see kernelgen.optimize.proposal)."""
 
     spec: OperatorSpec
-    generate: Callable[..., Any] | None = None  # generate_kernel(spec, knobs); injectable for tests
+    sm_count: int | None = None  # the device's, for the few-rows rule; None on the interpreter
+    generate: Callable[..., Any] | None = None  # generate_kernel(spec, knobs, dispatch=...); injectable for tests
     space_fn: Callable[[OperatorSpec], dict[str, list[Any]]] | None = None
     name: str = "offline"
-    skipped: tuple[str, ...] = ()  # settings the generator refused in the last propose()
+    skipped: list[str] = field(default_factory=list)  # settings the generator refused in the last propose()
 
     def __post_init__(self) -> None:
         if self.generate is None or self.space_fn is None:
@@ -135,50 +69,94 @@ class OfflinePlanner:
         out.update({k: None if v == "auto" else v for k, v in (record.knobs or {}).items()})
         return out
 
-    def _tried(self, ctx: RoundContext) -> set[str]:
-        return {_key(self.knobs_of(r)) for r in ctx.state.rounds if r.round == 0 or r.knobs is not None}
+    def _tried(self, ctx: RoundContext) -> set[tuple[str, str]]:
+        """(knob, value) pairs any earlier round proposed, kept or not."""
+        tried = set()
+        for r in ctx.state.rounds:
+            if r.knob:
+                tried.add((r.knob, _key({"v": r.knob_to})))
+            for c in r.candidates:
+                for k, v in (c.knobs or {}).items():
+                    if r.hypothesis is not None and k == r.hypothesis.knob:
+                        tried.add((k, _key({"v": v})))
+        return tried
 
-    def _steps(self, ctx: RoundContext) -> list[tuple[str, Any, dict[str, Any]]]:
-        base = self.knobs_of(ctx.best)
-        tried = self._tried(ctx)
-        out = []
-        for name, value in candidate_steps(self.space(), base):
-            knobs = dict(base, **{name: value})
-            if _key(knobs) not in tried:
-                out.append((name, value, knobs))
-        return out
+    def _generate(self, knobs: dict[str, Any], dispatch: list[DispatchRecord]) -> Any:
+        assert self.generate is not None
+        if dispatch:
+            return self.generate(self.spec, knobs, dispatch=[d.model_dump() for d in dispatch])
+        return self.generate(self.spec, knobs)
 
     def propose(self, ctx: RoundContext) -> list[Proposal]:
         base = self.knobs_of(ctx.best)
-        assert self.generate is not None
-        skipped: list[str] = []
-        for name, value, knobs in self._steps(ctx):
-            try:
-                kern = self.generate(self.spec, knobs)
-            except Exception as e:  # noqa: BLE001 - a value this family cannot take, or a generator bug:
-                # either way this one setting is skipped (and said so), not the whole run
-                skipped.append(f"{name}={value!r} ({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''})")
-                continue
-            if kern.source == ctx.best_source:
-                continue  # the knob does not reach this operator's code: no round spent on it
-            cat = knob_category(name)
-            self.skipped = tuple(skipped)
-            return [Proposal(
-                source=kern.source, backend=self.name,
-                change=f"{cat}: {name} {_shown(base.get(name))} -> {_shown(value)}",
-                reason=f"offline plan, one variable at a time from round {ctx.best.round}: {_EXPECT[cat]}."
-                       + (f" Skipped first (the generator refused them): {'; '.join(skipped)}." if skipped else ""),
-                knobs=_as_dict(getattr(kern, "knobs", None) or knobs), knob=name, knob_from=base.get(name), knob_to=value,
-            )]
-        self.skipped = tuple(skipped)
+        space = self.space()
+        perf = ctx.best.performance.performance if ctx.best.performance else None
+        family = getattr(self._generate(base, ctx.best.dispatch), "family", "")
+        tried = self._tried(ctx)
+        self.skipped = []
+        for h in hypotheses(self.spec, family, space, views(self.spec, perf), self.sm_count, ctx.best_source):
+            out = []
+            for value in space[h.knob]:
+                if value == base.get(h.knob) or (h.knob, _key({"v": value})) in tried:
+                    continue
+                knobs = dict(base, **{h.knob: value})
+                try:
+                    kern = self._generate(knobs, ctx.best.dispatch)
+                except Exception as e:  # noqa: BLE001 - a value this family cannot take: skipped, and said so
+                    self.skipped.append(f"{h.knob}={_shown(value)} ({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''})")
+                    continue
+                if kern.source == ctx.best_source:
+                    continue  # the value does not reach this operator's code: nothing to time
+                out.append(Proposal(
+                    source=kern.source, backend=self.name, change=f"{h.knob} {_shown(base.get(h.knob))} -> {_shown(value)}",
+                    reason=f"{h.problem}. Idea: {h.idea}. Expected: {h.expected}.", knobs=_as_dict(getattr(kern, "knobs", None) or knobs),
+                    knob=h.knob, knob_from=base.get(h.knob), knob_to=value, hypothesis=h, dispatch=list(ctx.best.dispatch)))
+            if out:
+                return out
         return []
 
+    def compose(self, ctx: RoundContext, proposals: list[Proposal], records: list[CandidateRecord],
+                won: dict[tuple[int, str], int]) -> Proposal | None:
+        """One kernel from what won where: a plain knob change, or dispatch entries per case."""
+        if not won:
+            return None
+        knob = proposals[0].knob
+        lost = {i for i, rec in enumerate(records) if any(c.verdict in ("loss", "wrong") for c in rec.cases)}
+        choices = set(won.values())
+        if len(choices) == 1 and not (choices & lost):  # one value, better wherever it differs: for every shape
+            only = proposals[next(iter(choices))]
+            return replace(only, change=f"{only.change} (faster on {len(won)} case(s), slower on none)")
+        base = self.knobs_of(ctx.best)
+        results = {(c.case, c.dtype): (i, c) for i, rec in enumerate(records) for c in rec.cases}
+        entries = list(ctx.best.dispatch)
+        for (ci, dtype), (i, res) in sorted(results.items()):
+            if dtype not in {dt for (_, dt) in won}:
+                continue  # a dtype nothing won in keeps its setting, with or without entries
+            old = next((d for d in entries if d.dtype == dtype and d.shapes == res.shapes), None)
+            if (ci, dtype) in won:
+                i = won[(ci, dtype)]
+                res = next(c for c in records[i].cases if c.case == ci and c.dtype == dtype)
+                knobs = dict(old.knobs if old else {}, **{knob: proposals[i].knob_to})
+                reason = (f"{knob}={_shown(proposals[i].knob_to)}: x{res.speedup:.3f} over round {ctx.best.round} "
+                          f"({res.ms:.4f} vs {res.best_ms:.4f} ms, noise +-{100 * res.noise:.1f}%)")
+            elif old is None:  # measured, nothing better here: pinned, so the nearest-entry rule does not send it elsewhere
+                knobs, reason = {}, f"round {ctx.best.round}'s setting: no value of {knob} was faster here"
+            else:
+                continue
+            entries = [d for d in entries if not (d.dtype == dtype and d.shapes == res.shapes)]
+            entries.append(DispatchRecord(dtype=dtype, shapes=res.shapes, knobs=knobs, reason=reason))
+        try:
+            kern = self._generate(base, entries)
+        except Exception as e:  # noqa: BLE001 - a generator without dispatch tables: nothing composed, and said so
+            self.skipped.append(f"a dispatch table ({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''})")
+            return None
+        shown = ", ".join(f"{d.dtype} {'x'.join(map(str, next(iter(d.shapes.values()))))}" for d in entries if d.knobs)
+        first = proposals[0]
+        return Proposal(source=kern.source, backend=self.name, change=f"{knob} per shape: a dispatch table ({shown})",
+                        reason=first.reason, knobs=_as_dict(getattr(kern, "knobs", None) or base), knob=knob,
+                        knob_from=base.get(knob), knob_to=None, hypothesis=first.hypothesis, dispatch=entries)
+
     def next_directions(self, ctx: RoundContext) -> str:
-        steps = self._steps(ctx)
-        if self.skipped and len(self.skipped) >= len(steps):
-            return (f"the generator refused every remaining one-knob change ({'; '.join(self.skipped[:3])}"
-                    f"{' …' if len(self.skipped) > 3 else ''}); an LLM (--backend openai) can go further.")
-        if not steps:
-            return "the offline plan has no untried one-knob change left; an LLM (--backend openai) can go further."
-        nxt = ", ".join(f"{n}={_shown(v)} ({knob_category(n)})" for n, v, _ in steps[:3])
-        return f"next in the offline plan: {nxt}."
+        if self.skipped:
+            return f"the generator refused {'; '.join(self.skipped[:3])}; the next round takes the next hypothesis."
+        return "the next round takes the next hypothesis the diagnosis supports (or more values of this one)."

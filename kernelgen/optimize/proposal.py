@@ -4,11 +4,11 @@ does not care whether the candidates came from the offline plan, an LLM, or a te
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from kernelgen.llm.usage import TokenUsage
 from kernelgen.opdir import OperatorDir
-from kernelgen.record.state import ChangeType, Diagnosis, KnobValue, OpState, RoundRecord
+from kernelgen.record.state import ChangeType, Diagnosis, DispatchRecord, Hypothesis, KnobValue, OpState, RoundRecord
 from kernelgen.verify.results import RunRecord
 
 
@@ -20,6 +20,7 @@ class RoundContext:
     best: RoundRecord  # the current best round
     best_source: str
     diagnosis: Diagnosis
+    judge: Any = None  # the operator's long-lived kernelgen.verify.judge.Judge (None: each check opens its own)
 
 
 @dataclass
@@ -41,6 +42,8 @@ class Proposal:
     knob: str = ""
     knob_from: KnobValue = None
     knob_to: KnobValue = None
+    hypothesis: Hypothesis | None = None  # what the round tries and why, in numbers
+    dispatch: list[DispatchRecord] = field(default_factory=list)  # the kernel's dispatch table
     # An LLM: which model wrote it, and the change type it claimed.
     model: str = ""
     claimed_type: ChangeType | None = None

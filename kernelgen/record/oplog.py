@@ -13,7 +13,7 @@ from kernelgen.render import render
 from kernelgen.verify.results import PerfCase, RunRecord
 from kernelgen.spec import OperatorSpec
 from kernelgen.record.analysis import analyse_operator, latest_peaks, needs_ceilings, with_ceilings
-from kernelgen.record.state import OpState, RefreshRecord, RoundRecord, save_state
+from kernelgen.record.state import CaseResult, OpState, RefreshRecord, RoundRecord, save_state
 
 LOG_FILE = "optimization_log.md"
 
@@ -97,6 +97,8 @@ def _kept_text(r: RoundRecord) -> str:
         return "kept"
     if r.round > 0 and (r.accuracy is None or not r.accuracy.passed):
         return "reverted (rejected)"
+    if r.round > 0 and not r.judged:
+        return "unjudged (correct; no device)"
     return "reverted"
 
 
@@ -106,6 +108,46 @@ def _perf_of(r: RoundRecord | None):  # noqa: ANN202 - PerformanceResult | None
 
 def _x(v: object) -> str:
     return f"x{v:.3g}" if isinstance(v, (int, float)) else "—"
+
+
+def _shape(shapes: dict[str, list[int]]) -> str:
+    return " ".join(f"{k}{v}" for k, v in shapes.items())
+
+
+def _cell(c: CaseResult) -> str:
+    if c.speedup is None:
+        return c.verdict if not c.note else f"{c.verdict}: {c.note[:60]}"
+    return f"x{c.speedup:.3f} {c.verdict}"
+
+
+def search_table(r: RoundRecord) -> dict[str, object]:
+    """The round's search as a table: one row per candidate, one column per perf case x dtype."""
+    keys: list[tuple[int, str]] = []
+    labels: dict[tuple[int, str], str] = {}
+    for cand in r.candidates:
+        for c in cand.cases:
+            if (c.case, c.dtype) not in labels:
+                keys.append((c.case, c.dtype))
+                labels[(c.case, c.dtype)] = c.label
+    rows = []
+    for cand in r.candidates:
+        by = {(c.case, c.dtype): c for c in cand.cases}
+        cells = [_cell(by[k]) if k in by else (f"pruned: {cand.pruned}" if cand.pruned else "—") for k in keys]
+        if not keys:
+            cells = [f"pruned: {cand.pruned}" if cand.pruned else "not timed"]
+        rows.append([cand.label.replace("|", "/"), *[x.replace("|", "/") for x in cells]])
+    return {"headers": ["candidate", *[labels[k] for k in keys]] if keys else ["candidate", "result"], "rows": rows}
+
+
+def case_rows(r: RoundRecord) -> list[list[str]]:
+    return [[c.label, _fmt(c.best_ms, ".4f"), _fmt(c.ms, ".4f"), _x(c.speedup) if c.speedup else "—",
+             f"±{100 * c.noise:.1f}%" if c.noise else "—", c.verdict + (f" ({c.note[:80]})" if c.note else "")]
+            for c in r.cases]
+
+
+def dispatch_rows(r: RoundRecord) -> list[list[str]]:
+    return [[d.dtype, _shape(d.shapes), ", ".join(f"{k}={v!r}" for k, v in d.knobs.items()) or "(the default)",
+             d.reason.replace("|", "/")] for d in r.dispatch]
 
 
 def round_context(r: RoundRecord, state: OpState, spec: OperatorSpec) -> dict[str, object]:
@@ -133,7 +175,12 @@ def round_context(r: RoundRecord, state: OpState, spec: OperatorSpec) -> dict[st
         target_status = f"x{target:g} vs eager — not measured this round"
     else:
         target_status = f"x{target:g} vs eager — {'met' if after >= target else 'not met'} (x{after:.3f})"
-    if decision is not None and decision.speedup is not None:
+    if r.cases and decision is not None:
+        wins = sum(c.verdict == "win" for c in r.cases)
+        losses = sum(c.verdict in ("loss", "wrong") for c in r.cases)
+        vs_best = (f"{wins} case(s) faster, {losses} slower, {len(r.cases) - wins - losses} within the noise"
+                   + (f"; geomean {_x(decision.speedup)}" if decision.speedup else "") + " (per case below)")
+    elif decision is not None and decision.speedup is not None:
         vs_best = f"{_x(decision.speedup)} (keep threshold {_x(decision.threshold)})"
     elif r.round == 0:
         vs_best = "— (first round)"
@@ -154,6 +201,9 @@ def round_context(r: RoundRecord, state: OpState, spec: OperatorSpec) -> dict[st
         "lessons": lessons,
         "dry_run": dry_run,
         "verdict": f"{r.change or 'no change'} — {verdict}",
+        "search": search_table(r),
+        "cases": case_rows(r),
+        "dispatch": dispatch_rows(r),
     }
 
 
@@ -164,6 +214,7 @@ def final_summary(state: OpState) -> list[str]:
     opt = [r for r in state.rounds if r.round >= 1 and r.finished_at]
     kept = sum(r.kept for r in opt)
     rejected = sum(1 for r in opt if r.accuracy is None or not r.accuracy.passed)
+    unjudged = sum(1 for r in opt if not r.judged and r.accuracy is not None and r.accuracy.passed)
     lines = [f"Stopped: {state.stopped_because}."]
     best = state.best()
     perf = _perf_of(best)
@@ -176,8 +227,8 @@ def final_summary(state: OpState) -> list[str]:
             if not perf.measured:
                 nums += f" [{DRY_RUN_LABEL}]"
         lines.append(f"Best kernel: round {best.round} (`{best.kernel_file}`, promoted to `{state.name}_triton.py`){nums}.")
-    lines.append(f"{len(opt)} optimization round(s): {kept} kept, {len(opt) - kept - rejected} reverted as not faster, "
-                 f"{rejected} rejected by the harness.")
+    lines.append(f"{len(opt)} optimization round(s): {kept} kept, {len(opt) - kept - rejected - unjudged} reverted as not faster, "
+                 f"{rejected} rejected by the judge" + (f", {unjudged} correct but unjudged (no device to time on)" if unjudged else "") + ".")
     if state.tokens.calls:
         t = state.tokens
         lines.append(f"LLM usage: {t.calls} calls, {t.prompt_tokens} prompt + {t.completion_tokens} completion tokens.")

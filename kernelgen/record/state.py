@@ -54,6 +54,57 @@ class KeepDecision(_Model):
     reason: str
 
 
+Verdict = Literal["win", "loss", "neutral", "wrong", "unjudged"]
+
+
+class CaseResult(_Model):
+    """A kernel against the current best on one perf case x dtype, timed interleaved in one process."""
+
+    case: int
+    dtype: str
+    shapes: dict[str, list[int]]
+    best_ms: float | None = None
+    ms: float | None = None
+    speedup: float | None = None  # best / this: the median of the per-round paired ratios
+    noise: float = 0.0  # the speedup had to leave 1 by more than this (spreads of both, the pair's own spread)
+    verdict: Verdict = "unjudged"
+    note: str = ""  # why: "same launches as the best", "wrong at this shape: ...", "no device: not timed"
+
+    @property
+    def label(self) -> str:
+        first = next(iter(self.shapes.values()), [])
+        return f"{'x'.join(map(str, first))} {self.dtype}"
+
+
+class CandidateRecord(_Model):
+    """One value (or one proposal) a round's search tried."""
+
+    label: str  # "BLOCK_SIZE=8192", "algorithm='online'", "proposal 2"
+    knobs: dict[str, KnobValue] | None = None
+    kernel_file: str = ""  # relative to the op dir
+    pruned: str = ""  # why it was not timed, in words with numbers ("" when it was)
+    cases: list[CaseResult] = Field(default_factory=list)
+
+
+class DispatchRecord(_Model):
+    """One entry of a kernel's dispatch table: the setting that won at one perf case, and why."""
+
+    dtype: str
+    shapes: dict[str, list[int]]
+    knobs: dict[str, KnobValue]
+    reason: str
+
+
+class Hypothesis(_Model):
+    """What a round tries and why, from the diagnosis's numbers."""
+
+    knob: str = ""  # the one knob (or algorithmic variant) it moves; "" for an LLM's proposal
+    problem: str = ""  # the measured symptom ("log_softmax 4096x50257 bf16 at 34% of copy: rows of 50257 ...")
+    idea: str = ""  # the change
+    expected: str = ""  # the effect expected, in numbers
+    cases: list[str] = Field(default_factory=list)  # the perf cases it targets
+
+
 def _from_extra(data: dict) -> dict:
     """A round recorded before its analysis had fields (an `extra` dict): the same facts, typed."""
     extra = dict(data.pop("extra", None) or {})
@@ -95,6 +146,11 @@ class RoundRecord(_Model):
     knob: str = ""  # the one knob an offline round changed (with knob_from -> knob_to)
     knob_from: KnobValue = None
     knob_to: KnobValue = None
+    hypothesis: Hypothesis | None = None
+    candidates: list[CandidateRecord] = Field(default_factory=list)  # what the round's search timed
+    cases: list[CaseResult] = Field(default_factory=list)  # the final candidate against the best, per case
+    dispatch: list[DispatchRecord] = Field(default_factory=list)  # this kernel's dispatch table
+    judged: bool = True  # False on the CPU interpreter: nothing kept, promoted or rejected on its timings
     model: str = ""  # the LLM that wrote the candidate
     claimed_type: ChangeType | None = None  # the change type the LLM claimed (change_type is detected from the diff)
     # What the LLM said in words, scrubbed: round 0's design note, and the cause it stated before each

@@ -89,7 +89,11 @@ class Judge:
         LoadError when it cannot be imported."""
         key = kernel.sha256
         if key in self._slots:
-            return self._slots[key]
+            worker, slot = self._slots[key]
+            if not worker.closed:
+                return worker, slot
+            # its worker died (a crash, a timeout): every slot it held is gone, and is loaded again
+            self._slots = {k: v for k, v in self._slots.items() if v[0] is not worker}
         if kernel.origin == "offline":
             if self._shared is None or self._shared.closed:
                 self._shared = self._start("offline kernels")
@@ -121,6 +125,15 @@ class Judge:
         if entry and entry[0] is not self._shared:
             entry[0].close()
             self._own.pop(kernel.sha256, None)
+
+    def retain(self, keep: set[str]) -> None:
+        """Forget every loaded kernel whose sha256 is not in `keep` (a round's losing candidates and
+        repair attempts: each untrusted one holds a worker process and its GPU context, ~500 MiB)."""
+        for key in [k for k in self._slots if k not in keep]:
+            entry = self._slots.pop(key)
+            if entry[0] is not self._shared:
+                entry[0].close()
+                self._own.pop(key, None)
 
     def close(self) -> None:
         for w in [self._shared, *self._own.values()]:

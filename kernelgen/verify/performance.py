@@ -87,6 +87,16 @@ def judge_against_peaks(pc: PerfCase, peaks: DevicePeaks | None, read_bytes: int
         pc.invalid_reason = f"{what}: not a speedup, a measurement that cannot be true"
 
 
+def timed_cases(judge: Judge) -> tuple[list[Case], list[str]]:
+    """The perf cases and dtypes timed here: the spec's, or under the interpreter only the first test
+    case in its first checkable dtype (perf shapes are sized for a GPU: hours on the interpreter)."""
+    spec = judge.spec
+    if judge.device.interpreter:
+        dtypes, _ = checkable_dtypes(spec, True)
+        return spec.test_cases[:1], dtypes[:1]
+    return spec.effective_perf_cases, spec.effective_perf_dtypes
+
+
 def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: KernelSource | None = None,
                         with_eager: bool = True, with_compile: bool | None = None, with_peers: bool | None = None,
                         peaks: DevicePeaks | None = None, rounds: int = ROUNDS,
@@ -114,13 +124,11 @@ def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: Ker
     res.sandbox = list(judge.sandbox_notes)
     for code, message in judge.load_violations.get(kernel.sha256, []):
         res.violations.append(Violation(code=code, message=message))
+    cases, dtypes = timed_cases(judge)
     if device.interpreter:
-        dtypes, _ = checkable_dtypes(spec, True)
-        cases, dtypes = spec.test_cases[:1], dtypes[:1]
         res.note = INTERPRETER_WARNING + " Dry run on test_cases[0] instead of perf_cases; torch.compile and peers not timed."
         with_compile, with_peers = False, False
     else:
-        cases, dtypes = spec.effective_perf_cases, spec.effective_perf_dtypes
         with_compile = True if with_compile is None else with_compile
         with_peers = True if with_peers is None else with_peers
     compiled_ref = torch.compile(judge.baseline) if with_compile else None
@@ -133,16 +141,23 @@ def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: Ker
     return res
 
 
+def perf_inputs(judge: Judge, ci: int, case: Case, dtype: str) -> tuple[list[Any], tuple]:
+    """The inputs of perf case `ci` (a fixed seed: eager, compile, the best and every candidate see the
+    same data, in every round) and the baseline's outputs on them."""
+    from kernelgen.spec import draw_inputs
+
+    device = judge.device
+    inputs = draw_inputs(judge.spec, case, dtype, PERF_SEED + ci, device.torch_device, on_device=not device.interpreter)
+    return inputs, _as_tuple(judge.baseline(*inputs, **judge.spec.param_defaults))
+
+
 def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSource], ci: int, case: Case, dtype: str, *,
                   compiled_ref: Any, with_eager: bool, with_peers: bool, rounds: int) -> PerfCase:
     import torch
 
-    from kernelgen.spec import draw_inputs
-
     spec, device = judge.spec, judge.device
     params = spec.param_defaults
-    inputs = draw_inputs(spec, case, dtype, PERF_SEED + ci, device.torch_device, on_device=not device.interpreter)
-    expected = _as_tuple(judge.baseline(*inputs, **params))
+    inputs, expected = perf_inputs(judge, ci, case, dtype)
     read_b, write_b = _nbytes(inputs), _nbytes(expected)
     flops, source = spec.flop_count(case), "spec"
     if flops is None:
