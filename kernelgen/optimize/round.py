@@ -14,6 +14,7 @@ every step, so a killed round is recognised and redone (kernelgen.optimize.resum
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -114,7 +115,9 @@ def run_round(op: OperatorDir, state: OpState, k: int, proposer: Proposer, diag:
     state.rounds.append(record)
     save_state(op.path, state)
     on_step(f"proposing ({proposer.name}) from round {best.round}")
+    clock = time.monotonic()
     proposals = proposer.propose(ctx)
+    record.seconds["propose"] = round(time.monotonic() - clock, 2)
     if not proposals:
         state.rounds.remove(record)
         save_state(op.path, state)
@@ -126,7 +129,9 @@ def run_round(op: OperatorDir, state: OpState, k: int, proposer: Proposer, diag:
         record.attempts += p.attempts
     record.candidates = _record_candidates(op, k, proposals)
     save_state(op.path, state)
+    clock = time.monotonic()
     chosen = _choose(proposer, ctx, proposals, record.candidates, judge, best_kernel, on_step)
+    record.seconds["search"] = round(time.monotonic() - clock, 2)
     if chosen is None:
         return _finish(op, state, record, proposer, ctx, None, KeepDecision(
             keep=False, threshold=1 + MIN_NOISE, reason="no candidate was faster beyond the noise on any perf case"), on_step)
@@ -142,7 +147,9 @@ def run_round(op: OperatorDir, state: OpState, k: int, proposer: Proposer, diag:
         record.accuracy = chosen.checked
     else:
         on_step(f"checking the candidate ({record.change[:60]}) with every planned check")
+        clock = time.monotonic()
         record.accuracy = run_accuracy(op, device, source=candidate, judge=judge)
+        record.seconds["accuracy"] = round(time.monotonic() - clock, 2)
     _save_run(rdir / "accuracy.json", record.accuracy)
     save_state(op.path, state)
     if not record.accuracy.passed:
@@ -154,8 +161,10 @@ def run_round(op: OperatorDir, state: OpState, k: int, proposer: Proposer, diag:
                                        f"{DRY_RUN_LABEL}, so the shipped kernel stays as it was")
     else:
         on_step(f"timing the candidate against round {best.round}, interleaved, on every perf case")
+        clock = time.monotonic()
         record.performance = run_performance(op, device, source=candidate, compare=best_kernel, no_compile=True, no_eager=True,
                                              judge=judge)
+        record.seconds["timing"] = round(time.monotonic() - clock, 2)
         _reuse_baseline_timings(record.performance, best.performance)
         _save_run(rdir / "performance.json", record.performance)
         perf = record.performance.performance

@@ -137,6 +137,7 @@ class RoundRecord(_Model):
     outcome: str = ""  # what happened, in words (rejected because..., kept: x1.08 over round 2)
     attempts: list[str] = Field(default_factory=list)  # repair history within the round
     tokens: TokenUsage = Field(default_factory=TokenUsage)
+    seconds: dict[str, float] = Field(default_factory=dict)  # wall time per phase: propose, search, accuracy, timing
     base_round: int | None = None  # the best round this one started from
     diagnosis: Diagnosis | None = None
     decision: KeepDecision | None = None
