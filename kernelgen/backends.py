@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol
 
 from kernelgen.errors import UsageError
-from kernelgen.llm.usage import TokenUsage
+from kernelgen.record.usage import TokenUsage
 
 if TYPE_CHECKING:
     from kernelgen.devices import DeviceInfo

@@ -20,13 +20,14 @@ from kernelgen.devices import DeviceInfo, resolve_device
 from kernelgen.errors import InterruptedRunError, OutputExistsError
 from kernelgen.fsutil import atomic_write, move_aside, now, timestamp
 from kernelgen.llm.recording import LLM_DIR
-from kernelgen.opdir import OperatorDir, operator_status, render_baseline, write_trusted_files
+from kernelgen.opdir import OperatorDir, operator_status
+from kernelgen.verify.trusted import render_baseline, write_trusted_files
 from kernelgen.record.analysis import analyse_operator
 from kernelgen.record.oplog import write_log
 from kernelgen.record.state import STATE_FILE, OpState, RoundRecord, save_state
 from kernelgen.spec import load_spec
 from kernelgen.verify import integrity
-from kernelgen.verify.runner import run_accuracy, run_performance
+from kernelgen.verify.runner import open_judge, run_accuracy, run_performance
 
 Step = Callable[[str], None]
 
@@ -42,11 +43,14 @@ class NewResult:
 
 def _check_and_time(op: OperatorDir, record: RoundRecord, device: DeviceInfo, *, measure: bool, on_step: Step) -> None:
     """Accuracy first; performance only for a kernel that passed (a wrong kernel has no speed)."""
-    on_step(f"{op.name}: checking accuracy of {record.kernel_file} on {device.kind}")
-    record.accuracy = run_accuracy(op, device)
-    if record.accuracy.passed and measure:
-        on_step(f"{op.name}: measuring performance")
-        record.performance = run_performance(op, device)
+    # One judge for both: its worker compiles the kernel once and the timing reuses it (a second
+    # worker would pay the torch import, the device context and every JIT compile again).
+    with open_judge(op, device) as judge:
+        on_step(f"{op.name}: checking accuracy of {record.kernel_file} on {device.kind}")
+        record.accuracy = run_accuracy(op, device, judge=judge)
+        if record.accuracy.passed and measure:
+            on_step(f"{op.name}: measuring performance")
+            record.performance = run_performance(op, device, judge=judge)
 
 
 def _round0(op: OperatorDir, spec_text: str, writer: KernelWriter, dev: DeviceInfo, on_step: Step) -> tuple[OpState, RoundRecord]:

@@ -1,5 +1,5 @@
-"""An operator directory (`generated/<name>/`): finding one, its files, and the trusted files
-KernelGen renders into it."""
+"""An operator directory (`generated/<name>/`): finding one, and where its files are. The files
+KernelGen renders into it for the judge live in kernelgen.verify.trusted."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelgen.errors import OperatorDirError, SpecError
-from kernelgen.spec.reference import PRELUDE
-from kernelgen.render import render
 from kernelgen.spec import OperatorSpec, load_spec
 
 SPEC_FILE = "spec.yaml"
@@ -93,32 +91,3 @@ def open_operator(path: str | Path) -> OperatorDir:
     except SpecError as e:
         raise OperatorDirError(f"{p}: its {SPEC_FILE} is no longer valid:\n{e.message}") from None
     return OperatorDir(p, spec)
-
-
-def render_baseline(spec: OperatorSpec, reference: str | None = None, *, llm_written: bool = False) -> str:
-    return render("files/baseline.py.j2", spec=spec, prelude=PRELUDE.strip(), reference=(reference or spec.reference or "").rstrip() + "\n",
-                  llm_written=llm_written)
-
-
-def render_trusted(spec: OperatorSpec) -> dict[str, str]:
-    """The test files (file name -> text): rendered by KernelGen, never by an LLM."""
-    from kernelgen.verify.accuracy import DEFAULT_SEEDS
-
-    return {
-        f"{spec.name}_accuracy.py": render("files/accuracy.py.j2", spec=spec, seeds=len(DEFAULT_SEEDS)),
-        f"{spec.name}_performance.py": render("files/performance.py.j2", spec=spec),
-        "conftest.py": render("files/conftest.py.j2", spec=spec),
-    }
-
-
-def write_trusted_files(op_dir: Path, spec: OperatorSpec, spec_text: str, baseline: str) -> None:
-    """spec.yaml, the baseline and the test files, then the integrity record that holds them (and
-    the installed tool) to these bytes in every later run."""
-    from kernelgen.fsutil import atomic_write
-    from kernelgen.verify import integrity
-
-    atomic_write(Path(op_dir) / SPEC_FILE, spec_text)
-    atomic_write(Path(op_dir) / f"{spec.name}_baseline.py", baseline)
-    for name, text in render_trusted(spec).items():
-        atomic_write(Path(op_dir) / name, text)
-    integrity.record(Path(op_dir), spec.name)

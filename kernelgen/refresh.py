@@ -18,7 +18,8 @@ import yaml
 from kernelgen.devices import resolve_device
 from kernelgen.errors import InterruptedRunError, OperatorDirError, SpecError, UsageError
 from kernelgen.fsutil import atomic_write, now
-from kernelgen.opdir import SPEC_FILE, OperatorDir, is_operator_dir, operator_status, render_baseline, render_trusted
+from kernelgen.opdir import SPEC_FILE, OperatorDir, is_operator_dir, operator_status
+from kernelgen.verify.trusted import render_baseline, render_trusted
 from kernelgen.verify import integrity
 from kernelgen.record.analysis import analyse_operator, latest_peaks
 from kernelgen.record.oplog import write_log

@@ -20,7 +20,7 @@ from kernelgen.errors import LLMError
 from kernelgen.llm.recording import (ExchangeRecord, Recorder, ReplayMismatchWarning, load_recording,
                                      prompt_difference, safe_endpoint)
 from kernelgen.fsutil import now
-from kernelgen.llm.usage import TokenUsage
+from kernelgen.record.usage import TokenUsage
 
 Messages = list[dict[str, str]]
 

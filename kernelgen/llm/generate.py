@@ -14,7 +14,7 @@ from kernelgen.llm.prompts import generation_messages
 from kernelgen.llm.recording import LLM_DIR
 from kernelgen.llm.repair import MALFORMED_BUDGET, write_and_repair
 from kernelgen.llm.setup import LLMSetup, connect
-from kernelgen.llm.usage import TokenUsage
+from kernelgen.record.usage import TokenUsage
 
 if TYPE_CHECKING:
     from kernelgen.devices import DeviceInfo

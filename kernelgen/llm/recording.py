@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kernelgen.errors import ConfigError
 from kernelgen.fsutil import atomic_write
-from kernelgen.llm.usage import TokenUsage
+from kernelgen.record.usage import TokenUsage
 
 LLM_DIR = "llm"
 _FILE_RE = re.compile(r"^(\d{4,})_([a-z0-9_-]+)\.json$")

@@ -28,8 +28,8 @@ from kernelgen.llm.client import Messages, Session
 from kernelgen.llm.prompts import malformed_followup, repair_messages
 from kernelgen.llm.replies import ParsedReply, parse_reply, short_reason
 from kernelgen.llm.untrusted import scrub_candidate_text
-from kernelgen.llm.usage import TokenUsage
-from kernelgen.opdir import render_baseline
+from kernelgen.record.usage import TokenUsage
+from kernelgen.verify.trusted import render_baseline
 from kernelgen.verify import integrity
 from kernelgen.verify.results import RunRecord
 from kernelgen.verify.runner import run_accuracy

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kernelgen.llm.usage import TokenUsage
+from kernelgen.record.usage import TokenUsage
 from kernelgen.opdir import OperatorDir
 from kernelgen.record.state import ChangeType, Diagnosis, DispatchRecord, Hypothesis, KnobValue, OpState, RoundRecord
 from kernelgen.verify.results import RunRecord

@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kernelgen.fsutil import atomic_write
-from kernelgen.llm.usage import TokenUsage
+from kernelgen.record.usage import TokenUsage
 from kernelgen.opdir import STATE_FILE  # noqa: F401 - re-exported: the record's readers import it from here
 from kernelgen.record.analysis import OperatorAnalysis
 from kernelgen.verify.results import RunRecord

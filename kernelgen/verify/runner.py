@@ -14,7 +14,8 @@ from typing import Any, Callable
 
 from kernelgen.devices import DeviceInfo
 from kernelgen.errors import OperatorDirError
-from kernelgen.opdir import OperatorDir, render_baseline, render_trusted
+from kernelgen.opdir import OperatorDir
+from kernelgen.verify.trusted import render_baseline, render_trusted
 from kernelgen.verify import integrity
 from kernelgen.verify.accuracy import DEFAULT_SEEDS, check_accuracy
 from kernelgen.verify.judge import Judge, KernelSource, Origin

@@ -14,8 +14,8 @@ import yaml
 from typer.testing import CliRunner
 
 from kernelgen.cli import app
-from kernelgen.opdir import write_trusted_files
-from kernelgen.opdir import render_baseline
+from kernelgen.verify.trusted import write_trusted_files
+from kernelgen.verify.trusted import render_baseline
 from kernelgen.spec import validate_spec_data
 
 ADVERSARIAL = Path(__file__).parent / "adversarial"
