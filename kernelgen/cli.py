@@ -116,9 +116,9 @@ def bench(
         step(f"{op.name}: timing on {dev.kind}")
         record = run_performance(op, dev, kernel=kernel, no_compile=no_compile)
         if json_out is not None:
-            from kernelgen.fsutil import atomic_write
+            from kernelgen.verify.runner import save_record
 
-            atomic_write(json_out, record.model_dump_json(indent=2))
+            save_record(json_out, record)
     print_run(record, f"Performance of {kernel or op.file('triton')}")
     raise typer.Exit(0 if record.passed else 1)
 

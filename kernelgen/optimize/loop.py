@@ -15,7 +15,6 @@ from typing import Callable
 
 from kernelgen.devices import DeviceInfo
 from kernelgen.errors import GenerationError, UsageError
-from kernelgen.fsutil import atomic_write
 from kernelgen.opdir import OperatorDir, is_operator_dir, open_operator, operator_dirs_under, operator_status
 from kernelgen.optimize.decide import at_ceiling, stop_reason
 from kernelgen.optimize.diagnose import diagnose
@@ -25,7 +24,7 @@ from kernelgen.optimize.round import run_round
 from kernelgen.record.oplog import write_log
 from kernelgen.record.state import OpState, load_state, save_state
 from kernelgen.verify.judge import Judge
-from kernelgen.verify.runner import open_judge, run_performance
+from kernelgen.verify.runner import open_judge, run_performance, save_record
 
 Step = Callable[[str], None]
 
@@ -55,7 +54,7 @@ def _measure_best_if_needed(op: OperatorDir, state: OpState, device: DeviceInfo,
         return
     on_step(f"{op.name}: measuring round {best.round}'s kernel on {device.kind} before diagnosing it")
     best.performance = run_performance(op, device, kernel=op.path / best.kernel_file, judge=judge)
-    atomic_write(op.round_dir(best.round) / "performance.json", best.performance.model_dump_json(indent=2))
+    save_record(op.round_dir(best.round) / "performance.json", best.performance)
     save_state(op.path, state)
     write_log(op.path, state, op.spec)
 

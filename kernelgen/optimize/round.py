@@ -15,7 +15,6 @@ every step, so a killed round is recognised and redone (kernelgen.optimize.resum
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Callable
 
 from kernelgen.devices import DRY_RUN_LABEL, DeviceInfo
@@ -30,14 +29,10 @@ from kernelgen.optimize.search import search, winners
 from kernelgen.record.state import CandidateRecord, Diagnosis, KeepDecision, OpState, RoundRecord, save_state
 from kernelgen.verify.judge import Judge, KernelSource
 from kernelgen.verify.results import RunRecord
-from kernelgen.verify.runner import run_accuracy, run_performance
+from kernelgen.verify.runner import run_accuracy, run_performance, save_record
 
 Step = Callable[[str], None]
 CANDIDATES_DIR = "candidates"
-
-
-def _save_run(path: Path, run: RunRecord) -> None:
-    atomic_write(path, run.model_dump_json(indent=2))
 
 
 def _apply(record: RoundRecord, proposal: Proposal, best_source: str, best_file: str, op: OperatorDir) -> None:
@@ -150,7 +145,7 @@ def run_round(op: OperatorDir, state: OpState, k: int, proposer: Proposer, diag:
         clock = time.monotonic()
         record.accuracy = run_accuracy(op, device, source=candidate, judge=judge)
         record.seconds["accuracy"] = round(time.monotonic() - clock, 2)
-    _save_run(rdir / "accuracy.json", record.accuracy)
+    save_record(rdir / "accuracy.json", record.accuracy)
     save_state(op.path, state)
     if not record.accuracy.passed:
         decision = KeepDecision(keep=False, threshold=1 + MIN_NOISE,
@@ -166,7 +161,7 @@ def run_round(op: OperatorDir, state: OpState, k: int, proposer: Proposer, diag:
                                              judge=judge)
         record.seconds["timing"] = round(time.monotonic() - clock, 2)
         _reuse_baseline_timings(record.performance, best.performance)
-        _save_run(rdir / "performance.json", record.performance)
+        save_record(rdir / "performance.json", record.performance)
         perf = record.performance.performance
         record.cases = case_results(perf) if perf else []
         decision = decide_cases(record.cases, measured=True) if perf and record.performance.passed else KeepDecision(

@@ -137,3 +137,9 @@ def run_performance(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None 
     return RunRecord(kind="performance", status="ok" if perf.ok else "failed", exit_code=0 if perf.ok else 1,
                      duration_s=time.monotonic() - started, performance=perf)
 
+
+def save_record(path: Path, record: RunRecord) -> None:
+    """A run's typed result as JSON (`bench --json`, a round's accuracy.json), written atomically."""
+    from kernelgen.fsutil import atomic_write
+
+    atomic_write(path, record.model_dump_json(indent=2))

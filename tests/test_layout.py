@@ -1,0 +1,114 @@
+"""The architecture as rules the code must keep: no import cycles between modules or between the
+pipeline's folders, the trust boundary (verify/) importing nothing that writes or proposes kernels,
+small modules, and a command line that only parses and calls. Read from the source with `ast`, so a
+function-level import counts as much as a top-level one."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parent.parent / "kernelgen"
+MAX_LINES = 400
+# What the judge may never import: the code that writes, proposes or schedules kernels. A hostile
+# kernel's verdict must not depend on anything an LLM reply or the optimizer can reach.
+UNTRUSTED = ("kernelgen.llm", "kernelgen.optimize", "kernelgen.offline", "kernelgen.backends", "kernelgen.new",
+             "kernelgen.batch", "kernelgen.cli", "kernelgen.refresh", "kernelgen.export")
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(PKG.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every kernelgen module this file imports (anywhere in it), resolved to a module that exists."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:  # `from pkg import submodule` depends on the submodule, not on pkg's face
+                sub = f"{node.module}.{a.name}"
+                names.add(sub if sub in MODULES else node.module)
+    return {n for n in names if n.startswith("kernelgen") and n in MODULES}
+
+
+MODULES = {_module(p): p for p in PKG.rglob("*.py")}
+GRAPH = {m: _imports(p) - {m} for m, p in MODULES.items()}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> list[str] | None:
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph.get(n, ())):
+            if state.get(m) == 1:
+                return stack[stack.index(m):] + [m]
+            if m not in state:
+                found = visit(m)
+                if found:
+                    return found
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(graph):
+        if n not in state:
+            found = visit(n)
+            if found:
+                return found
+    return None
+
+
+def _folder(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 else module
+
+
+def test_the_rules_read_real_imports():
+    # guards against a parser that reads nothing and makes every rule below pass
+    assert len(MODULES) > 80
+    assert "kernelgen.verify.judge" in GRAPH["kernelgen.verify.runner"]
+    assert "kernelgen.optimize.round" in GRAPH["kernelgen.optimize.loop"]
+
+
+def test_no_import_cycle_between_modules():
+    assert _cycle(GRAPH) is None
+
+
+def test_no_import_cycle_between_folders():
+    # a package's own __init__ re-exporting its modules is not a cycle of the pipeline
+    folders: dict[str, set[str]] = {}
+    for m, deps in GRAPH.items():
+        folders.setdefault(_folder(m), set()).update(_folder(d) for d in deps if _folder(d) != _folder(m))
+    assert _cycle(folders) is None
+
+
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if m.startswith("kernelgen.verify")))
+def test_the_judge_imports_nothing_untrusted(module):
+    bad = sorted(d for d in GRAPH[module] if d.startswith(UNTRUSTED))
+    assert not bad, f"{module} imports {bad}"
+
+
+def test_modules_are_small():
+    long = {m: n for m, p in MODULES.items() if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not long
+
+
+def test_the_command_line_only_parses_and_calls():
+    """cli.py turns arguments into one library call per command and results into messages and exit
+    codes: no file writes, no subprocesses, no kernels, no loops over operators of its own."""
+    tree = ast.parse((PKG / "cli.py").read_text(encoding="utf-8"))
+    calls = {n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+             for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    assert not calls & {"write_text", "write_bytes", "atomic_write", "Popen", "run_round", "check_accuracy",
+                        "measure_performance", "exec", "compile"}
+    assert not {d for d in GRAPH["kernelgen.cli"] if d.startswith(("kernelgen.verify.judge", "kernelgen.verify.worker",
+                                                                   "kernelgen.offline.", "kernelgen.llm.client"))}
