@@ -1,6 +1,6 @@
 """The GPU facts the trust, artifact and LLM work must show, in one call, with a short table last.
 
-    python benchmarks/gpu_checks.py [--out DIR] [--old DIR]
+    python benchmarks/gpu_checks.py [--out DIR] [--old DIR] [--only judge,sandbox,export,llm]
 
 1. the sandboxed judge on CUDA: `kernelgen new` for broadcast, row_sum, row_max (65536x4096 fp32:
    read-only kernels judged against the measured read ceiling, not the copy ceiling) and a matmul
@@ -52,7 +52,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("/tmp/kg-gpu-checks"))
     ap.add_argument("--old", type=Path, help="a checkout of KernelGen before the judge split, to time `test` with")
+    ap.add_argument("--only", default="judge,sandbox,export,llm", help="which checks, comma-separated")
     args = ap.parse_args()
+    only = set(args.only.split(","))
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     rows: list[tuple[str, str]] = []
@@ -67,6 +69,10 @@ def main() -> int:
                                        reference="def matmul_noflops(a, b, negative_slope=0.01):\n    return F.leaky_relu(a @ b, negative_slope)\n"),
     }
     gen = out / "generated"
+    if "judge" not in only:
+        specs = {}
+    if not (gen / "broadcast" / "state.json").is_file() and only & {"sandbox", "export"}:
+        kg("new", str(SPECS / "broadcast.yaml"), "--out", str(gen), "--force", "--backend", "offline", "--no-bench")
     for name, spec in specs.items():
         rc, text, secs = kg("new", str(spec), "--out", str(gen), "--force", "--backend", "offline")
         (out / f"new_{name}.log").write_text(text)
@@ -89,13 +95,13 @@ def main() -> int:
 
     # 2. the cost of the judge split and the sandbox, per `kernelgen test`
     op = gen / "broadcast"
-    for label, env in (("sandbox on", {}), ("sandbox off", {"KERNELGEN_SANDBOX": "off"})):
+    for label, env in (("sandbox on", {}), ("sandbox off", {"KERNELGEN_SANDBOX": "off"})) if "sandbox" in only else ():
         times = []
         for _ in range(2):
             rc, text, secs = kg("test", str(op), env=env)
             times.append(secs)
         rows.append((f"kernelgen test ({label})", f"rc {rc}, {min(times):.1f} s (best of 2)"))
-    if args.old:
+    if args.old and "sandbox" in only:
         old_gen = out / "old-generated"
         kg("new", str(SPECS / "broadcast.yaml"), "--out", str(old_gen), "--force", "--backend", "offline", "--no-bench",
            python_path=str(args.old), cwd=args.old)
@@ -106,6 +112,15 @@ def main() -> int:
         rows.append(("kernelgen test (before the split)", f"rc {rc}, {min(times):.1f} s (best of 2)"))
 
     # 3. the exported op in a CUDA graph
+    if "export" in only:
+        rows.append(export_check(op, out))
+    if "llm" in only:
+        rows.append(llm_check(out))
+    print("\n" + "\n".join(f"{k:<44} {v}" for k, v in rows))
+    return 0
+
+
+def export_check(op: Path, out: Path) -> tuple[str, str]:
     rc, text, _ = kg("export", str(op))
     (out / "export.log").write_text(text)
     check = f"""
@@ -125,10 +140,12 @@ err2 = (f(x, b) - (x + b) * 2).abs().max().item()
 print(f"graph replay max err {{err:.2e}}; compile(fullgraph) max err {{err2:.2e}}")
 """
     p = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, cwd=REPO)
-    rows.append(("export -> CUDA graph", (p.stdout.strip() or p.stderr.strip().splitlines()[-1:] or ["?"])[-1] if p.returncode == 0
-                 else "FAILED: " + "\n".join(p.stderr.strip().splitlines()[-3:])))
+    return ("export -> CUDA graph", (p.stdout.strip() or p.stderr.strip().splitlines()[-1:] or ["?"])[-1] if p.returncode == 0
+            else f"FAILED (export rc {rc}): " + "\n".join(p.stderr.strip().splitlines()[-3:]))
 
-    # 4. an LLM prompt with this device's facts
+
+def llm_check(out: Path) -> tuple[str, str]:
+    """An LLM generation through a local scripted server: the recorded prompt's device section."""
     sys.path.insert(0, str(REPO / "tests"))
     from fake_llm_server import FakeLLMServer, fenced, honest_kernel, ok
 
@@ -140,12 +157,8 @@ print(f"graph replay max err {{err:.2e}}; compile(fullgraph) max err {{err2:.2e}
         prompt = json.loads(rec.read_text())["messages"][1]["content"]
         device = prompt[prompt.find("## Device"):][:900]
         (out / "llm_prompt_device.md").write_text(device)
-        rows.append(("LLM prompt, device section", " | ".join(line.strip("- ") for line in device.splitlines()[1:6])))
-    else:
-        rows.append(("LLM prompt", f"rc {rc}: " + text[-400:]))
-
-    print("\n" + "\n".join(f"{k:<44} {v}" for k, v in rows))
-    return 0
+        return ("LLM prompt, device section", " | ".join(line.strip("- ") for line in device.splitlines()[1:6]))
+    return ("LLM prompt", f"rc {rc}: " + text[-400:])
 
 
 if __name__ == "__main__":
