@@ -138,7 +138,11 @@ def run_job(req: JobRequest, target: str = "", on_step: Step = lambda s: None) -
 
     if phase in ("new", "redo"):
         force = ["--force"] if phase == "redo" else []
-        out = step("new", ["new", req.spec_file, "--out", req.out_root, *_llm_flags(req), *force])
+        # With rounds to run, `optimize` times round 0 itself (its kernel, eager) before diagnosing it and
+        # `bench` times the final kernel against everything: timing round 0 here too (torch.compile and
+        # the peers compile per case x dtype, tens of seconds on a GPU) would be thrown away.
+        no_bench = ["--no-bench"] if req.rounds != 0 else []
+        out = step("new", ["new", req.spec_file, "--out", req.out_root, *_llm_flags(req), *force, *no_bench])
         rc = out.record.exit_code
         if rc == 2:
             return end("invalid", _why(out, "the spec or the configuration was refused"))

@@ -114,7 +114,8 @@ def run_accuracy(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None = N
 
 def run_performance(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None = None, source: KernelSource | None = None,
                     compare: KernelSource | None = None, no_compile: bool = False, no_eager: bool = False,
-                    judge: Judge | None = None, log: Callable[[str], None] = lambda s: None) -> RunRecord:
+                    no_peers: bool = False, judge: Judge | None = None,
+                    log: Callable[[str], None] = lambda s: None) -> RunRecord:
     """The kernel timed on every perf case (against `compare`, the current best, when given)."""
     from kernelgen.verify.peaks import device_peaks
 
@@ -125,7 +126,8 @@ def run_performance(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None 
     before = integrity.snapshot(op.path)
     try:
         perf = measure_performance(judge, src, compare_with=compare, with_eager=not no_eager,
-                                   with_compile=False if no_compile else None, peaks=device_peaks(device), log=log)
+                                   with_compile=False if no_compile else None, with_peers=False if no_peers else None,
+                                   peaks=device_peaks(device), log=log)
     except WorkerFailure as e:
         return _failure_record("performance", e, started)
     finally:
