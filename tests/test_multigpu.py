@@ -1,11 +1,23 @@
 """Candidates across GPUs, on the CPU: a search shared out over two judges (each times the best beside
-its share, and says where); judges pinned to another device."""
+its share, and says where); judges pinned to another device; idle batch devices lent and claimed with
+a flock that ends with its holder; `optimize --gpus` refusals."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
+import pytest
+from typer.testing import CliRunner
+
+from kernelgen.cli import app
 from kernelgen.devices import DeviceInfo
+from kernelgen.lending import LendToken, claim, lend
+from kernelgen.optimize.pool import JudgePool
 from kernelgen.optimize.search import search
 from kernelgen.record.oplog import search_table
 from kernelgen.record.state import CandidateRecord, RoundRecord
@@ -81,3 +93,93 @@ def test_a_pinned_judge_starts_its_workers_on_that_device(monkeypatch, tmp_path)
     assert worker_environment(DeviceInfo("npu", "npu", False, pin="2"), tmp_path)["ASCEND_RT_VISIBLE_DEVICES"] == "2"
     assert DeviceInfo("cuda", "cuda", False, pin="3").label == "cuda:3"
     assert DeviceInfo("cuda", "cuda", False).label == "cuda:0"  # pinned by the environment
+
+
+# --- lending --------------------------------------------------------------------------------------
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from kernelgen.lending import claim
+    loans = claim("cuda", 1, lend_dir=Path(sys.argv[1]))
+    print(len(loans), flush=True)
+    time.sleep(120)
+""")
+
+
+def test_a_claimed_device_is_no_one_elses_until_its_holder_releases_or_dies(tmp_path):
+    lend(tmp_path, LendToken(kind="cuda", device_id="1", lock="/locks/cuda1.lock"))
+    mine = claim("cuda", 4, lend_dir=tmp_path)
+    assert [(loan.token.device_id, loan.token.lock) for loan in mine] == [("1", "/locks/cuda1.lock")]
+    assert claim("cuda", 4, lend_dir=tmp_path) == []  # a second claim, even from this process
+    mine[0].release()
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "1"
+        assert claim("cuda", 4, lend_dir=tmp_path) == []
+        os.kill(holder.pid, signal.SIGKILL)  # a crash: no release, no cleanup
+        holder.wait(timeout=10)
+        again = claim("cuda", 4, lend_dir=tmp_path)
+        assert [loan.token.device_id for loan in again] == ["1"]
+        again[0].release()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+
+
+def test_an_operator_borrows_lent_devices_for_its_searches_and_gives_them_back(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELGEN_LEND_DIR", str(tmp_path))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    for kind, dev in [("cuda", "0"), ("cuda", "1"), ("cuda", "2"), ("npu", "5")]:
+        lend(tmp_path, LendToken(kind=kind, device_id=dev, lock=f"/locks/{kind}{dev}.lock"))
+    home = Judge(SPEC, DeviceInfo("cuda", "cuda", False), broadcast)  # no worker starts until a kernel loads
+    steps: list[str] = []
+    pool = JudgePool(home, on_step=steps.append)
+    try:
+        (first,) = pool.spares(1)
+        assert (first.device.pin, first.device.lock, first.device.torch_device) == ("1", "/locks/cuda1.lock", "cuda")
+        assert first.baseline is broadcast
+        others = claim("cuda", 4, exclude={"0"})  # another operator of the batch gets only what is left
+        assert [loan.token.device_id for loan in others] == ["2"]
+        others[0].release()
+        assert pool.spares(1) == [first]  # kept across rounds, no new claim
+        both = pool.spares(4)  # not its own GPU 0, not the NPU
+        assert [j.device.pin for j in both] == ["1", "2"]
+        assert any("borrowed cuda:1" in s for s in steps)
+    finally:
+        pool.close()
+    assert sorted(loan.token.device_id for loan in claim("cuda", 4, exclude={"0"})) == ["1", "2"]
+
+
+def test_nothing_is_borrowed_under_the_interpreter(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELGEN_LEND_DIR", str(tmp_path))
+    lend(tmp_path, LendToken(kind="cpu", device_id="1"))
+    pool = JudgePool(Judge(SPEC, DeviceInfo("cpu", "cpu", True), broadcast))
+    assert pool.spares(3) == []
+    pool.close()
+
+
+# --- optimize --gpus ------------------------------------------------------------------------------
+@pytest.mark.parametrize("gpus, visible, message", [
+    ("0,1", ("cpu", []), "--gpus 0,1: no GPU is visible"),
+    ("0,5", ("cuda", ["0", "1"]), "--gpus 0,5: 5 not among the visible cuda devices (0, 1)"),
+    ("3", ("cuda", ["0", "1"]), "--gpus 3: only 2 cuda device(s) are visible (0, 1)"),
+    ("two", ("cuda", ["0", "1"]), "--gpus 'two': not understood"),
+    ("1,1", ("cuda", ["0", "1"]), "--gpus 1,1: an id is named twice"),
+])
+def test_optimize_gpus_refusals(tmp_path, monkeypatch, gpus, visible, message):
+    import kernelgen.gpus as gpus_module
+
+    monkeypatch.setattr(gpus_module, "visible_devices", lambda device="auto": visible)
+    r = CliRunner().invoke(app, ["optimize", str(tmp_path), "--gpus", gpus])
+    assert r.exit_code == 2, r.output
+    assert message in " ".join(r.output.split()) and "Traceback" not in r.output
+
+
+def test_optimize_gpus_first_is_home_and_the_process_computes_there(monkeypatch):
+    import kernelgen.gpus as gpus_module
+
+    monkeypatch.setattr(gpus_module, "visible_devices", lambda device="auto": ("cuda", ["4", "5", "6"]))
+    devices = gpus_module.search_devices("6,4")
+    assert [(d.pin, d.torch_device) for d in devices] == [("6", "cuda:2"), ("4", "cuda:2")]
+    assert [d.label for d in devices] == ["cuda:6", "cuda:4"]
