@@ -1,6 +1,6 @@
 """Candidates across GPUs, on the CPU: a search shared out over two judges (each times the best beside
 its share, and says where); judges pinned to another device; idle batch devices lent and claimed with
-a flock that ends with its holder; `optimize --gpus` refusals."""
+a flock that ends with its holder; `optimize --gpus` refusals; the local engine's lend tokens."""
 
 from __future__ import annotations
 
@@ -9,14 +9,18 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from kernelgen.batch.job import JobRequest
+from kernelgen.batch.resume import JobResult
+from kernelgen.batch.targets import Target
 from kernelgen.cli import app
 from kernelgen.devices import DeviceInfo
-from kernelgen.lending import LendToken, claim, lend
+from kernelgen.lending import LendToken, claim, lend, lent
 from kernelgen.optimize.pool import JudgePool
 from kernelgen.optimize.search import search
 from kernelgen.record.oplog import search_table
@@ -157,6 +161,40 @@ def test_nothing_is_borrowed_under_the_interpreter(tmp_path, monkeypatch):
     pool = JudgePool(Judge(SPEC, DeviceInfo("cpu", "cpu", True), broadcast))
     assert pool.spares(3) == []
     pool.close()
+
+
+def test_the_local_engine_lends_an_idle_device_while_another_optimizes(tmp_path, monkeypatch):
+    import kernelgen.batch.local as local
+
+    monkeypatch.delenv("KERNELGEN_DEVICE_LOCK", raising=False)
+    seen: dict[str, object] = {}
+
+    class Worker:  # a worker process that runs its one job until it sees the idle device lent
+        def __init__(self, target: Target, env: dict[str, str], log_dir: Path):
+            self.target, self.env, self.alive = target, env, True
+
+        def run(self, job: JobRequest, emit: object) -> JobResult:
+            lend_dir = Path(self.env["KERNELGEN_LEND_DIR"])
+            deadline = time.monotonic() + 10
+            while not lent(lend_dir) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            seen.update(me=self.target.device_id, pinned=self.env["CUDA_VISIBLE_DEVICES"], tokens=lent(lend_dir),
+                        claimed=[loan.token.device_id for loan in claim("cuda", 4, lend_dir=lend_dir)])
+            return JobResult(name=job.name, spec=job.spec_label, status="finished", rounds=0, target=self.target.label)
+
+        def close(self) -> None:
+            self.alive = False
+
+    monkeypatch.setattr(local, "WorkerProcess", Worker)
+    engine = local.LocalEngine([Target("cuda", "0", 0), Target("cuda", "1", 1)], tmp_path / "_batch")
+    job = JobRequest(name="op", spec_file="op.yaml", spec_label="op.yaml", out_root=str(tmp_path), log_file=str(tmp_path / "log"))
+    (result,) = engine.run([job], lambda event: None)
+    assert result.status == "finished"
+    idle = "1" if seen["me"] == "0" else "0"
+    assert seen["pinned"] == seen["me"]
+    assert seen["tokens"] == [LendToken(kind="cuda", device_id=idle, lock=str(tmp_path / "_batch" / "locks" / f"cuda{idle}.lock"))]
+    assert seen["claimed"] == [idle]
+    assert lent(tmp_path / "_batch" / "lend") == []  # taken back when the batch ended
 
 
 # --- optimize --gpus ------------------------------------------------------------------------------
