@@ -198,9 +198,13 @@ def optimize(
     max_retries: MaxRetries = None,
     replay_mismatch: ReplayMismatch = None,
     candidates: Candidates = None,
+    gpus: Annotated[Optional[str], typer.Option("--gpus", help="GPUs to time a round's candidates on, e.g. 0,1 (or all, or a count): "
+                                                "the first is the operator's own, each other one times its share of the "
+                                                "candidates against the best on that GPU")] = None,
 ) -> None:
     """Diagnose, propose, gate, time against the best, keep only real wins; log every round. Resumable."""
-    from kernelgen.devices import INTERPRETER_WARNING, resolve_device
+    from kernelgen.devices import INTERPRETER_WARNING, make_current, resolve_device
+    from kernelgen.gpus import search_devices
     from kernelgen.backends import make_proposer
     from kernelgen.optimize.loop import optimize_operator, select_operators
     from kernelgen.record.report import rounds_table
@@ -210,7 +214,9 @@ def optimize(
         raise typer.Exit(2)
     outcomes = []
     with errors_to_exit(), llm_warnings():
-        dev = resolve_device(device)
+        spread = search_devices(gpus, device) if gpus is not None else []
+        dev = spread[0] if spread else resolve_device(device)
+        make_current(dev)
         ops = select_operators(list(op_dirs or []), target=target_speedup,
                                on_skip=lambda msg: err.print(f"[yellow]note:[/] {msg}", markup=True, highlight=False))
         if not ops:
@@ -224,7 +230,8 @@ def optimize(
         for i, op in enumerate(ops, 1):
             with progress(f"[{i}/{len(ops)}] optimizing {op.name}") as step:
                 proposer = make_proposer(backend, op, dev, options)
-                outcomes.append(optimize_operator(op, dev, proposer, rounds=rounds, target=target_speedup, on_step=step))
+                outcomes.append(optimize_operator(op, dev, proposer, rounds=rounds, target=target_speedup, on_step=step,
+                                                   search_devices=spread[1:]))
     for o in outcomes:
         out.print(rounds_table(o.state, o.op.spec))
         out.print(f"{o.op.name}: stopped — {o.stopped_because.rstrip('.')}; log {o.op.path / 'optimization_log.md'}, plot {o.op.path / 'speedup.png'}")

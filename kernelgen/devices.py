@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -20,11 +20,34 @@ INTERPRETER_WARNING = (
 )
 
 
+# The variable that pins a process to some of this host's devices, per kind. Ids are as the variable
+# takes them ("3", or a GPU UUID); a pinned process sees its one device as <kind>:0.
+PIN_VARS: dict[str, str] = {"cuda": "CUDA_VISIBLE_DEVICES", "npu": "ASCEND_RT_VISIBLE_DEVICES"}
+
+
 @dataclass(frozen=True)
 class DeviceInfo:
     kind: Literal["cuda", "npu", "cpu"]
-    torch_device: str  # what torch.empty(..., device=...) takes
+    torch_device: str  # what torch.empty(..., device=...) takes, in this process
     interpreter: bool  # Triton runs through TRITON_INTERPRET=1
+    # Where the judge's sandboxed workers run, when not where this process runs: the id their
+    # PIN_VARS variable is set to (a worker on another GPU of the host; inputs and outputs cross
+    # through host memory, so the judge's own tensors stay on `torch_device`). On the CPU only a name.
+    pin: str | None = None
+    lock: str | None = None  # that device's lock file (kernelgen.verify.devicelock); None: KERNELGEN_DEVICE_LOCK
+
+    @property
+    def label(self) -> str:
+        """The device as a person names it: cuda:3 for a pinned one, else the kind (with the id this
+        process is pinned to by the environment, where it names exactly one)."""
+        if self.pin is not None:
+            return f"{self.kind}:{self.pin}"
+        own = os.environ.get(PIN_VARS.get(self.kind, ""), "")
+        return f"{self.kind}:{own}" if own and "," not in own else self.kind
+
+    def elsewhere(self, pin: str, lock: str | None) -> "DeviceInfo":
+        """The same kind of device with workers on device `pin` (its lock `lock`), judged from here."""
+        return replace(self, pin=pin, lock=lock)
 
     def child_env(self) -> dict[str, str]:
         """Variables a child process needs before it imports a kernel."""
@@ -79,6 +102,17 @@ def device_name(info: DeviceInfo) -> str:
     if info.kind == "npu":
         return str(torch.npu.get_device_name())  # type: ignore[attr-defined]
     return "cpu (Triton interpreter)"
+
+
+def make_current(info: DeviceInfo) -> None:
+    """Make `info.torch_device` this thread's current device (CUDA and NPU keep one per thread):
+    what timings and the driver's facts use when they name no device."""
+    import torch
+
+    if info.kind == "cuda" and ":" in info.torch_device:
+        torch.cuda.set_device(info.torch_device)
+    elif info.kind == "npu" and ":" in info.torch_device:
+        torch.npu.set_device(info.torch_device)  # type: ignore[attr-defined]
 
 
 def synchronize(info: DeviceInfo) -> None:

@@ -1,6 +1,10 @@
 """The local engine: one worker process per device of this host, each pinned by its environment,
 each taking the next operator from one shared queue when it is done with the last. A device runs
-one operator at a time, so no timing shares its device with other work of the batch."""
+one operator at a time, so no timing shares its device with other work of the batch.
+
+When the queue is empty, a worker's device would sit idle while other operators still optimize: it
+is lent to them instead (kernelgen.lending), a token in the batch's lend folder that an operator
+claims for its rounds' searches. Tokens are taken back when the batch ends."""
 
 from __future__ import annotations
 
@@ -16,19 +20,21 @@ from kernelgen.batch.engine import Event, OnEvent, error_result, serialized
 from kernelgen.batch.job import JobRequest
 from kernelgen.batch.resume import JobResult
 from kernelgen.batch.targets import Target
+from kernelgen.lending import ENV as LEND_ENV
+from kernelgen.lending import LendToken, lend, withdraw_all
+from kernelgen.verify.devicelock import ENV as LOCK_ENV
 
 
 class WorkerProcess:
     """A `kernelgen.batch.worker` process for one target, spoken to over its stdin and stdout."""
 
-    def __init__(self, target: Target, lock_dir: Path, log_dir: Path):
+    def __init__(self, target: Target, env: dict[str, str], log_dir: Path):
         self.target = target
         log_dir.mkdir(parents=True, exist_ok=True)
         self._stderr = open(log_dir / f"worker-{target.label.replace(':', '').replace('#', '')}.log", "a", encoding="utf-8")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kernelgen.batch.worker", "--target", target.label],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
-            env={**os.environ, **target.env(lock_dir)},
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env,
         )
 
     @property
@@ -77,6 +83,23 @@ class LocalEngine:
         self.device = targets[0].kind
         self.work_dir = Path(work_dir)
 
+    @property
+    def lend_dir(self) -> Path:
+        return self.work_dir / "lend"
+
+    def worker_env(self, target: Target) -> dict[str, str]:
+        """A worker's environment: pinned to its device, with its device lock, and the lend folder
+        its operators claim idle devices from."""
+        return {**os.environ, **target.env(self.work_dir / "locks"), LEND_ENV: str(self.lend_dir)}
+
+    def _lend(self, target: Target) -> None:
+        """Offer an idle device to the operators still optimizing. Not a CPU worker's: nothing is
+        timed for a decision under the interpreter, so no search would use it."""
+        if target.kind == "cpu" or target.device_id is None:
+            return
+        lend(self.lend_dir, LendToken(kind=target.kind, device_id=target.device_id,
+                                      lock=self.worker_env(target).get(LOCK_ENV) or None))
+
     def describe(self) -> str:
         kind = "Triton-interpreter worker(s) on the CPU" if self.device == "cpu" else f"{self.device} device(s)"
         return f"local: {len(self.targets)} {kind} ({', '.join(t.label for t in self.targets)})"
@@ -88,6 +111,7 @@ class LocalEngine:
             pending.put(job)
         results: dict[str, JobResult] = {}
         workers: list[WorkerProcess] = []
+        withdraw_all(self.lend_dir)  # a killed earlier run's tokens name devices that are busy now
 
         def serve(target: Target) -> None:
             worker: WorkerProcess | None = None
@@ -96,9 +120,13 @@ class LocalEngine:
                     try:
                         job = pending.get_nowait()
                     except queue.Empty:
+                        if worker is not None:  # its device is idle from here on: nothing else of ours runs there
+                            worker.close()
+                            worker = None
+                        self._lend(target)
                         return
                     if worker is None or not worker.alive:
-                        worker = WorkerProcess(target, self.work_dir / "locks", self.work_dir / "logs")
+                        worker = WorkerProcess(target, self.worker_env(target), self.work_dir / "logs")
                         workers.append(worker)
                     emit(Event(job.name, "start", target.label))
                     result = worker.run(job, emit)
@@ -120,4 +148,6 @@ class LocalEngine:
                 if w.alive:
                     w.proc.terminate()
             raise
+        finally:
+            withdraw_all(self.lend_dir)
         return [results.get(j.name) or error_result(j, "", "never ran") for j in jobs]

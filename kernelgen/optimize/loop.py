@@ -3,21 +3,24 @@
 after --rounds, or when the proposer has nothing left.
 
 One judge (kernelgen.verify.judge) serves every round of an operator: its workers compile a kernel
-once and time it in every later round, instead of a fresh process per check. state.json is saved
-after every step (kernelgen.optimize.resume makes an interrupted run pick up where it stopped).
+once and time it in every later round, instead of a fresh process per check. Judges on other GPUs
+(`--gpus`, or lent by idle batch workers: kernelgen.optimize.pool) time candidates in searches only.
+state.json is saved after every step (kernelgen.optimize.resume makes an interrupted run pick up
+where it stopped).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from kernelgen.devices import DeviceInfo
 from kernelgen.errors import GenerationError, UsageError
 from kernelgen.opdir import OperatorDir, is_operator_dir, open_operator, operator_dirs_under, operator_status
 from kernelgen.optimize.decide import at_ceiling, stop_reason
 from kernelgen.optimize.diagnose import diagnose
+from kernelgen.optimize.pool import JudgePool
 from kernelgen.optimize.proposal import Proposer, RoundContext
 from kernelgen.optimize.resume import finished_rounds, recover
 from kernelgen.optimize.round import run_round
@@ -63,9 +66,11 @@ def _measure_best_if_needed(op: OperatorDir, state: OpState, device: DeviceInfo,
 
 
 def optimize_operator(op: OperatorDir, device: DeviceInfo, proposer: Proposer, *, rounds: int | None = None,
-                      target: float | None = None, on_step: Step = lambda s: None) -> OptimizeOutcome:
+                      target: float | None = None, on_step: Step = lambda s: None,
+                      search_devices: Sequence[DeviceInfo] = ()) -> OptimizeOutcome:
     """Run until `rounds` optimization rounds are finished in total (not this many more), the target
-    is met, the kernel is at the ceiling, or the proposer has nothing left."""
+    is met, the kernel is at the ceiling, or the proposer has nothing left. `search_devices`: other
+    GPUs whose judges time candidates in the rounds' searches."""
     rounds = op.spec.max_rounds if rounds is None else rounds
     target = target if target is not None else op.spec.target_speedup
     state = load_state(op.path)
@@ -74,11 +79,11 @@ def optimize_operator(op: OperatorDir, device: DeviceInfo, proposer: Proposer, *
         raise GenerationError(f"{op.name}: no correct kernel to start from (round 0 did not pass)",
                               hint=f"fix or regenerate the kernel (`kernelgen test {op.path}` shows why)")
     state.stopped_because = ""
-    judge = open_judge(op, device)
+    judges = JudgePool(open_judge(op, device), search_devices, on_step=_prefixed(on_step, op.name))
     try:
-        why = _rounds(op, state, device, proposer, judge, rounds, target, on_step)
+        why = _rounds(op, state, device, proposer, judges, rounds, target, on_step)
     finally:
-        judge.close()
+        judges.close()
     state.stopped_because = why
     save_state(op.path, state)
     _after_round(op, state)
@@ -86,9 +91,10 @@ def optimize_operator(op: OperatorDir, device: DeviceInfo, proposer: Proposer, *
     return OptimizeOutcome(op, state, why, notes)
 
 
-def _rounds(op: OperatorDir, state: OpState, device: DeviceInfo, proposer: Proposer, judge: Judge, rounds: int,
+def _rounds(op: OperatorDir, state: OpState, device: DeviceInfo, proposer: Proposer, judges: JudgePool, rounds: int,
             target: float, on_step: Step) -> str:
     """Rounds until a stop condition; returns why it stopped."""
+    judge = judges.home
     _measure_best_if_needed(op, state, device, judge, on_step)
     done_before = finished_rounds(state)
     while True:
@@ -108,7 +114,7 @@ def _rounds(op: OperatorDir, state: OpState, device: DeviceInfo, proposer: Propo
         k = max(r.round for r in state.rounds) + 1
         step = _prefixed(on_step, f"{op.name} round {k} ({done + 1}/{rounds})")
         step("diagnosis: " + " ".join(diag.lines[-2:]))
-        if not run_round(op, state, k, proposer, diag, device, judge, step):
+        if not run_round(op, state, k, proposer, diag, device, judge, step, spare_judges=judges.spares):
             source = (op.path / best.kernel_file).read_text(encoding="utf-8")
             return f"nothing left to try: {proposer.next_directions(RoundContext(op, state, k, best, source, diag, judge))}"
         _after_round(op, state)

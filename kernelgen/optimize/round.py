@@ -67,7 +67,7 @@ def _record_candidates(op: OperatorDir, k: int, proposals: list[Proposal]) -> li
 
 
 def _choose(proposer: Proposer, ctx: RoundContext, proposals: list[Proposal], records: list[CandidateRecord],
-            judge: Judge, best: KernelSource, on_step: Step) -> Proposal | None:
+            judge: Judge, spare_judges: Callable[[int], list[Judge]], best: KernelSource, on_step: Step) -> Proposal | None:
     """The kernel this round puts forward: searched per case when there is a device to time on."""
     usable = []
     for r, p in zip(records, proposals):
@@ -79,8 +79,10 @@ def _choose(proposer: Proposer, ctx: RoundContext, proposals: list[Proposal], re
         return proposals[0]  # its failed check is the round's verdict
     if judge.device.interpreter:
         return usable[0][1]
-    on_step(f"searching {len(usable)} candidate(s) against round {ctx.best.round} on every perf case")
-    search(judge, best, [(r, KernelSource(p.source, best.name, _origin(proposer))) for r, p in usable], on_step=on_step)
+    judges = [judge, *spare_judges(len(usable) - 1)]  # candidates beyond the first may go to other GPUs
+    on_step(f"searching {len(usable)} candidate(s) against round {ctx.best.round} on every perf case"
+            + (f", over {len(judges)} devices ({', '.join(j.device.label for j in judges)})" if len(judges) > 1 else ""))
+    search(judges, best, [(r, KernelSource(p.source, best.name, _origin(proposer))) for r, p in usable], on_step=on_step)
     won = winners(records)
     compose = getattr(proposer, "compose", None)
     if compose is not None:
@@ -92,8 +94,10 @@ def _choose(proposer: Proposer, ctx: RoundContext, proposals: list[Proposal], re
 
 
 def run_round(op: OperatorDir, state: OpState, k: int, proposer: Proposer, diag: Diagnosis, device: DeviceInfo,
-              judge: Judge, on_step: Step = lambda s: None) -> bool:
-    """Run round k to the end; False (and nothing recorded) when the proposer has nothing left."""
+              judge: Judge, on_step: Step = lambda s: None, *,
+              spare_judges: Callable[[int], list[Judge]] = lambda n: []) -> bool:
+    """Run round k to the end; False (and nothing recorded) when the proposer has nothing left.
+    `spare_judges(n)`: up to n judges on other GPUs, for the search's candidates."""
     best = state.best()
     assert best is not None
     best_source = (op.path / best.kernel_file).read_text(encoding="utf-8")
@@ -125,7 +129,7 @@ def run_round(op: OperatorDir, state: OpState, k: int, proposer: Proposer, diag:
     record.candidates = _record_candidates(op, k, proposals)
     save_state(op.path, state)
     clock = time.monotonic()
-    chosen = _choose(proposer, ctx, proposals, record.candidates, judge, best_kernel, on_step)
+    chosen = _choose(proposer, ctx, proposals, record.candidates, judge, spare_judges, best_kernel, on_step)
     record.seconds["search"] = round(time.monotonic() - clock, 2)
     if chosen is None:
         return _finish(op, state, record, proposer, ctx, None, KeepDecision(

@@ -129,14 +129,19 @@ def search_table(r: RoundRecord) -> dict[str, object]:
             if (c.case, c.dtype) not in labels:
                 keys.append((c.case, c.dtype))
                 labels[(c.case, c.dtype)] = c.label
+    # Candidates timed on different GPUs were each compared with the best on their own GPU: say which.
+    spread = len({c.device for cand in r.candidates for c in cand.cases if c.device}) > 1
     rows = []
     for cand in r.candidates:
         by = {(c.case, c.dtype): c for c in cand.cases}
         cells = [_cell(by[k]) if k in by else (f"pruned: {cand.pruned}" if cand.pruned else "—") for k in keys]
         if not keys:
             cells = [f"pruned: {cand.pruned}" if cand.pruned else "not timed"]
+        if spread:
+            cells.insert(0, ", ".join(sorted({c.device for c in cand.cases if c.device})) or "—")
         rows.append([cand.label.replace("|", "/"), *[x.replace("|", "/") for x in cells]])
-    return {"headers": ["candidate", *[labels[k] for k in keys]] if keys else ["candidate", "result"], "rows": rows}
+    headers = ["candidate", *[labels[k] for k in keys]] if keys else ["candidate", "result"]
+    return {"headers": headers[:1] + ["device"] + headers[1:] if spread else headers, "rows": rows}
 
 
 def case_rows(r: RoundRecord) -> list[list[str]]:

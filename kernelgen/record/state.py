@@ -69,6 +69,7 @@ class CaseResult(_Model):
     noise: float = 0.0  # the speedup had to leave 1 by more than this (spreads of both, the pair's own spread)
     verdict: Verdict = "unjudged"
     note: str = ""  # why: "same launches as the best", "wrong at this shape: ...", "no device: not timed"
+    device: str = ""  # where this and the best were timed (cuda:3): a search may spread candidates over GPUs
 
     @property
     def label(self) -> str:

@@ -5,7 +5,8 @@ processes at once: correctness checks take the lock shared (they may overlap eac
 sections take it exclusively (nothing else runs on the device while a timing is taken). Process
 start-up, imports and compilation, most of a round's wall time, overlap freely. Writers go first:
 a reader passes a turnstile that a waiting writer holds, so a stream of checks cannot starve a
-timing. Unset, the lock does nothing.
+timing. Unset, the lock does nothing. A judge whose workers run on another GPU of the host
+(kernelgen.devices.DeviceInfo.pin) takes that GPU's lock, named by DeviceInfo.lock.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ def _flock(path: str, mode: int) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def device_lock(exclusive: bool) -> Iterator[None]:
-    path = os.environ.get(ENV)
+def device_lock(exclusive: bool, path: str | None = None) -> Iterator[None]:
+    """The lock of the device at `path` (a judge's other GPU names its own); by default the one
+    KERNELGEN_DEVICE_LOCK names. Locks of different files are independent: two GPUs time at once."""
+    path = path or os.environ.get(ENV)
     if not path:
         yield
         return

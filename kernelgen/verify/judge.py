@@ -48,11 +48,13 @@ def _nbytes(shape: list[int], dtype: str) -> int:
 
 class Judge:
     def __init__(self, spec: OperatorSpec, device: DeviceInfo, baseline: Callable[..., Any], *,
-                 extra_cases: list[dict[str, list[int]]] | None = None):
+                 extra_cases: list[dict[str, list[int]]] | None = None, arena_bytes: int | None = None,
+                 owns_baseline: bool = True):
         self.spec = spec
         self.device = device
         self.baseline = baseline
-        self.arena_bytes = self._arena_size(extra_cases or [])
+        self._owns_baseline = owns_baseline
+        self.arena_bytes = arena_bytes or self._arena_size(extra_cases or [])
         self._shared: WorkerSession | None = None
         self._own: dict[str, WorkerSession] = {}
         self._slots: dict[str, tuple[WorkerSession, str]] = {}
@@ -140,9 +142,16 @@ class Judge:
             if w is not None:
                 w.close()
         self._shared, self._own, self._slots = None, {}, {}
-        closer = getattr(self.baseline, "close", None)
+        closer = getattr(self.baseline, "close", None) if self._owns_baseline else None
         if closer is not None:
             closer()
+
+    def elsewhere(self, device: DeviceInfo) -> "Judge":
+        """A judge of the same operator whose workers run on another device of this host
+        (`device.pin`, under `device.lock`): the same spec and baseline (this judge's, which the new
+        one leaves open when it closes), its own workers. Inputs and outputs still live on this
+        process's device; they reach the other GPU's workers through the host-memory arena."""
+        return Judge(self.spec, device, self.baseline, arena_bytes=self.arena_bytes, owns_baseline=False)
 
     def __enter__(self) -> "Judge":
         return self

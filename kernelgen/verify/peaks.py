@@ -95,5 +95,5 @@ def device_peaks(device) -> DevicePeaks | None:  # noqa: ANN001 - DeviceInfo
     from kernelgen.verify.devicelock import device_lock
     from kernelgen.verify.timing import rep_times, summarize
 
-    with device_lock(exclusive=True):
+    with device_lock(exclusive=True, path=device.lock):
         return load_or_measure(lambda fn: summarize(rep_times(fn, "cuda")).ms)

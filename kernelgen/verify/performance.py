@@ -183,7 +183,7 @@ def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSour
         except Exception as e:  # noqa: BLE001 - a compile failure is reported, not fatal
             res.note = (res.note + f" torch.compile failed on case {ci} {dtype}: {type(e).__name__}.").strip()
             compiled_ref = None
-    with device_lock(exclusive=True):
+    with device_lock(exclusive=True, path=device.lock):
         if with_eager:
             pc.eager = summarize(rep_times(lambda: judge.baseline(*inputs, **params), device.kind))
             if not device.interpreter:

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kernelgen.devices import DeviceInfo
+from kernelgen.devices import PIN_VARS, DeviceInfo
 from kernelgen.verify import sandbox
 from kernelgen.verify.protocol import Arena, ProtocolError, Reply, parse_reply, recv, send
 from kernelgen.verify.scrub import scrub
@@ -78,6 +78,10 @@ def worker_environment(device: DeviceInfo, scratch: Path) -> dict[str, str]:
         "TRITON_CACHE_DIR": str(scratch / "triton"), "TRITON_HOME": str(scratch / "home"),
         "KERNELGEN_DEVICE": device.kind,
     })
+    if device.pin is not None and device.kind in PIN_VARS:
+        # The id as the host names it (what the variable takes), not this process's ordinal: a judge
+        # itself pinned to GPU 3 can start a worker on GPU 5, which sees only that one, as <kind>:0.
+        env[PIN_VARS[device.kind]] = device.pin
     if device.interpreter:  # one thread each: the judge and the worker share a few cores
         env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     return env

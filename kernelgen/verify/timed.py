@@ -88,7 +88,7 @@ def time_case(judge: Judge, kernels: list[KernelSource], inputs: list[Any], expe
             res.wrong = _wrong(judge, worker, reply.outputs, expected, dtype, fill)
         live = [i for i, r in enumerate(results) if not r.wrong]
         last: dict[int, Any] = {}
-        with device_lock(exclusive=True):  # nothing else of ours on the device while timing
+        with device_lock(exclusive=True, path=judge.device.lock):  # nothing else of ours on that device while timing
             for r in range(rounds):
                 for i in [live[(r + j) % len(live)] for j in range(len(live))] if live else []:
                     worker, slot = placed[i]
