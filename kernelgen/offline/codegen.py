@@ -88,8 +88,28 @@ def _host(spec: OperatorSpec, names: Names, traced: Traced, routes_: list[Route]
             "forms": forms, "copies": copies, "split": split, "like": copies}
 
 
+def _role_checks(names: Names, roles: list[str], used: list[str]) -> list[dict[str, str]]:
+    """Inputs the kernel reads as one value per column, per row or in all (their shapes in the spec's
+    cases): a call whose shape varies elsewhere is refused, not read wrongly."""
+    checks = []
+    for i, (name, role) in enumerate(zip(names.inputs, roles)):
+        if name not in used or role == "full":
+            continue
+        if role == "col":
+            checks.append({"name": name, "what": "one value per column", "varies": "along the rows",
+                           "cond": f"any(s and d != 1 for s, d in zip(strides[{i}][:-1], shape[:-1]))"})
+        elif role == "row":
+            checks.append({"name": name, "what": "one value per row", "varies": "along the columns",
+                           "cond": f"shape and strides[{i}][-1] and shape[-1] != 1"})
+        else:
+            checks.append({"name": name, "what": "a single value", "varies": "over the elements",
+                           "cond": f"any(s and d != 1 for s, d in zip(strides[{i}], shape))"})
+    return checks
+
+
 def _frame_plan(spec: OperatorSpec, traced: Traced, names: Names, sizes: list[str], *, keep_last: bool,
-                dispatch: bool, sm: bool, itemsize: str | None, autotuned: dict | None, split: int) -> dict[str, Any]:
+                dispatch: bool, sm: bool, itemsize: str | None, autotuned: dict | None, split: int,
+                roles: list[str], used: list[str]) -> dict[str, Any]:
     outputs = []
     for o, info in zip(names.outputs, traced.outputs):
         shape = "shape" if info.space == "full" else ("shape[:-1] + (1,)" if info.keepdim else "shape[:-1]")
@@ -99,7 +119,8 @@ def _frame_plan(spec: OperatorSpec, traced: Traced, names: Names, sizes: list[st
             "itemsize": itemsize, "sizes": sizes, "autotuned": autotuned, "split": split, "outputs": outputs,
             "out_dtypes": [f"{o}_dtype" for o in names.outputs],
             "expanded": [f"_expanded({x}_shape, {x}_stride, shape)" for x in names.inputs],
-            "contiguous": [f"_expanded({x}_shape, _contiguous({x}_shape), shape)" for x in names.inputs]}
+            "contiguous": [f"_expanded({x}_shape, _contiguous({x}_shape), shape)" for x in names.inputs],
+            "role_checks": _role_checks(names, roles, used)}
 
 
 def _forms(variants: list[dict], autotuned: str | None) -> list[dict]:
@@ -139,7 +160,8 @@ def _pointwise(spec: OperatorSpec, traced: Traced, kind: Classification, names: 
     itemsize = "max(" + ", ".join([f"{n}_dtype.itemsize" for n in names.inputs] +
                                   [f"{o}_dtype.itemsize" for o in names.outputs]) + ")"
     plan = _frame_plan(spec, traced, names, vs[0]["kernel"].sizes, keep_last=False, dispatch=len(routes_) > 1,
-                       sm=persistent, itemsize=itemsize, autotuned=autotuned, split=0)
+                       sm=persistent, itemsize=itemsize, autotuned=autotuned, split=0, roles=kind.roles,
+                       used=vs[0]["kernel"].pointers)
     host = _host(spec, names, traced, routes_, _forms(vs, f"{kname}_autotuned" if base.autotune else None),
                  vs[0]["kernel"].pointers, copies=True, split=False, sm=persistent,
                  key_what="the output seen as [product of the leading dims, last dim]")
@@ -200,7 +222,8 @@ def _rows(spec: OperatorSpec, traced: Traced, kind: Classification, names: Names
                      "why": "the autotuned configs pick num_warps; the sizes still come from _launch_config"}
     n_stats = len(partial_stats(fuse(g))) if "split" in algorithms else 0
     plan = _frame_plan(spec, traced, names, vs[0]["kernel"].sizes, keep_last=True, dispatch=len(routes_) > 1,
-                       sm=sm, itemsize=None, autotuned=autotuned, split=n_stats)
+                       sm=sm, itemsize=None, autotuned=autotuned, split=n_stats, roles=kind.roles,
+                       used=vs[0]["kernel"].pointers)
     forms = _forms(vs, f"{kname}_autotuned" if base.autotune else None)
     host = _host(spec, names, traced, routes_, forms, vs[0]["kernel"].pointers, copies=True,
                  split="split" in algorithms, sm=sm, key_what="the output seen as [product of the leading dims, last dim]")

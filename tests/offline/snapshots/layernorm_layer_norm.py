@@ -236,6 +236,12 @@ def _plan(x_shape, x_stride, x_dtype, weight_shape, weight_stride, weight_dtype,
     shape = _broadcast_shape(x_shape, weight_shape, bias_shape)
     copies = None
     strides = (_expanded(x_shape, x_stride, shape), _expanded(weight_shape, weight_stride, shape), _expanded(bias_shape, bias_stride, shape))
+    if any(s and d != 1 for s, d in zip(strides[1][:-1], shape[:-1])):  # the kernel reads weight as one value per column, as in the spec's cases
+        raise ValueError(f"layer_norm: weight of shape {tuple(weight_shape)} varies along the rows of the output {shape}; "
+                         "this kernel reads it as one value per column, as in the spec's cases")
+    if any(s and d != 1 for s, d in zip(strides[2][:-1], shape[:-1])):  # the kernel reads bias as one value per column, as in the spec's cases
+        raise ValueError(f"layer_norm: bias of shape {tuple(bias_shape)} varies along the rows of the output {shape}; "
+                         "this kernel reads it as one value per column, as in the spec's cases")
     frame = _frame(shape, strides, True)
     if frame is None:  # more than three dims remain: copy strided inputs once, broadcasts stay views
         copies = "contiguous"

@@ -196,6 +196,9 @@ def _plan(x_shape, x_stride, x_dtype, bias_shape, bias_stride, bias_dtype, devic
     shape = _broadcast_shape(x_shape, bias_shape)
     copies = None
     strides = (_expanded(x_shape, x_stride, shape), _expanded(bias_shape, bias_stride, shape))
+    if any(s and d != 1 for s, d in zip(strides[1][:-1], shape[:-1])):  # the kernel reads bias as one value per column, as in the spec's cases
+        raise ValueError(f"broadcast: bias of shape {tuple(bias_shape)} varies along the rows of the output {shape}; "
+                         "this kernel reads it as one value per column, as in the spec's cases")
     frame = _frame(shape, strides, False)
     if frame is None:  # more than three dims remain: copy strided inputs once, broadcasts stay views
         copies = "contiguous"
