@@ -122,7 +122,9 @@ def _result_dtype(**dtypes):
 
 
 # --- the host path: each call signature (shapes, strides, dtypes, device) is analysed once into a
-# _Plan; later calls cost a dict lookup, the output's allocation and the launch.
+# _Plan; later calls cost a dict lookup, the output's allocation and the launch. With Triton's launch
+# mocked out on a CPU (benchmarks/host_path.py), a call costs 2.3-3.5 us, of which ~0.7-1.2 us is the
+# allocation; re-analysing every call, with expand views, cost 6.4-11.8 us.
 
 # The knobs every call uses unless _DISPATCH routes its shape elsewhere (None: _launch_config's heuristic).
 _BASE = {
