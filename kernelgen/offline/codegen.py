@@ -155,8 +155,8 @@ def _pointwise(spec: OperatorSpec, traced: Traced, kind: Classification, names: 
     if base.autotune:
         grid = ('lambda meta: (triton.cdiv(n_rows, meta["BLOCK_R"]) * triton.cdiv(n_cols, meta["BLOCK_C"]),)'
                 if base.grid == "2d" else 'lambda meta: (triton.cdiv(n_rows * n_cols, meta["BLOCK_SIZE"]),)')
-        autotuned = {"kernel": kname, "grid": grid, "meta": '{k: v for k, v in meta.items() if k == "num_stages"}',
-                     "why": "the autotuned configs pick the tile and num_warps"}
+        autotuned = {"kernel": kname, "grid": grid, "meta": "{}",
+                     "why": "the autotuned configs pick the tile, num_warps and num_stages"}
     itemsize = "max(" + ", ".join([f"{n}_dtype.itemsize" for n in names.inputs] +
                                   [f"{o}_dtype.itemsize" for o in names.outputs]) + ")"
     plan = _frame_plan(spec, traced, names, vs[0]["kernel"].sizes, keep_last=False, dispatch=len(routes_) > 1,
@@ -166,6 +166,7 @@ def _pointwise(spec: OperatorSpec, traced: Traced, kind: Classification, names: 
                  vs[0]["kernel"].pointers, copies=True, split=False, sm=persistent,
                  key_what="the output seen as [product of the leading dims, last dim]")
     return dict(kernels=vs, variants=vs if len(vs) > 1 else [], grids={v["grid"] for v in vs}, persistent=persistent,
+                stages=f", num_stages={base.num_stages}" if base.num_stages else "",
                 erf_poly=any(r.knobs.erf == "poly" for r in routes_), autotuned=base.autotune,
                 pick="_KERNELS[grid, eviction, erf, persistent]" if len(vs) > 1 else kname,
                 launch_def=_def_line("def _launch_config(", ["n_rows", "n_cols", "itemsize", "sm_count", "*",
@@ -218,8 +219,9 @@ def _rows(spec: OperatorSpec, traced: Traced, kind: Classification, names: Names
             "split": '_KERNELS["split", eviction, False]'}
     autotuned = None
     if base.autotune:
-        autotuned = {"kernel": kname, "grid": "grid", "meta": '{k: v for k, v in meta.items() if k != "num_warps"}',
-                     "why": "the autotuned configs pick num_warps; the sizes still come from _launch_config"}
+        autotuned = {"kernel": kname, "grid": "grid",
+                     "meta": '{k: v for k, v in meta.items() if k not in ("num_warps", "num_stages")}',
+                     "why": "the autotuned configs pick num_warps (and carry num_stages); the sizes come from _launch_config"}
     n_stats = len(partial_stats(fuse(g))) if "split" in algorithms else 0
     plan = _frame_plan(spec, traced, names, vs[0]["kernel"].sizes, keep_last=True, dispatch=len(routes_) > 1,
                        sm=sm, itemsize=None, autotuned=autotuned, split=n_stats, roles=kind.roles,
@@ -231,6 +233,7 @@ def _rows(spec: OperatorSpec, traced: Traced, kind: Classification, names: Names
               "tile": defaults.ROW_TILE, "split_min": defaults.SPLIT_MIN_COLS,
               "persistent_warps": defaults.PERSISTENT_WARPS_PER_SM}
     return dict(kernels=vs, variants=vs if multi else [], algorithms=algorithms, persistent=any(r.knobs.persistent for r in routes_),
+                stages=f", num_stages={base.num_stages}" if base.num_stages else "",
                 one_pass=bool(algorithms & {"online", "split"}), autotuned=base.autotune, pick=pick,
                 launch_def=_def_line("def _launch_config(", ["n_rows", "n_cols", "sm_count", "*", *type(base).model_fields]),
                 config=config, plan=plan, host=host)

@@ -17,6 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from kernelgen.offline import DispatchEntry, generate_kernel  # noqa: E402
 from kernelgen.spec import draw_inputs  # noqa: E402
+from kernelgen.spec.reference import load_reference  # noqa: E402
 from offline_check import check_kernel, example, import_source, run_guarded, unary  # noqa: E402
 
 FAST_FP32 = DispatchEntry(dtype="float32", shapes={"x": [4, 20000]}, knobs={"algorithm": "online"},
@@ -153,3 +154,27 @@ def test_copied_and_broadcast_inputs_stay_correct_under_the_guard(tmp_path: Path
     # as its first row's values)
     with pytest.raises(ValueError, match=r"scale_shift: scale of shape \(1, 4, 1, 33\) varies along the rows"):
         module.scale_shift(x, torch.randn(1, 4, 1, 33), shift)
+
+
+@pytest.mark.parametrize("name,knobs", [("log_softmax", {"autotune": True, "num_stages": 2}),
+                                        ("swiglu", {"autotune": True, "grid": "1d"}),
+                                        ("broadcast", {"autotune": True, "num_stages": 2}),
+                                        ("matmul_leakyrelu", {"autotune": True})], ids=str)
+def test_the_gpu_plan_of_an_autotuned_kernel_launches_on_the_interpreter(name: str, knobs: dict, tmp_path: Path) -> None:
+    """The branch only a GPU takes: the plan made for a CUDA device launches the autotuned kernel;
+    here its configs are 'timed' by a stand-in so the launch's arguments are checked on the CPU."""
+    spec = example(name)
+    module = import_source(spec.name, generate_kernel(spec, knobs).source, tmp_path)
+    tuned = getattr(module, f"_{name}_kernel_autotuned")
+    tuned.do_bench = lambda call, quantiles: (call(), [1.0, 1.0, 1.0])[1]  # no device to time configs on
+    dtype = "float16" if name == "matmul_leakyrelu" else "float32"
+    inputs = draw_inputs(spec, spec.test_cases[0], dtype, 0, "cpu")
+    key = tuple(v for t in inputs for v in (t.shape, t.stride(), t.dtype)) + (torch.device("cuda"),)
+    plan = module._plan(*key)
+    assert plan.kernel is tuned and "num_warps" not in plan.meta and "num_stages" not in plan.meta
+    outs = [torch.empty(s, dtype=d) for s, d in zip(plan.out_shapes, plan.out_dtypes)]
+    tensors = [t for t, n in zip(inputs, spec.input_names) if f"{n}_ptr" in module.__dict__[f"_{name}_kernel"].arg_names]
+    plan.kernel[plan.grid](*tensors, *outs, *[spec.param_defaults[p] for p in spec.param_defaults], *plan.sizes, **plan.meta)
+    expected = load_reference(spec)(*inputs, **spec.param_defaults)
+    tol = spec.tolerance_for(dtype)
+    torch.testing.assert_close(outs[0].float(), expected.float(), atol=tol.atol, rtol=tol.rtol)

@@ -222,8 +222,8 @@ def _plan(gate_shape, gate_stride, gate_dtype, up_shape, up_stride, up_dtype, de
     kernel, grid, meta, split = _launch_config(n_rows, n_cols, max(gate_dtype.itemsize, up_dtype.itemsize, out_dtype.itemsize), None, **knobs)
     sizes = (n_rows, n_inner, n_cols, strides[0][0], strides[0][1], strides[0][2], strides[1][0], strides[1][1], strides[1][2])
     if knobs["autotune"] and kernel is _swiglu_kernel and device.type != "cpu":
-        # the autotuned configs pick the tile and num_warps
-        kernel, grid, meta = _swiglu_kernel_autotuned, lambda meta: (triton.cdiv(n_rows * n_cols, meta["BLOCK_SIZE"]),), {k: v for k, v in meta.items() if k == "num_stages"}
+        # the autotuned configs pick the tile, num_warps and num_stages
+        kernel, grid, meta = _swiglu_kernel_autotuned, lambda meta: (triton.cdiv(n_rows * n_cols, meta["BLOCK_SIZE"]),), {}
     out_shapes, out_dtypes = (shape,), (out_dtype,)
     like = tuple(s == gate_shape and d == gate_dtype and copies is None and gate_stride == _contiguous(gate_shape)
                  for s, d in zip(out_shapes, out_dtypes))

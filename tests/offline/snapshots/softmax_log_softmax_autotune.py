@@ -244,8 +244,8 @@ def _plan(x_shape, x_stride, x_dtype, device):
     kernel, grid, meta, split = _launch_config(n_rows, n_cols, None, **knobs)
     sizes = (n_rows, n_inner, n_cols, strides[0][0], strides[0][1], strides[0][2])
     if knobs["autotune"] and kernel is _log_softmax_kernel and device.type != "cpu":
-        # the autotuned configs pick num_warps; the sizes still come from _launch_config
-        kernel, grid, meta = _log_softmax_kernel_autotuned, grid, {k: v for k, v in meta.items() if k != "num_warps"}
+        # the autotuned configs pick num_warps (and carry num_stages); the sizes come from _launch_config
+        kernel, grid, meta = _log_softmax_kernel_autotuned, grid, {k: v for k, v in meta.items() if k not in ("num_warps", "num_stages")}
     out_shapes, out_dtypes = (shape,), (out_dtype,)
     like = tuple(s == x_shape and d == x_dtype and copies is None and x_stride == _contiguous(x_shape)
                  for s, d in zip(out_shapes, out_dtypes))
