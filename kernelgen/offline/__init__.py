@@ -41,6 +41,7 @@ from kernelgen.spec import OperatorSpec
 
 if TYPE_CHECKING:
     from kernelgen.offline.classify import Classification
+    from kernelgen.offline.pruning import Pruned
     from kernelgen.offline.trace import Traced
 
 __all__ = ["DispatchEntry", "OfflineKernel", "generate_kernel", "knob_space", "prune"]
@@ -95,8 +96,10 @@ def knob_space(spec: OperatorSpec) -> dict[str, list[Any]]:
     return knobs_class(kind.family).space()
 
 
-def prune(*args: Any, **kwargs: Any):  # noqa: ANN201 - see kernelgen.offline.pruning.prune
-    """kernelgen.offline.pruning.prune: which values of one knob are worth timing, and why."""
+def prune(spec: OperatorSpec, knob: str, values: list[Any], base: Knobs | Mapping[str, Any],
+          shapes: Mapping[str, list[int]], dtype: str, sm_count: int | None) -> list[Pruned]:
+    """Which values of `knob` are worth timing at one case (input name -> shape, in `dtype`, on a
+    device of `sm_count` SMs; None: 132), each with the reason: kernelgen.offline.pruning."""
     from kernelgen.offline.pruning import prune as _prune
 
-    return _prune(*args, **kwargs)
+    return _prune(spec, knob, values, base, dict(shapes), dtype, sm_count)

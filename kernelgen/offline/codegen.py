@@ -77,7 +77,9 @@ def _def_line(head: str, params: list[str], width: int = 100) -> str:
 
 def _host(spec: OperatorSpec, names: Names, traced: Traced, routes_: list[Route], forms: list[dict],
           pointers: list[str], *, copies: bool, split: bool, sm: bool, key_what: str) -> dict[str, Any]:
-    """The host path's data: the base knobs, the dispatch table, the plan's fields, the launches."""
+    """The host path's data: the base knobs, the dispatch table, the plan's fields, the launches.
+    `copies`: the pointwise and row families, whose plans may copy inputs and whose outputs may
+    take the first input's shape (torch.empty_like)."""
     base = routes_[0].knobs
     params = list(traced.params)
     return {"entry": spec.name, "inputs": names.inputs, "pointers": [p for p in pointers if p not in params + ["partials"]],

@@ -14,7 +14,6 @@ import math
 from dataclasses import dataclass
 from typing import Optional, Union
 
-import torch
 from pydantic import BaseModel, ConfigDict
 
 from kernelgen.offline.knobs import CODE_KNOBS, Knobs, resolve
@@ -46,6 +45,8 @@ class Route:
 
 def frame_key(shapes: list[list[int]]) -> tuple[int, int]:
     """(rows, cols) of the broadcast output seen as [product of the leading dims, last dim]."""
+    import torch  # ~1 s: only when a table is built, not when kernelgen.offline is imported
+
     out = tuple(torch.broadcast_shapes(*[tuple(s) for s in shapes]))
     return (max(math.prod(out[:-1]), 1), max(out[-1], 1)) if out else (1, 1)
 

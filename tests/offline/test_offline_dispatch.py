@@ -55,6 +55,11 @@ def test_two_entries_route_by_dtype_and_nearest_shape_and_pass_the_checks(tmp_pa
     # an entry that cannot serve a shape falls back: online at a row that fits registers, split at many rows
     assert _kernel_of(module, spec, [3, 100], "float32") == "_log_softmax_kernel"
     assert _kernel_of(module, spec, [64, 9000], "float16") == "_log_softmax_kernel"
+    # every route under the runtime guard: only allocations and views in PyTorch, the launches real
+    for shape, dtype in (([3, 12000], "float32"), ([2, 12000], "float16"), ([3, 12000], "bfloat16")):
+        (x,) = draw_inputs(spec, {"x": shape}, dtype, 1, "cpu")
+        got = run_guarded(module.log_softmax, [x])
+        assert got.dtype == x.dtype and got.shape == x.shape
     # the dispatched kernel passes the accuracy checks in both dtypes, on every case and the entries' shapes
     cases = spec.test_cases + [{"x": [4, 20000]}, {"x": [2, 9000]}, {"x": [40, 3000]}]
     check_kernel(spec, tmp_path, cases=cases, knobs=None, dispatch=[FAST_FP32, FEW_FP16])

@@ -135,3 +135,16 @@ def test_variants_keep_todays_kernel_by_default() -> None:
         src = generate_kernel(spec).source
         assert "_KERNELS = {" not in src and "_DISPATCH = {" not in src and "_sm_count" not in src
         assert src == generate_kernel(spec, {"persistent": False}).source
+
+
+@pytest.mark.parametrize("algorithm", ["online", "split"])
+def test_one_pass_rows_for_specs_not_in_the_repo(algorithm: str, tmp_path: Path) -> None:
+    # a variance (Welford, row output), a std times x (per-element output), and a softmax of a
+    # computed value beside a second, plain reduction of another value
+    specs = [unary("rowvar", "x.var(-1)", [{"x": [3, 9000]}, {"x": [2, 3, 2100]}], dtypes=["float32", "float16"]),
+             unary("rowstd", "torch.std(x, -1, keepdim=True) * x", [{"x": [3, 9000]}, {"x": [4, 50]}], dtypes=["float32"]),
+             make_spec(name="masked_softmax", inputs=[{"name": "x"}, {"name": "m"}], outputs=[{"name": "p"}, {"name": "mx"}],
+                       reference="def masked_softmax(x, m):\n    return torch.softmax(x * 2.0 + m, -1), x.amax(-1)\n",
+                       test_cases=[{"x": [3, 9000], "m": [9000]}, {"x": [2, 3, 2100], "m": [2100]}], dtypes=["float32"])]
+    for spec in specs:
+        check_kernel(spec, tmp_path, {"algorithm": algorithm})
