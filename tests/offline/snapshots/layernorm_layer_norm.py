@@ -238,10 +238,12 @@ def _plan(x_shape, x_stride, x_dtype, weight_shape, weight_stride, weight_dtype,
     shape = _broadcast_shape(x_shape, weight_shape, bias_shape)
     copies = None
     strides = (_expanded(x_shape, x_stride, shape), _expanded(weight_shape, weight_stride, shape), _expanded(bias_shape, bias_stride, shape))
-    if any(s and d != 1 for s, d in zip(strides[1][:-1], shape[:-1])):  # the kernel reads weight as one value per column, as in the spec's cases
+    # the kernel reads weight as one value per column (its shape in the spec's cases): refuse a weight that is not
+    if any(s and d != 1 for s, d in zip(strides[1][:-1], shape[:-1])):
         raise ValueError(f"layer_norm: weight of shape {tuple(weight_shape)} varies along the rows of the output {shape}; "
                          "this kernel reads it as one value per column, as in the spec's cases")
-    if any(s and d != 1 for s, d in zip(strides[2][:-1], shape[:-1])):  # the kernel reads bias as one value per column, as in the spec's cases
+    # the kernel reads bias as one value per column (its shape in the spec's cases): refuse a bias that is not
+    if any(s and d != 1 for s, d in zip(strides[2][:-1], shape[:-1])):
         raise ValueError(f"layer_norm: bias of shape {tuple(bias_shape)} varies along the rows of the output {shape}; "
                          "this kernel reads it as one value per column, as in the spec's cases")
     frame = _frame(shape, strides, True)
@@ -258,7 +260,7 @@ def _plan(x_shape, x_stride, x_dtype, weight_shape, weight_stride, weight_dtype,
     n_rows = n_outer * n_inner
     knobs = _BASE
     out_dtype = x_dtype
-    kernel, grid, meta, split = _launch_config(n_rows, n_cols, None, **knobs)
+    kernel, grid, meta, _ = _launch_config(n_rows, n_cols, None, **knobs)
     sizes = (n_rows, n_inner, n_cols, strides[0][0], strides[0][1], strides[0][2], strides[1][2], strides[2][2])
     out_shapes, out_dtypes = (shape,), (out_dtype,)
     like = tuple(s == x_shape and d == x_dtype and copies is None and x_stride == _contiguous(x_shape)

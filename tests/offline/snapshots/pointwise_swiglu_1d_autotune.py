@@ -219,7 +219,7 @@ def _plan(gate_shape, gate_stride, gate_dtype, up_shape, up_stride, up_dtype, de
     n_rows = n_outer * n_inner
     knobs = _BASE
     out_dtype = _result_dtype(gate=gate_dtype, up=up_dtype)
-    kernel, grid, meta, split = _launch_config(n_rows, n_cols, max(gate_dtype.itemsize, up_dtype.itemsize, out_dtype.itemsize), None, **knobs)
+    kernel, grid, meta, _ = _launch_config(n_rows, n_cols, max(gate_dtype.itemsize, up_dtype.itemsize, out_dtype.itemsize), None, **knobs)
     sizes = (n_rows, n_inner, n_cols, strides[0][0], strides[0][1], strides[0][2], strides[1][0], strides[1][1], strides[1][2])
     if knobs["autotune"] and kernel is _swiglu_kernel and device.type != "cpu":
         # the autotuned configs pick the tile, num_warps and num_stages

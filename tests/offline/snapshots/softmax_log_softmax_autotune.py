@@ -241,7 +241,7 @@ def _plan(x_shape, x_stride, x_dtype, device):
     n_rows = n_outer * n_inner
     knobs = _BASE
     out_dtype = x_dtype
-    kernel, grid, meta, split = _launch_config(n_rows, n_cols, None, **knobs)
+    kernel, grid, meta, _ = _launch_config(n_rows, n_cols, None, **knobs)
     sizes = (n_rows, n_inner, n_cols, strides[0][0], strides[0][1], strides[0][2])
     if knobs["autotune"] and kernel is _log_softmax_kernel and device.type != "cpu":
         # the autotuned configs pick num_warps (and carry num_stages); the sizes come from _launch_config

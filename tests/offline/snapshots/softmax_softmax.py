@@ -231,7 +231,7 @@ def _plan(x_shape, x_stride, x_dtype, device):
     n_rows = n_outer * n_inner
     knobs = _BASE
     out_dtype = x_dtype
-    kernel, grid, meta, split = _launch_config(n_rows, n_cols, None, **knobs)
+    kernel, grid, meta, _ = _launch_config(n_rows, n_cols, None, **knobs)
     sizes = (n_rows, n_inner, n_cols, strides[0][0], strides[0][1], strides[0][2])
     out_shapes, out_dtypes = (shape,), (out_dtype,)
     like = tuple(s == x_shape and d == x_dtype and copies is None and x_stride == _contiguous(x_shape)
