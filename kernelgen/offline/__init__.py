@@ -2,8 +2,10 @@
 
     kern = generate_kernel(spec)            # shape-aware default heuristics in the file
     kern = generate_kernel(spec, {"num_warps": 8})   # one knob fixed, the rest default
+    kern = generate_kernel(spec, knobs, dispatch=[DispatchEntry(...), ...])  # per-shape routes
     kern.knobs                              # the typed knobs baked in (kernelgen.offline.knobs)
     space = knob_space(spec)                # what the optimize loop may vary (None: the file's heuristic)
+    prune(spec, "algorithm", space["algorithm"], kern.knobs, shapes, "bfloat16", 132)  # before timing
 
 The kernel is derived from the spec's `reference` (traced to ATen ops), never from its name.
 Operators outside the families raise UnsupportedOperatorError saying how to configure an LLM.
@@ -14,10 +16,16 @@ The pipeline, one module per job:
     lowering.py   one fx graph -> the IR of ir.py (nodes in a frame: full / row / scalar)
     classify.py   the family and each input's load role                   -> Classification
     knobs.py      the typed knobs of each family and their candidates
+    dispatch.py   per-shape dispatch entries and the routes they make (base knobs + overrides)
     rowgen.py     per-node statements of pointwise and row kernels (exprs.py: one op, one expression)
+    fusion.py     which row reductions fold into one read pass (online softmax, Welford)
+    rowvariants.py  the online and split row kernels built on both
     matgen.py     the epilogue statements of matmul kernels
+    selfcheck.py  the generated file's __main__ block
     codegen.py    everything above as data for templates/offline/<family>.py.j2 (shared pieces in
                   _macros.py.j2), rendered through kernelgen.render
+    launch.py     a Python model of the generated _launch_config (what a knob value launches)
+    pruning.py    the rules that drop knob values before anything is timed
 """
 
 from __future__ import annotations
@@ -27,22 +35,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kernelgen.offline.dispatch import DispatchEntry
 from kernelgen.offline.knobs import Knobs
 from kernelgen.spec import OperatorSpec
 
 if TYPE_CHECKING:
     from kernelgen.offline.classify import Classification
+    from kernelgen.offline.pruning import Pruned
     from kernelgen.offline.trace import Traced
 
-__all__ = ["OfflineKernel", "generate_kernel", "knob_space"]
+__all__ = ["DispatchEntry", "OfflineKernel", "generate_kernel", "knob_space", "prune"]
 
 
 @dataclass(frozen=True)
 class OfflineKernel:
     source: str  # full text of <name>_triton.py
     family: str  # pointwise | row_reduction | softmax | layernorm | rmsnorm | matmul
-    knobs: Knobs  # the knob settings baked into the source
+    knobs: Knobs  # the knob settings baked into the source (the base route)
     summary: str  # one line: what was traced
+    dispatch: tuple[DispatchEntry, ...] = ()  # the per-shape entries routed to their own knobs
 
 
 @functools.lru_cache(maxsize=64)
@@ -57,9 +68,13 @@ def _analyse(spec_json: str) -> tuple[Traced, Classification]:
     return traced, classify(traced)
 
 
-def generate_kernel(spec: OperatorSpec, knobs: Knobs | Mapping[str, Any] | None = None) -> OfflineKernel:
+def generate_kernel(spec: OperatorSpec, knobs: Knobs | Mapping[str, Any] | None = None,
+                    dispatch: list[DispatchEntry] | None = None) -> OfflineKernel:
     """Trace `spec.reference`, pick the family, emit the kernel file with `knobs` baked in: the
-    family's typed knobs, or a dict overriding some of their defaults (ValueError if unknown)."""
+    family's typed knobs, or a dict overriding some of their defaults (ValueError if unknown).
+    `dispatch`: measured cases routed to their own knobs (kernelgen.offline.dispatch); ValueError
+    naming the entry when one cannot be served (an unknown input, a knob the family lacks, online
+    for reductions that need a pass per level)."""
     import copy
 
     from kernelgen.offline.codegen import generate_source
@@ -68,8 +83,9 @@ def generate_kernel(spec: OperatorSpec, knobs: Knobs | Mapping[str, Any] | None 
     traced, kind = _analyse(spec.model_dump_json())
     traced = copy.deepcopy(traced)  # codegen annotates the graph; keep the cached copy clean
     resolved = resolve(kind.family, knobs)
-    source = generate_source(spec, traced, kind, resolved)
-    return OfflineKernel(source=source, family=kind.family, knobs=resolved, summary=kind.summary)
+    entries = [e if isinstance(e, DispatchEntry) else DispatchEntry.model_validate(e) for e in dispatch or []]
+    source = generate_source(spec, traced, kind, resolved, entries)
+    return OfflineKernel(source=source, family=kind.family, knobs=resolved, summary=kind.summary, dispatch=tuple(entries))
 
 
 def knob_space(spec: OperatorSpec) -> dict[str, list[Any]]:
@@ -78,3 +94,12 @@ def knob_space(spec: OperatorSpec) -> dict[str, list[Any]]:
 
     _, kind = _analyse(spec.model_dump_json())
     return knobs_class(kind.family).space()
+
+
+def prune(spec: OperatorSpec, knob: str, values: list[Any], base: Knobs | Mapping[str, Any],
+          shapes: Mapping[str, list[int]], dtype: str, sm_count: int | None) -> list[Pruned]:
+    """Which values of `knob` are worth timing at one case (input name -> shape, in `dtype`, on a
+    device of `sm_count` SMs; None: 132), each with the reason: kernelgen.offline.pruning."""
+    from kernelgen.offline.pruning import prune as _prune
+
+    return _prune(spec, knob, values, base, dict(shapes), dtype, sm_count)

@@ -1,189 +1,306 @@
-"""Assemble a complete `<name>_triton.py` from a traced, classified reference and a knob setting.
+"""Assemble a complete `<name>_triton.py` from a traced, classified reference, a knob setting and a
+dispatch table.
 
-Python emits what depends on the traced graph (kernelgen.offline.rowgen / matgen: one statement
-per IR node, the kernel's arguments) and describes the wrapper and the launch as data; the text
-around them lives in templates/offline/ (one template per family, shared macros in _macros.py.j2).
+Python emits what depends on the traced graph (kernelgen.offline.rowgen / rowvariants / matgen:
+one statement per IR node, the kernel's arguments) and describes the kernels, the routes and the
+host path as data; the text around them lives in templates/offline/ (one template per family,
+shared macros in _macros.py.j2). Every route (the base knobs, then one per dispatch entry) needs
+the kernels of its code knobs: one @triton.jit function per distinct combination.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from kernelgen.offline import knobs as defaults
 from kernelgen.offline.classify import Classification
-from kernelgen.offline.knobs import Knobs, MatmulKnobs, PointwiseKnobs, RowKnobs
+from kernelgen.offline.dispatch import DispatchEntry, Route, code_key, frame_key, literal, routes, table
+from kernelgen.offline.fusion import fuse
+from kernelgen.offline.knobs import Knobs, MatmulKnobs, PointwiseKnobs
 from kernelgen.offline.matgen import matmul_kernel
 from kernelgen.offline.naming import Names
 from kernelgen.offline.rowgen import assign_spaces, pointwise_kernel, row_kernel
+from kernelgen.offline.rowvariants import online_kernel, partial_stats, split_kernels
+from kernelgen.offline.selfcheck import main_context
 from kernelgen.offline.trace import DtypeRule, FixedDtype, LikeInput, Promoted, Traced
 from kernelgen.render import render
-from kernelgen.spec import DTYPES, OperatorSpec, parse_init
+from kernelgen.spec import OperatorSpec
 
-
-@dataclass
-class Launch:
-    """What the `launch` macro needs to write a kernel launch (see templates/offline/_macros.py.j2)."""
-
-    kernel: str  # the @triton.jit function's name
-    args: list[str]  # positional launch arguments, as the wrapper writes them
-    device_of: str  # the input whose device tells the CPU interpreter from a GPU
-    config: str  # the `_launch_config(...)` call: the file's shape heuristic
-    unpack: list[str]  # the names that call's result is unpacked into
-    grid: str  # the number of programs, from the unpacked sizes
-    grid_meta: str  # the number of programs, from an autotune config (`meta`)
-    sizes: list[str]  # constexpr sizes from the heuristic ("BLOCK_SIZE=block")
-    autotune: bool
-    stages: list[str] = field(default_factory=list)  # ["num_stages=..."] or []
-    fixed: list[str] = field(default_factory=list)  # keyword arguments every launch passes
-    configs_set_stages: bool = False  # the autotune configs carry num_stages (matmul)
-    heuristic_sizes: bool = False  # @triton.heuristics supplies the sizes (row programs)
+ROW_PATHS = {"rows": "a row in registers, or looped once per reduction level",
+             "online": "online: one read pass, then the write pass",
+             "split": "split rows: partial statistics, then a launch merging them and writing"}
 
 
 def _dtype_expr(rule: DtypeRule, names: Names) -> str:
+    """The output's dtype in _plan, from the signature's dtypes (`x_dtype`)."""
     if isinstance(rule, LikeInput):
-        return f"{names.inputs[rule.index]}.dtype"
+        return f"{names.inputs[rule.index]}_dtype"
     if isinstance(rule, FixedDtype):
         return f"torch.{rule.dtype}"
     if isinstance(rule, Promoted):  # a helper in the file: torch.promote_types is an operator
-        return "_result_dtype(" + ", ".join(f"{names.inputs[i]}={names.inputs[i]}.dtype" for i in rule.indices) + ")"
-    table = ", ".join(f"torch.{k}: torch.{v}" for k, v in rule.by_case_dtype.items())
-    return f"{{{table}}}[{names.inputs[0]}.dtype]"
+        return "_result_dtype(" + ", ".join(f"{names.inputs[i]}={names.inputs[i]}_dtype" for i in rule.indices) + ")"
+    table_ = ", ".join(f"torch.{k}: torch.{v}" for k, v in rule.by_case_dtype.items())
+    return f"{{{table_}}}[{names.inputs[0]}_dtype]"
 
 
-def _draw(kind: str, args: tuple[float, ...], shape: tuple[int, ...]) -> str:
-    """An expression drawing one input on the CPU the way kernelgen.spec.draw_inputs does
-    (`parse_init` has checked the number of arguments of each kind)."""
-    if kind == "randn":
-        return f"torch.randn({shape})"
-    if kind == "rand":
-        return f"torch.rand({shape})"
-    if kind == "uniform":
-        return f"(torch.rand({shape}) * {args[1] - args[0]!r} + {args[0]!r})"
-    if kind == "normal":
-        return f"(torch.randn({shape}) * {args[1]!r} + {args[0]!r})"
-    if kind == "randint":
-        return f"torch.randint({int(args[0])}, {int(args[1])}, {shape})"
-    if kind == "bernoulli":
-        return f"(torch.rand({shape}) < {args[0]!r})"
-    return f"torch.ones({shape})"
+def _route_dtype(spec: OperatorSpec) -> str:
+    """The input whose dtype is the case dtype (the dispatch table's key)."""
+    return next((i.name for i in spec.inputs if i.dtype is None), spec.input_names[0])
 
 
-def _main(spec: OperatorSpec, names: Names) -> dict[str, Any]:
-    """The self-check run as a script: the first test case in the first dtype, against the reference."""
-    case, dtype = spec.test_cases[0], spec.dtypes[0]
-    draws = []
-    for inp, nm in zip(spec.inputs, names.inputs):
-        kind, args = parse_init(inp.init)
-        draws.append((nm, f"{_draw(kind, args, tuple(case[inp.name]))}"
-                          f".to(device=device, dtype=torch.{DTYPES[spec.input_dtype(inp, dtype)]})"))
-    tol = spec.tolerance_for(dtype)
-    return {"draws": draws, "args": names.inputs, "dtype": dtype, "atol": tol.atol, "rtol": tol.rtol,
-            "case": ", ".join(f"{n} {list(case[n])}" for n in spec.input_names),
-            "reference": (spec.reference or "").strip()}
+def _variant_name(base: str, key: tuple, fields: tuple[str, ...], default_key: tuple, taken: set[str]) -> str:
+    """A kernel's name for a non-base combination of code knobs: the base name and what differs
+    from the family's defaults (`_softmax_kernel_online`, `_gelu_kernel_poly_erf_persistent`)."""
+    parts = []
+    for f, v, d in zip(fields, key, default_key):
+        if v != d:
+            parts.append(("persistent" if v else "plain") if f == "persistent" else f"{v}_erf" if f == "erf" else str(v))
+    name = base + ("".join("_" + p for p in parts) if parts else "_plain")
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
 
 
-def _or(value: int | None, heuristic: Any) -> Any:
-    """A knob's value, or what the file computes when the knob is None."""
-    return heuristic if value is None else value
+def _def_line(head: str, params: list[str], width: int = 100) -> str:
+    """`def name(a, b, ...):` wrapped under its opening parenthesis past `width` characters."""
+    lines, line = [], head
+    for i, p in enumerate(params):
+        piece = p + ("):" if i == len(params) - 1 else ",")
+        if len(line) + 1 + len(piece) > width and not line.endswith("("):
+            lines.append(line)
+            line = " " * head.index("(") + " " + piece
+        else:
+            line += ("" if line.endswith("(") else " ") + piece
+    return "\n".join(lines + [line])
 
 
-def _stages(knobs: Knobs) -> list[str]:
-    return [] if knobs.num_stages is None else [f"num_stages={knobs.num_stages}"]
+def _host(spec: OperatorSpec, names: Names, traced: Traced, routes_: list[Route], forms: list[dict],
+          pointers: list[str], *, copies: bool, split: bool, sm: bool, key_what: str) -> dict[str, Any]:
+    """The host path's data: the base knobs, the dispatch table, the plan's fields, the launches.
+    `copies`: the pointwise and row families, whose plans may copy inputs and whose outputs may
+    take the first input's shape (torch.empty_like)."""
+    base = routes_[0].knobs
+    params = list(traced.params)
+    return {"entry": spec.name, "inputs": names.inputs, "pointers": [p for p in pointers if p not in params + ["partials"]],
+            "params": params, "outputs": names.outputs, "returns_tuple": traced.returns_tuple,
+            "base": [(k, literal(v)) for k, v in base.model_dump().items()],
+            "dispatch": table(routes_, spec) if len(routes_) > 1 else [], "key_what": key_what,
+            "imports_functools": sm, "interpreter_sms": defaults.INTERPRETER_SMS,
+            "forms": forms, "copies": copies, "split": split, "like": copies}
 
 
-# --- pointwise and row programs ----------------------------------------------------------
-def _frame_wrapper(traced: Traced, names: Names, keep_last: bool) -> dict[str, Any]:
+def _role_checks(names: Names, roles: list[str], used: list[str]) -> list[dict[str, str]]:
+    """Inputs the kernel reads as one value per column, per row or in all (their shapes in the spec's
+    cases): a call whose shape varies elsewhere is refused, not read wrongly."""
+    checks = []
+    for i, (name, role) in enumerate(zip(names.inputs, roles)):
+        if name not in used or role == "full":
+            continue
+        if role == "col":
+            checks.append({"name": name, "what": "one value per column", "varies": "along the rows",
+                           "cond": f"any(s and d != 1 for s, d in zip(strides[{i}][:-1], shape[:-1]))"})
+        elif role == "row":
+            checks.append({"name": name, "what": "one value per row", "varies": "along the columns",
+                           "cond": f"shape and strides[{i}][-1] and shape[-1] != 1"})
+        else:
+            checks.append({"name": name, "what": "a single value", "varies": "over the elements",
+                           "cond": f"any(s and d != 1 for s, d in zip(strides[{i}], shape))"})
+    return checks
+
+
+def _frame_plan(spec: OperatorSpec, traced: Traced, names: Names, sizes: list[str], *, keep_last: bool,
+                dispatch: bool, sm: bool, itemsize: str | None, autotuned: dict | None, split: int,
+                roles: list[str], used: list[str]) -> dict[str, Any]:
     outputs = []
     for o, info in zip(names.outputs, traced.outputs):
         shape = "shape" if info.space == "full" else ("shape[:-1] + (1,)" if info.keepdim else "shape[:-1]")
         outputs.append({"name": o, "shape": shape, "dtype": _dtype_expr(info.dtype_rule, names)})
-    return {"inputs": names.inputs, "outputs": outputs, "keep_last": keep_last, "returns_tuple": traced.returns_tuple,
-            "same_dtype": [names.inputs[i] for i in traced.same_dtype_inputs]}
+    return {"name": spec.name, "inputs": names.inputs, "same_dtype": [names.inputs[i] for i in traced.same_dtype_inputs],
+            "keep_last": keep_last, "route_dtype": _route_dtype(spec), "dispatch": dispatch, "sm": sm,
+            "itemsize": itemsize, "sizes": sizes, "autotuned": autotuned, "split": split, "outputs": outputs,
+            "out_dtypes": [f"{o}_dtype" for o in names.outputs],
+            "expanded": [f"_expanded({x}_shape, {x}_stride, shape)" for x in names.inputs],
+            "contiguous": [f"_expanded({x}_shape, _contiguous({x}_shape), shape)" for x in names.inputs],
+            "role_checks": _role_checks(names, roles, used)}
 
 
+def _forms(variants: list[dict], autotuned: str | None) -> list[dict]:
+    """The wrapper's launches: the autotuned base first, the base kernel last (the `else`)."""
+    forms = [{"kernel": autotuned, "finish": None, "what": "the base kernel, autotuned (GPUs)"}] if autotuned else []
+    forms += [{"kernel": v["name"], "finish": v.get("finish"), "what": v["what"]} for v in variants[1:]]
+    return forms + [{"kernel": variants[0]["name"], "finish": None, "what": variants[0]["what"]}]
+
+
+# --- pointwise ----------------------------------------------------------------------------
 def _pointwise(spec: OperatorSpec, traced: Traced, kind: Classification, names: Names,
-               knobs: PointwiseKnobs) -> dict[str, Any]:
-    kernel = pointwise_kernel(traced.graph, kind.roles, names, traced.params, knobs)
-    common = dict(kernel=f"_{spec.name}_kernel", args=kernel.launch_args, device_of=names.inputs[0],
-                  autotune=knobs.autotune, stages=_stages(knobs))
-    if knobs.grid == "1d":
-        launch = Launch(config="_launch_config(n_outer * n_inner * n_cols)", unpack=["block", "num_warps"],
-                        grid="triton.cdiv(n_outer * n_inner * n_cols, block)",
-                        grid_meta='triton.cdiv(n_outer * n_inner * n_cols, meta["BLOCK_SIZE"])',
-                        sizes=["BLOCK_SIZE=block"], **common)
-        warps = "8 if block >= 4096 else 4"
-    else:
-        launch = Launch(config="_launch_config(n_outer * n_inner, n_cols)", unpack=["block_r", "block_c", "num_warps"],
-                        grid="triton.cdiv(n_outer * n_inner, block_r) * triton.cdiv(n_cols, block_c)",
-                        grid_meta='triton.cdiv(n_outer * n_inner, meta["BLOCK_R"]) * triton.cdiv(n_cols, meta["BLOCK_C"])',
-                        sizes=["BLOCK_R=block_r", "BLOCK_C=block_c"], **common)
-        warps = "8 if block_r * block_c >= 4096 else 4"
-    config = {"tile": _or(knobs.BLOCK_SIZE, defaults.POINTWISE_TILE), "warps": _or(knobs.num_warps, warps)}
-    return dict(kernel=kernel, grid=knobs.grid, autotune=knobs.autotune, config=config,
-                wrapper=_frame_wrapper(traced, names, False), launch=launch)
+               routes_: list[Route]) -> dict[str, Any]:
+    base = routes_[0].knobs
+    assert isinstance(base, PointwiseKnobs)
+    fields = defaults.CODE_KNOBS[PointwiseKnobs]
+    default_key = code_key(PointwiseKnobs())
+    kname = f"_{spec.name}_kernel"
+    taken = {kname}
+    variants: dict[tuple, dict] = {}
+    for r in routes_:
+        key = code_key(r.knobs)
+        if key not in variants:
+            name = kname if not variants else _variant_name(kname, key, fields, default_key, taken)
+            assert isinstance(r.knobs, PointwiseKnobs)
+            kernel = pointwise_kernel(traced.graph, kind.roles, names, traced.params, r.knobs)
+            what = ", ".join(f"{f}={v}" for f, v in zip(fields, key))
+            variants[key] = {"name": name, "kernel": kernel, "grid": r.knobs.grid, "persistent": r.knobs.persistent,
+                             "key": "(" + ", ".join(literal(v) for v in key) + ")", "what": what}
+    vs = list(variants.values())
+    persistent = any(r.knobs.persistent for r in routes_)
+    autotuned = None
+    if base.autotune:
+        grid = ('lambda meta: (triton.cdiv(n_rows, meta["BLOCK_R"]) * triton.cdiv(n_cols, meta["BLOCK_C"]),)'
+                if base.grid == "2d" else 'lambda meta: (triton.cdiv(n_rows * n_cols, meta["BLOCK_SIZE"]),)')
+        autotuned = {"kernel": kname, "grid": grid, "meta": "{}",
+                     "why": "the autotuned configs pick the tile, num_warps and num_stages"}
+    itemsize = "max(" + ", ".join([f"{n}_dtype.itemsize" for n in names.inputs] +
+                                  [f"{o}_dtype.itemsize" for o in names.outputs]) + ")"
+    plan = _frame_plan(spec, traced, names, vs[0]["kernel"].sizes, keep_last=False, dispatch=len(routes_) > 1,
+                       sm=persistent, itemsize=itemsize, autotuned=autotuned, split=0, roles=kind.roles,
+                       used=vs[0]["kernel"].pointers)
+    host = _host(spec, names, traced, routes_, _forms(vs, f"{kname}_autotuned" if base.autotune else None),
+                 vs[0]["kernel"].pointers, copies=True, split=False, sm=persistent,
+                 key_what="the output seen as [product of the leading dims, last dim]")
+    return dict(kernels=vs, variants=vs if len(vs) > 1 else [], grids={v["grid"] for v in vs}, persistent=persistent,
+                stages=f", num_stages={base.num_stages}" if base.num_stages else "",
+                erf_poly=any(r.knobs.erf == "poly" for r in routes_), autotuned=base.autotune,
+                pick="_KERNELS[grid, eviction, erf, persistent]" if len(vs) > 1 else kname,
+                launch_def=_def_line("def _launch_config(", ["n_rows", "n_cols", "itemsize", "sm_count", "*",
+                                                             *PointwiseKnobs.model_fields]), config={"tile": defaults.POINTWISE_TILE,
+                                                                      "persistent_warps": defaults.PERSISTENT_WARPS_PER_SM},
+                plan=plan, host=host)
 
 
-def _rows(spec: OperatorSpec, traced: Traced, kind: Classification, names: Names, knobs: RowKnobs) -> dict[str, Any]:
-    kernel = row_kernel(traced.graph, kind.roles, names, traced.params, [o.space for o in traced.outputs], knobs)
-    launch = Launch(kernel=f"_{spec.name}_kernel", args=kernel.launch_args, device_of=names.inputs[0],
-                    config="_launch_config(n_outer * n_inner, n_cols)",
-                    unpack=["block_r", "block_c", "single_pass", "num_warps"],
-                    grid="triton.cdiv(n_outer * n_inner, block_r)",
-                    grid_meta='triton.cdiv(n_outer * n_inner, meta["BLOCK_R"])',
-                    sizes=["BLOCK_R=block_r", "BLOCK_C=block_c", "SINGLE_PASS=single_pass"],
-                    autotune=knobs.autotune, stages=_stages(knobs), heuristic_sizes=True)
-    config = {"single": _or(knobs.MAX_SINGLE_PASS, defaults.ROW_MAX_SINGLE),
-              "loop": _or(knobs.LOOP_BLOCK, defaults.ROW_LOOP_BLOCK),
-              "tile": _or(knobs.ROW_TILE, defaults.ROW_TILE),
-              "warps": _or(knobs.num_warps, "4 if tile <= 2048 else (8 if tile <= 8192 else 16)")}
-    return dict(kernel=kernel, autotune=knobs.autotune, config=config,
-                wrapper=_frame_wrapper(traced, names, True), launch=launch)
+# --- row programs -------------------------------------------------------------------------
+def _row_variant_keys(r: Route) -> list[tuple]:
+    k = r.knobs
+    keys = [("rows", k.eviction, k.persistent)]  # the fallback of every route (rows that fit, many rows)
+    if k.algorithm in ("online", "split"):
+        keys.append((k.algorithm, k.eviction, k.persistent if k.algorithm == "online" else False))
+    return keys
+
+
+def _rows(spec: OperatorSpec, traced: Traced, kind: Classification, names: Names, routes_: list[Route]) -> dict[str, Any]:
+    g, out_spaces = traced.graph, [o.space for o in traced.outputs]
+    base = routes_[0].knobs
+    algorithms = {r.knobs.algorithm for r in routes_} - {None}
+    if algorithms & {"online", "split"}:
+        fuse(g)  # NotFusible (a ValueError) says why these reductions need one pass per level
+    kname = f"_{spec.name}_kernel"
+    taken = {kname}
+    fields = ("path", "eviction", "persistent")
+    variants: dict[tuple, dict] = {}
+    for r in routes_:
+        for key in _row_variant_keys(r):
+            if key in variants:
+                continue
+            path, eviction, persistent = key
+            name = kname if not variants else _variant_name(kname, key, fields, ("rows", "none", False), taken)
+            what = ROW_PATHS[path] + (f", {eviction}" if eviction != "none" else "") + (", persistent" if persistent else "")
+            v = {"name": name, "kind": path, "persistent": persistent, "what": what,
+                 "key": "(" + ", ".join(literal(x) for x in key) + ")"}
+            if path == "rows":
+                v["kernel"] = row_kernel(g, kind.roles, names, traced.params, out_spaces, eviction)
+            elif path == "online":
+                v["kernel"] = online_kernel(g, kind.roles, names, traced.params, out_spaces, eviction)
+            else:
+                v["kernel"] = split_kernels(g, kind.roles, names, traced.params, out_spaces, eviction)
+                v["finish"] = f"{name}_finish"
+            variants[key] = v
+    vs = list(variants.values())
+    sm = "split" in algorithms or any(r.knobs.persistent for r in routes_)
+    multi = len(vs) > 1
+    pick = {"rows": (("_KERNELS[path, eviction, persistent]" if "online" in algorithms else
+                      '_KERNELS["rows", eviction, persistent]') if multi else kname),
+            "split": '_KERNELS["split", eviction, False]'}
+    autotuned = None
+    if base.autotune:
+        autotuned = {"kernel": kname, "grid": "grid",
+                     "meta": '{k: v for k, v in meta.items() if k not in ("num_warps", "num_stages")}',
+                     "why": "the autotuned configs pick num_warps (and carry num_stages); the sizes come from _launch_config"}
+    n_stats = len(partial_stats(fuse(g))) if "split" in algorithms else 0
+    plan = _frame_plan(spec, traced, names, vs[0]["kernel"].sizes, keep_last=True, dispatch=len(routes_) > 1,
+                       sm=sm, itemsize=None, autotuned=autotuned, split=n_stats, roles=kind.roles,
+                       used=vs[0]["kernel"].pointers)
+    forms = _forms(vs, f"{kname}_autotuned" if base.autotune else None)
+    host = _host(spec, names, traced, routes_, forms, vs[0]["kernel"].pointers, copies=True,
+                 split="split" in algorithms, sm=sm, key_what="the output seen as [product of the leading dims, last dim]")
+    config = {"single": defaults.ROW_MAX_SINGLE, "single_limit": defaults.ROW_SINGLE_LIMIT, "loop": defaults.ROW_LOOP_BLOCK,
+              "tile": defaults.ROW_TILE, "split_min": defaults.SPLIT_MIN_COLS,
+              "persistent_warps": defaults.PERSISTENT_WARPS_PER_SM}
+    return dict(kernels=vs, variants=vs if multi else [], algorithms=algorithms, persistent=any(r.knobs.persistent for r in routes_),
+                stages=f", num_stages={base.num_stages}" if base.num_stages else "",
+                one_pass=bool(algorithms & {"online", "split"}), autotuned=base.autotune, pick=pick,
+                launch_def=_def_line("def _launch_config(", ["n_rows", "n_cols", "sm_count", "*", *type(base).model_fields]),
+                config=config, plan=plan, host=host)
 
 
 # --- matmul -----------------------------------------------------------------------------
-def _matmul(spec: OperatorSpec, traced: Traced, kind: Classification, names: Names,
-            knobs: MatmulKnobs) -> dict[str, Any]:
+def _matmul_key(traced: Traced, a_idx: int, b_idx: int, spec: OperatorSpec):
+    a_name, b_name = spec.input_names[a_idx], spec.input_names[b_idx]
+
+    def key(shapes: dict[str, list[int]]) -> tuple[int, int]:
+        a, b = shapes[a_name], shapes[b_name]
+        if len(a) != 2 or len(b) != 2:
+            raise ValueError("matmul operands are 2-D")
+        m = a[1] if traced.inputs[a_idx].transposed else a[0]
+        n = b[0] if traced.inputs[b_idx].transposed else b[1]
+        return max(m, 1), max(n, 1)
+    return key
+
+
+def _matmul_indices(traced: Traced) -> tuple[int, int]:
+    mm = next(n for n in traced.graph.nodes if n.op == "mm")
+    a_idx, b_idx = (traced.graph.node(i).attrs["index"] for i in mm.args)
+    return a_idx, b_idx
+
+
+def _matmul(spec: OperatorSpec, traced: Traced, kind: Classification, names: Names, routes_: list[Route]) -> dict[str, Any]:
     g = traced.graph
-    mm = next(n for n in g.nodes if n.op == "mm")
-    a_idx, b_idx = (g.node(i).attrs["index"] for i in mm.args)
+    base = routes_[0].knobs
+    assert isinstance(base, MatmulKnobs)
+    a_idx, b_idx = _matmul_indices(traced)
     for n in g.nodes:
         n.space = "full"
     epi_roles = [r if r != "mm" else "full" for r in kind.roles]
     kernel = matmul_kernel(g, epi_roles, names, traced.params, a_idx, b_idx)
     a, b = names.inputs[a_idx], names.inputs[b_idx]
-    epilogue_inputs = [nm for i, nm in enumerate(names.inputs) if i not in (a_idx, b_idx) and f"{nm}_v" in kernel.launch_args]
+    kname = f"_{spec.name}_kernel"
+    epilogue = [nm for i, nm in enumerate(names.inputs) if i not in (a_idx, b_idx) and nm in kernel.pointers]
     outputs = [{"name": o, "dtype": _dtype_expr(info.dtype_rule, names)} for o, info in zip(names.outputs, traced.outputs)]
-    launch = Launch(kernel=f"_{spec.name}_kernel", args=kernel.launch_args, device_of=a,
-                    config=f"_launch_config(M, N, K, {a}.dtype == torch.float32)",
-                    unpack=["bm", "bn", "bk", "group", "num_warps", "num_stages"],
-                    grid="triton.cdiv(M, bm) * triton.cdiv(N, bn)",
-                    grid_meta='triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])',
-                    sizes=["BLOCK_M=bm", "BLOCK_N=bn", "BLOCK_K=bk", "GROUP_SIZE_M=group"],
-                    fixed=["INPUT_PRECISION=precision", "UPCAST=upcast"], stages=["num_stages=num_stages"],
-                    autotune=knobs.autotune, configs_set_stages=True)
-    tiles = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages")
-    config = {"fixed": all(getattr(knobs, k) is not None for k in tiles), "group": knobs.GROUP_SIZE_M,
-              "bm": _or(knobs.BLOCK_M, "bm"), "bn": _or(knobs.BLOCK_N, "bn"), "bk": _or(knobs.BLOCK_K, "bk"),
-              "warps": _or(knobs.num_warps, "warps"), "stages": _or(knobs.num_stages, "stages")}
-    wrapper = {"a": a, "b": b, "a_transposed": traced.inputs[a_idx].transposed,
-               "b_transposed": traced.inputs[b_idx].transposed, "epilogue_inputs": epilogue_inputs,
-               "outputs": outputs, "returns_tuple": traced.returns_tuple,
-               "same_dtype": [names.inputs[i] for i in traced.same_dtype_inputs]}
-    return dict(kernel=kernel, a=a, b=b, autotune=knobs.autotune, config=config, wrapper=wrapper, launch=launch)
+    plan = {"inputs": names.inputs, "same_dtype": [names.inputs[i] for i in traced.same_dtype_inputs],
+            "a_transposed": traced.inputs[a_idx].transposed, "b_transposed": traced.inputs[b_idx].transposed,
+            "epilogue": epilogue, "dispatch": len(routes_) > 1, "sizes": kernel.sizes, "outputs": outputs,
+            "out_dtypes": [f"{o}_dtype" for o in names.outputs]}
+    forms = _forms([{"name": kname, "what": "the kernel with the plan's tiles"}], f"{kname}_autotuned" if base.autotune else None)
+    host = _host(spec, names, traced, routes_, forms, kernel.pointers, copies=False, split=False, sm=False,
+                 key_what="the output [M, N]")
+    return dict(kernel=kernel, kernel_name=kname, a=a, b=b, autotuned=base.autotune, config={"group": base.GROUP_SIZE_M},
+                launch_def=_def_line("def _launch_config(", ["M", "N", "K", "fp32", "*", *MatmulKnobs.model_fields]),
+                plan=plan, host=host)
 
 
 # --- the file ---------------------------------------------------------------------------
-def generate_source(spec: OperatorSpec, traced: Traced, kind: Classification, knobs: Knobs) -> str:
+def generate_source(spec: OperatorSpec, traced: Traced, kind: Classification, knobs: Knobs,
+                    entries: list[DispatchEntry] | None = None) -> str:
     names = Names(spec)
     if isinstance(knobs, MatmulKnobs):
-        template, context = "matmul", _matmul(spec, traced, kind, names, knobs)
+        a_idx, b_idx = _matmul_indices(traced)
+        rs = routes(spec, kind.family, knobs, entries, _matmul_key(traced, a_idx, b_idx, spec))
+        template, context = "matmul", _matmul(spec, traced, kind, names, rs)
     else:
+        rs = routes(spec, kind.family, knobs, entries, lambda shapes: frame_key([shapes[n] for n in spec.input_names]))
         assign_spaces(traced.graph, kind.roles)
         if isinstance(knobs, PointwiseKnobs):
-            template, context = "pointwise", _pointwise(spec, traced, kind, names, knobs)
+            template, context = "pointwise", _pointwise(spec, traced, kind, names, rs)
         else:
-            template, context = "rows", _rows(spec, traced, kind, names, knobs)
+            template, context = "rows", _rows(spec, traced, kind, names, rs)
     return render(
         f"offline/{template}.py.j2",
         name=spec.name,
@@ -194,6 +311,6 @@ def generate_source(spec: OperatorSpec, traced: Traced, kind: Classification, kn
         knobs=", ".join(f"{k}={'auto' if v is None else v}" for k, v in knobs.model_dump().items()),
         signature=spec.signature,
         promotes=any(isinstance(o.dtype_rule, Promoted) for o in traced.outputs),
-        main=_main(spec, names),
+        main=main_context(spec, names),
         **context,
     )

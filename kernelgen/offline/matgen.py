@@ -19,7 +19,8 @@ from kernelgen.offline.unsupported import unsupported
 @dataclass
 class MatmulKernel:
     params: list[tuple[str, str]]  # (argument, comment)
-    launch_args: list[str]  # the launch arguments, in order, as the wrapper writes them
+    pointers: list[str]  # the launch's first arguments: the wrapper's tensors and scalar params
+    sizes: list[str]  # the rest, from the wrapper's plan: M, N, K and strides
     epilogue: list[str]  # after the K loop: loads of the other inputs, statements on acc, stores
 
 
@@ -30,13 +31,13 @@ def matmul_kernel(graph: Graph, roles: list[str], names: Names, params: list[str
     a, b = names.inputs[a_idx], names.inputs[b_idx]
     epi_inputs = sorted({graph.node(i).attrs["index"] for i in live if graph.node(i).op == "input"} - {a_idx, b_idx})
     args = [(f"{a}_ptr", f"input {a}: [M, K]"), (f"{b}_ptr", f"input {b}: [K, N] (strided)")]
-    launch = [a, f"{b}_mat"]
+    launch = [a, b]
     what = {"full": "[M, N] (strided, 0 where broadcast)", "col": "one value per column n",
             "row": "one value per row m", "scalar": "a single value"}
     for i in epi_inputs:
         nm = names.inputs[i]
         args.append((f"{nm}_ptr", f"epilogue input {nm}: {what[roles[i]]}"))
-        launch.append(f"{nm}_v")
+        launch.append(nm)
     for name in names.outputs:
         args.append((f"{name}_ptr", f"output {name}: [M, N], contiguous"))
         launch.append(name)
@@ -45,19 +46,19 @@ def matmul_kernel(graph: Graph, roles: list[str], names: Names, params: list[str
         launch.append(p)
     args += [("M", "rows of a and of the output"), ("N", "columns of b and of the output"),
              ("K", "the reduction dimension")]
-    launch += ["M", "N", "K"]
+    sizes = ["M", "N", "K"]
     args += [("stride_am", f"{a}: element strides"), ("stride_ak", ""),
              ("stride_bk", f"{b}: element strides (a transposed view when the reference uses {b}.T)"),
              ("stride_bn", "")]
-    launch += [f"{a}.stride(0)", f"{a}.stride(1)", f"{b}_mat.stride(0)", f"{b}_mat.stride(1)"]
+    sizes += ["stride_am", "stride_ak", "stride_bk", "stride_bn"]
     for i in epi_inputs:
         nm = names.inputs[i]
         if roles[i] in ("full", "row"):
             args.append((f"stride_{nm}_m", f"{nm}: element stride along M"))
-            launch.append(f"{nm}_v.stride(0)")
+            sizes.append(f"{nm}_strides[0]")
         if roles[i] in ("full", "col"):
             args.append((f"stride_{nm}_n", f"{nm}: element stride along N"))
-            launch.append(f"{nm}_v.stride(1)")
+            sizes.append(f"{nm}_strides[1]")
     args += [("BLOCK_M: tl.constexpr", "output tile rows"), ("BLOCK_N: tl.constexpr", "output tile columns"),
              ("BLOCK_K: tl.constexpr", "reduction step"),
              ("GROUP_SIZE_M: tl.constexpr", "row-blocks per group (L2 reuse of b)"),
@@ -107,7 +108,7 @@ def matmul_kernel(graph: Graph, roles: list[str], names: Names, params: list[str
             unsupported("an output that does not depend on the matmul")
         epilogue.append(f"tl.store({name}_ptr + offs_m[:, None] * N + offs_n[None, :], "
                     f"{val}.to({name}_ptr.dtype.element_ty), mask=mask)")
-    return MatmulKernel(args, launch, epilogue)
+    return MatmulKernel(args, launch, sizes, epilogue)
 
 
 def _depends_on_mm(graph: Graph, oid: int) -> bool:

@@ -46,8 +46,9 @@ def import_source(name: str, source: str, tmp: Path):
     return module
 
 
-def check_kernel(spec: OperatorSpec, tmp: Path, knobs: dict | None = None, cases: list | None = None) -> OfflineKernel:
-    kern = generate_kernel(spec, knobs)
+def check_kernel(spec: OperatorSpec, tmp: Path, knobs: dict | None = None, cases: list | None = None,
+                 dispatch: list | None = None) -> OfflineKernel:
+    kern = generate_kernel(spec, knobs, dispatch=dispatch)
     fn = getattr(import_source(spec.name, kern.source, tmp), spec.name)
     ref = load_reference(spec)
     for case in cases or spec.test_cases:

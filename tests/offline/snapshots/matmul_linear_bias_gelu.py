@@ -6,7 +6,7 @@ Compute: 2*M*N*K FLOPs; memory: read a and b, write the M x N output once.
 Knobs: BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_warps=auto, num_stages=auto, autotune=False
 """
 
-import functools
+import typing
 
 import torch
 import triton
@@ -80,9 +80,18 @@ def _linear_bias_gelu_kernel(
     tl.store(out_ptr + offs_m[:, None] * N + offs_n[None, :], v17.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-@functools.lru_cache(maxsize=256)
-def _launch_config(M, N, K, fp32):
-    """(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_SIZE_M, num_warps, num_stages) for one problem size."""
+def _expanded(shape, stride, to):
+    """The strides `t.expand(to)` would have, for a tensor of this shape and stride: 0 where it broadcasts."""
+    lead = len(to) - len(shape)
+    if lead < 0 or any(d != 1 and d != t for d, t in zip(shape, to[lead:])):
+        raise ValueError(f"shape {tuple(shape)} does not broadcast to {tuple(to)}")
+    return (0,) * lead + tuple(0 if d == 1 and t != 1 else s for d, t, s in zip(shape, to[lead:], stride))
+
+
+def _launch_config(M, N, K, fp32, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_SIZE_M, num_warps, num_stages,
+                   autotune):
+    """(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_SIZE_M, num_warps, num_stages) for one problem size: the
+    heuristic below, where a knob is None."""
     if fp32:
         # IEEE fp32 runs on FMA units, not tensor cores: moderate tiles, short K steps.
         bm, bn, bk, warps, stages = (128, 128, 32, 8, 3) if M * N >= 1 << 20 else (64, 64, 32, 4, 3)
@@ -95,8 +104,7 @@ def _launch_config(M, N, K, fp32):
     else:
         # small outputs: smaller tiles so there are enough programs to fill the SMs
         bm, bn, bk, warps, stages = 64, 64, 32, 4, 4
-    bm, bn, bk = bm, bn, bk
-    return bm, bn, bk, 8, warps, stages
+    return BLOCK_M or bm, BLOCK_N or bn, BLOCK_K or bk, GROUP_SIZE_M, num_warps or warps, num_stages or stages
 
 
 def _result_dtype(**dtypes):
@@ -113,19 +121,74 @@ def _result_dtype(**dtypes):
     return torch.float32 if widest.itemsize == 2 else widest
 
 
+# --- the host path: each call signature (shapes, strides, dtypes, device) is analysed once into a
+# _Plan; later calls cost a dict lookup, the output's allocation and the launch. With Triton's launch
+# mocked out on a CPU (benchmarks/host_path.py), a call costs 2.3-3.5 us, of which ~0.7-1.2 us is the
+# allocation; re-analysing every call, with expand views, cost 6.4-11.8 us.
+
+# The knobs every call uses unless _DISPATCH routes its shape elsewhere (None: _launch_config's heuristic).
+_BASE = {
+    "BLOCK_M": None,
+    "BLOCK_N": None,
+    "BLOCK_K": None,
+    "GROUP_SIZE_M": 8,
+    "num_warps": None,
+    "num_stages": None,
+    "autotune": False,
+}
+
+
+class _Plan(typing.NamedTuple):
+    """What every call with one signature needs, worked out once by _plan."""
+
+    kernel: typing.Any  # the kernel to launch (see linear_bias_gelu())
+    grid: typing.Any  # its grid: a tuple, or a function of an autotuned config
+    sizes: tuple  # the launch arguments after the tensors and scalar params: sizes and strides
+    meta: dict  # constexprs, num_warps, num_stages
+    out_shapes: tuple  # per output
+    out_dtypes: tuple
+    device: torch.device
+
+
+_PLANS = {}  # call signature -> _Plan
+
+
+def _new_plan(key):
+    """The plan of a signature seen for the first time, kept (at most 1024: shapes that keep changing)."""
+    if len(_PLANS) >= 1024:
+        _PLANS.clear()
+    plan = _PLANS[key] = _plan(*key)
+    return plan
+
+
+def _plan(x_shape, x_stride, x_dtype, w_shape, w_stride, w_dtype, bias_shape, bias_stride, bias_dtype, device):
+    """The plan of one call signature: M, N, K and the strides, the route (the base knobs or the
+    nearest dispatch entry), the tiles, the grid."""
+    M, K = x_shape
+    stride_am, stride_ak = x_stride
+    N = w_shape[1]
+    stride_bk, stride_bn = w_stride
+    bias_strides = _expanded(bias_shape, bias_stride, (M, N))  # 0 where bias broadcasts
+    knobs = _BASE
+    upcast = device.type == "cpu" and x_dtype == torch.bfloat16  # interpreter workaround, see the kernel
+    precision = "ieee" if x_dtype == torch.float32 or upcast else "tf32"
+    bm, bn, bk, group, num_warps, num_stages = _launch_config(M, N, K, x_dtype == torch.float32, **knobs)
+    sizes = (M, N, K, stride_am, stride_ak, stride_bk, stride_bn, bias_strides[1])
+    kernel, grid = _linear_bias_gelu_kernel, (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+    meta = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_SIZE_M=group, INPUT_PRECISION=precision, UPCAST=upcast,
+                num_warps=num_warps, num_stages=num_stages)
+    out_dtype = _result_dtype(x=x_dtype, bias=bias_dtype)
+    return _Plan(kernel, grid, sizes, meta, ((M, N),), (out_dtype,), device)
+
+
 def linear_bias_gelu(x, w, bias):
     """Same signature and results as the reference linear_bias_gelu; the wrapper only allocates, takes views and launches the kernel."""
-    w_mat = w
-    M, K = x.shape
-    N = w_mat.shape[1]
-    bias_v = bias.expand(M, N)  # a view: stride 0 where bias broadcasts
-    out = torch.empty((M, N), dtype=_result_dtype(x=x.dtype, bias=bias.dtype), device=x.device)
-    upcast = x.device.type == "cpu" and x.dtype == torch.bfloat16  # interpreter workaround, see kernel
-    precision = "ieee" if x.dtype == torch.float32 or upcast else "tf32"
-    bm, bn, bk, group, num_warps, num_stages = _launch_config(M, N, K, x.dtype == torch.float32)
-    grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
-    _linear_bias_gelu_kernel[grid](x, w_mat, bias_v, out, M, N, K, x.stride(0), x.stride(1), w_mat.stride(0), w_mat.stride(1), bias_v.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_SIZE_M=group,
-        INPUT_PRECISION=precision, UPCAST=upcast, num_warps=num_warps, num_stages=num_stages)
+    key = (x.shape, x.stride(), x.dtype, w.shape, w.stride(), w.dtype, bias.shape, bias.stride(), bias.dtype, x.device)
+    plan = _PLANS.get(key)
+    if plan is None:  # the first call with this signature: analyse it once
+        plan = _new_plan(key)
+    out = torch.empty(plan.out_shapes[0], dtype=plan.out_dtypes[0], device=plan.device)
+    _linear_bias_gelu_kernel[plan.grid](x, w, bias, out, *plan.sizes, **plan.meta)
     return out
 
 

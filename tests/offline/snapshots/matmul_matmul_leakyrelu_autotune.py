@@ -6,23 +6,13 @@ Compute: 2*M*N*K FLOPs; memory: read a and b, write the M x N output once.
 Knobs: BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_warps=auto, num_stages=auto, autotune=True
 """
 
-import functools
+import typing
 
 import torch
 import triton
 import triton.language as tl
 
 
-@triton.autotune(
-    configs=[
-        triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_SIZE_M": 8}, num_warps=w, num_stages=s)
-        for m, n, k, w, s in [
-            (128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 8, 4),
-            (128, 128, 32, 4, 4), (64, 128, 32, 4, 4), (64, 64, 32, 4, 4),
-        ]
-    ],
-    key=["M", "N", "K"],
-)
 @triton.jit
 def _matmul_leakyrelu_kernel(
     a_ptr,  # input a: [M, K]
@@ -81,9 +71,33 @@ def _matmul_leakyrelu_kernel(
     tl.store(out_ptr + offs_m[:, None] * N + offs_n[None, :], v7.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-@functools.lru_cache(maxsize=256)
-def _launch_config(M, N, K, fp32):
-    """(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_SIZE_M, num_warps, num_stages) for one problem size."""
+# On a GPU, @triton.autotune times these configs on the first call of each (M, N, K) and
+# keeps the fastest; the CPU interpreter cannot time configs, so there the plan launches
+# _matmul_leakyrelu_kernel as is.
+_matmul_leakyrelu_kernel_autotuned = triton.autotune(
+    configs=[
+        triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_SIZE_M": 8}, num_warps=w, num_stages=s)
+        for m, n, k, w, s in [
+            (128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 8, 4),
+            (128, 128, 32, 4, 4), (64, 128, 32, 4, 4), (64, 64, 32, 4, 4),
+        ]
+    ],
+    key=["M", "N", "K"],
+)(_matmul_leakyrelu_kernel)
+
+
+def _expanded(shape, stride, to):
+    """The strides `t.expand(to)` would have, for a tensor of this shape and stride: 0 where it broadcasts."""
+    lead = len(to) - len(shape)
+    if lead < 0 or any(d != 1 and d != t for d, t in zip(shape, to[lead:])):
+        raise ValueError(f"shape {tuple(shape)} does not broadcast to {tuple(to)}")
+    return (0,) * lead + tuple(0 if d == 1 and t != 1 else s for d, t, s in zip(shape, to[lead:], stride))
+
+
+def _launch_config(M, N, K, fp32, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_SIZE_M, num_warps, num_stages,
+                   autotune):
+    """(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_SIZE_M, num_warps, num_stages) for one problem size: the
+    heuristic below, where a knob is None."""
     if fp32:
         # IEEE fp32 runs on FMA units, not tensor cores: moderate tiles, short K steps.
         bm, bn, bk, warps, stages = (128, 128, 32, 8, 3) if M * N >= 1 << 20 else (64, 64, 32, 4, 3)
@@ -96,26 +110,83 @@ def _launch_config(M, N, K, fp32):
     else:
         # small outputs: smaller tiles so there are enough programs to fill the SMs
         bm, bn, bk, warps, stages = 64, 64, 32, 4, 4
-    bm, bn, bk = bm, bn, bk
-    return bm, bn, bk, 8, warps, stages
+    return BLOCK_M or bm, BLOCK_N or bn, BLOCK_K or bk, GROUP_SIZE_M, num_warps or warps, num_stages or stages
+
+
+# --- the host path: each call signature (shapes, strides, dtypes, device) is analysed once into a
+# _Plan; later calls cost a dict lookup, the output's allocation and the launch. With Triton's launch
+# mocked out on a CPU (benchmarks/host_path.py), a call costs 2.3-3.5 us, of which ~0.7-1.2 us is the
+# allocation; re-analysing every call, with expand views, cost 6.4-11.8 us.
+
+# The knobs every call uses unless _DISPATCH routes its shape elsewhere (None: _launch_config's heuristic).
+_BASE = {
+    "BLOCK_M": None,
+    "BLOCK_N": None,
+    "BLOCK_K": None,
+    "GROUP_SIZE_M": 8,
+    "num_warps": None,
+    "num_stages": None,
+    "autotune": True,
+}
+
+
+class _Plan(typing.NamedTuple):
+    """What every call with one signature needs, worked out once by _plan."""
+
+    kernel: typing.Any  # the kernel to launch (see matmul_leakyrelu())
+    grid: typing.Any  # its grid: a tuple, or a function of an autotuned config
+    sizes: tuple  # the launch arguments after the tensors and scalar params: sizes and strides
+    meta: dict  # constexprs, num_warps, num_stages
+    out_shapes: tuple  # per output
+    out_dtypes: tuple
+    device: torch.device
+
+
+_PLANS = {}  # call signature -> _Plan
+
+
+def _new_plan(key):
+    """The plan of a signature seen for the first time, kept (at most 1024: shapes that keep changing)."""
+    if len(_PLANS) >= 1024:
+        _PLANS.clear()
+    plan = _PLANS[key] = _plan(*key)
+    return plan
+
+
+def _plan(a_shape, a_stride, a_dtype, b_shape, b_stride, b_dtype, device):
+    """The plan of one call signature: M, N, K and the strides, the route (the base knobs or the
+    nearest dispatch entry), the tiles, the grid."""
+    M, K = a_shape
+    stride_am, stride_ak = a_stride
+    N = b_shape[1]
+    stride_bk, stride_bn = b_stride
+    knobs = _BASE
+    upcast = device.type == "cpu" and a_dtype == torch.bfloat16  # interpreter workaround, see the kernel
+    precision = "ieee" if a_dtype == torch.float32 or upcast else "tf32"
+    bm, bn, bk, group, num_warps, num_stages = _launch_config(M, N, K, a_dtype == torch.float32, **knobs)
+    sizes = (M, N, K, stride_am, stride_ak, stride_bk, stride_bn)
+    kernel, grid = _matmul_leakyrelu_kernel, (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+    meta = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_SIZE_M=group, INPUT_PRECISION=precision, UPCAST=upcast,
+                num_warps=num_warps, num_stages=num_stages)
+    if knobs["autotune"] and device.type != "cpu":
+        # the autotuned configs pick the tiles; the precision arguments still come from here
+        kernel, grid = _matmul_leakyrelu_kernel_autotuned, lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+        meta = dict(INPUT_PRECISION=precision, UPCAST=upcast)
+    out_dtype = a_dtype
+    return _Plan(kernel, grid, sizes, meta, ((M, N),), (out_dtype,), device)
 
 
 def matmul_leakyrelu(a, b, negative_slope=0.01):
     """Same signature and results as the reference matmul_leakyrelu; the wrapper only allocates, takes views and launches the kernel."""
-    b_mat = b
-    M, K = a.shape
-    N = b_mat.shape[1]
-    out = torch.empty((M, N), dtype=a.dtype, device=a.device)
-    upcast = a.device.type == "cpu" and a.dtype == torch.bfloat16  # interpreter workaround, see kernel
-    precision = "ieee" if a.dtype == torch.float32 or upcast else "tf32"
-    if a.device.type == "cpu":  # the CPU interpreter cannot time configs
-        bm, bn, bk, group, num_warps, num_stages = _launch_config(M, N, K, a.dtype == torch.float32)
-        grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
-        _matmul_leakyrelu_kernel.fn[grid](a, b_mat, out, negative_slope, M, N, K, a.stride(0), a.stride(1), b_mat.stride(0), b_mat.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_SIZE_M=group,
-            INPUT_PRECISION=precision, UPCAST=upcast, num_warps=num_warps)
-    else:
-        grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-        _matmul_leakyrelu_kernel[grid](a, b_mat, out, negative_slope, M, N, K, a.stride(0), a.stride(1), b_mat.stride(0), b_mat.stride(1), INPUT_PRECISION=precision, UPCAST=upcast)
+    key = (a.shape, a.stride(), a.dtype, b.shape, b.stride(), b.dtype, a.device)
+    plan = _PLANS.get(key)
+    if plan is None:  # the first call with this signature: analyse it once
+        plan = _new_plan(key)
+    out = torch.empty(plan.out_shapes[0], dtype=plan.out_dtypes[0], device=plan.device)
+    if plan.kernel is _matmul_leakyrelu_kernel_autotuned:  # the base kernel, autotuned (GPUs)
+        _matmul_leakyrelu_kernel_autotuned[plan.grid](a, b, out, negative_slope, *plan.sizes, **plan.meta)
+    else:  # the kernel with the plan's tiles
+        _matmul_leakyrelu_kernel[plan.grid](a, b, out, negative_slope, *plan.sizes, **plan.meta)
     return out
 
 
