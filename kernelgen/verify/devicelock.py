@@ -21,6 +21,10 @@ ENV = "KERNELGEN_DEVICE_LOCK"
 
 @contextlib.contextmanager
 def _flock(path: str, mode: int) -> Iterator[None]:
+    # The folder may not exist yet: a batch names <out>/_batch/locks/cuda0.lock before any worker ran,
+    # and a user may point KERNELGEN_DEVICE_LOCK into a fresh folder (on an H100 the first timing
+    # failed with FileNotFoundError here before this).
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, mode)

@@ -303,3 +303,21 @@ def test_folder_snapshot_sees_every_change(tmp_path):
     (tmp_path / "gone.py").unlink()
     (tmp_path / "new.pth").write_text("import os")
     assert integrity.diff(before, integrity.snapshot(tmp_path)) == ["new.pth appeared", "gone.py vanished", "a.py changed"]
+
+
+def test_device_lock_in_a_folder_that_does_not_exist_yet_is_created(tmp_path: Path):
+    import fcntl
+    import os
+
+    from kernelgen.verify.devicelock import device_lock
+
+    path = tmp_path / "_batch" / "locks" / "cuda0.lock"  # a batch names it before any worker ran
+    with device_lock(True, str(path)):
+        fd = os.open(path, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):  # held exclusively: another taker would wait
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+    with device_lock(False, str(path)):
+        pass
