@@ -114,8 +114,10 @@ def main() -> int:
     # 3. the exported op in a CUDA graph
     if "export" in only:
         rows.append(export_check(op, out))
+        print(*rows[-1], flush=True)  # as it comes: a device call's time limit may cut the rest
     if "llm" in only:
         rows.append(llm_check(out))
+        print(*rows[-1], flush=True)
     print("\n" + "\n".join(f"{k:<44} {v}" for k, v in rows))
     return 0
 

@@ -19,6 +19,7 @@ from datetime import date
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # this checkout's kernelgen, whatever else is installed
 
 
 def driver_version() -> str:
