@@ -44,16 +44,22 @@ class OfflinePlanner:
     sm_count: int | None = None  # the device's, for the few-rows rule; None on the interpreter
     generate: Callable[..., Any] | None = None  # generate_kernel(spec, knobs, dispatch=...); injectable for tests
     space_fn: Callable[[OperatorSpec], dict[str, list[Any]]] | None = None
+    # prune(spec, knob, values, base, shapes, dtype, sm_count) -> [Pruned(value, kept, reason)]: the
+    # rules that drop a value before it is timed (None: every value is timed)
+    prune_fn: Callable[..., list[Any]] | None = None
     name: str = "offline"
     skipped: list[str] = field(default_factory=list)  # settings the generator refused in the last propose()
+    pruned: list[CandidateRecord] = field(default_factory=list)  # values the last propose() dropped untimed
 
     def __post_init__(self) -> None:
         if self.generate is None or self.space_fn is None:
             try:
-                from kernelgen.offline import generate_kernel, knob_space
+                from kernelgen.offline import generate_kernel, knob_space, prune
             except ImportError as e:
                 raise KernelGenError(f"the offline generator is not available in this installation ({e})",
                                      hint="use --backend openai with an LLM endpoint") from None
+            if self.generate is None and self.prune_fn is None:
+                self.prune_fn = prune
             self.generate = self.generate or generate_kernel
             self.space_fn = self.space_fn or knob_space
 
@@ -95,11 +101,13 @@ class OfflinePlanner:
         tried = self._tried(ctx)
         self.skipped = []
         for h in hypotheses(self.spec, family, space, views(self.spec, perf), self.sm_count, ctx.best_source):
-            out = []
-            for value in space[h.knob]:
-                if value == base.get(h.knob) or (h.knob, _key({"v": value})) in tried:
-                    continue
+            out, pruned = [], []
+            values = [v for v in space[h.knob] if v != base.get(h.knob) and (h.knob, _key({"v": v})) not in tried]
+            for value, why in self._prune(h.knob, values, base):
                 knobs = dict(base, **{h.knob: value})
+                if why:
+                    pruned.append(CandidateRecord(label=f"{h.knob}={value!r}"[:120], knobs=knobs, pruned=why))
+                    continue
                 try:
                     kern = self._generate(knobs, ctx.best.dispatch)
                 except Exception as e:  # noqa: BLE001 - a value this family cannot take: skipped, and said so
@@ -112,8 +120,35 @@ class OfflinePlanner:
                     reason=f"{h.problem}. Idea: {h.idea}. Expected: {h.expected}.", knobs=_as_dict(getattr(kern, "knobs", None) or knobs),
                     knob=h.knob, knob_from=base.get(h.knob), knob_to=value, hypothesis=h, dispatch=list(ctx.best.dispatch)))
             if out:
+                self.pruned = pruned
                 return out
+        self.pruned = []
         return []
+
+    def _prune(self, knob: str, values: list[Any], base: dict[str, Any]) -> list[tuple[Any, str]]:
+        """(value, "") when it is worth timing at some perf case x dtype, else why not at any (the
+        reasons of every case, joined when they differ). A value the rules cannot judge is timed."""
+        reasons: dict[int, dict[str, list[str]]] = {i: {} for i in range(len(values))}  # reason -> cases
+        timed: set[int] = set()
+        if self.prune_fn is not None and values:
+            for case in self.spec.effective_perf_cases:
+                for dtype in self.spec.effective_perf_dtypes:
+                    try:
+                        verdicts = self.prune_fn(self.spec, knob, values, base, case, dtype, self.sm_count)
+                    except (ValueError, KeyError) as e:  # a knob the rules do not model: timed everywhere
+                        self.skipped.append(f"pruning {knob} ({type(e).__name__}: {str(e)[:120]})")
+                        timed.update(range(len(values)))
+                        continue
+                    label = f"{'x'.join(map(str, next(iter(case.values()), [])))} {dtype}"
+                    for i, v in enumerate(verdicts):
+                        if v.kept:
+                            timed.add(i)
+                        else:
+                            reasons[i].setdefault(v.reason, []).append(label)
+        else:
+            timed.update(range(len(values)))
+        why = {i: "; ".join(f"{', '.join(cases)}: {reason}" for reason, cases in r.items()) for i, r in reasons.items()}
+        return [(v, "" if i in timed else why[i] or "pruned") for i, v in enumerate(values)]
 
     def compose(self, ctx: RoundContext, proposals: list[Proposal], records: list[CandidateRecord],
                 won: dict[tuple[int, str], int]) -> Proposal | None:

@@ -131,6 +131,7 @@ def run_round(op: OperatorDir, state: OpState, k: int, proposer: Proposer, diag:
     clock = time.monotonic()
     chosen = _choose(proposer, ctx, proposals, record.candidates, judge, spare_judges, best_kernel, on_step)
     record.seconds["search"] = round(time.monotonic() - clock, 2)
+    record.candidates += list(getattr(proposer, "pruned", []))  # values the rules dropped untimed, with why
     if chosen is None:
         return _finish(op, state, record, proposer, ctx, None, KeepDecision(
             keep=False, threshold=1 + MIN_NOISE, reason="no candidate was faster beyond the noise on any perf case"), on_step)

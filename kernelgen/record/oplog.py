@@ -131,8 +131,11 @@ def search_table(r: RoundRecord) -> dict[str, object]:
                 labels[(c.case, c.dtype)] = c.label
     # Candidates timed on different GPUs were each compared with the best on their own GPU: say which.
     spread = len({c.device for cand in r.candidates for c in cand.cases if c.device}) > 1
-    rows = []
+    rows, untimed = [], []
     for cand in r.candidates:
+        if cand.pruned and not cand.cases and keys:  # dropped before timing: listed under the table, with why
+            untimed.append(f"{cand.label}: {cand.pruned}")
+            continue
         by = {(c.case, c.dtype): c for c in cand.cases}
         cells = [_cell(by[k]) if k in by else (f"pruned: {cand.pruned}" if cand.pruned else "—") for k in keys]
         if not keys:
@@ -141,7 +144,7 @@ def search_table(r: RoundRecord) -> dict[str, object]:
             cells.insert(0, ", ".join(sorted({c.device for c in cand.cases if c.device})) or "—")
         rows.append([cand.label.replace("|", "/"), *[x.replace("|", "/") for x in cells]])
     headers = ["candidate", *[labels[k] for k in keys]] if keys else ["candidate", "result"]
-    return {"headers": headers[:1] + ["device"] + headers[1:] if spread else headers, "rows": rows}
+    return {"headers": headers[:1] + ["device"] + headers[1:] if spread else headers, "rows": rows, "untimed": untimed}
 
 
 def case_rows(r: RoundRecord) -> list[list[str]]:
