@@ -11,6 +11,7 @@ The kernel is derived from the spec's `reference` (traced to ATen ops), never fr
 Operators outside the families raise UnsupportedOperatorError saying how to configure an LLM.
 
 The pipeline, one module per job:
+    analysis.py   the two below, once per spec content (cached)
     trace.py      run the reference on every test case (make_fx), check the traces agree, learn
                   each input's role and each output's dtype rule          -> Traced
     lowering.py   one fx graph -> the IR of ir.py (nodes in a frame: full / row / scalar)
@@ -30,19 +31,17 @@ The pipeline, one module per job:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kernelgen.offline.analysis import analyse
 from kernelgen.offline.dispatch import DispatchEntry
 from kernelgen.offline.knobs import Knobs
 from kernelgen.spec import OperatorSpec
 
 if TYPE_CHECKING:
-    from kernelgen.offline.classify import Classification
     from kernelgen.offline.pruning import Pruned
-    from kernelgen.offline.trace import Traced
 
 __all__ = ["DispatchEntry", "OfflineKernel", "generate_kernel", "knob_space", "prune"]
 
@@ -54,18 +53,6 @@ class OfflineKernel:
     knobs: Knobs  # the knob settings baked into the source (the base route)
     summary: str  # one line: what was traced
     dispatch: tuple[DispatchEntry, ...] = ()  # the per-shape entries routed to their own knobs
-
-
-@functools.lru_cache(maxsize=64)
-def _analyse(spec_json: str) -> tuple[Traced, Classification]:
-    # Tracing costs ~0.1-0.5 s (make_fx per test case and dtype); the optimize loop asks for many
-    # knob settings of one spec, so the analysis is cached on the spec's content.
-    from kernelgen.offline.classify import classify
-    from kernelgen.offline.trace import trace_reference
-
-    spec = OperatorSpec.model_validate_json(spec_json)
-    traced = trace_reference(spec)
-    return traced, classify(traced)
 
 
 def generate_kernel(spec: OperatorSpec, knobs: Knobs | Mapping[str, Any] | None = None,
@@ -80,7 +67,7 @@ def generate_kernel(spec: OperatorSpec, knobs: Knobs | Mapping[str, Any] | None 
     from kernelgen.offline.codegen import generate_source
     from kernelgen.offline.knobs import resolve
 
-    traced, kind = _analyse(spec.model_dump_json())
+    traced, kind = analyse(spec.model_dump_json())
     traced = copy.deepcopy(traced)  # codegen annotates the graph; keep the cached copy clean
     resolved = resolve(kind.family, knobs)
     entries = [e if isinstance(e, DispatchEntry) else DispatchEntry.model_validate(e) for e in dispatch or []]
@@ -92,7 +79,7 @@ def knob_space(spec: OperatorSpec) -> dict[str, list[Any]]:
     """The tunable variables of the spec's family and their candidate values (first = default)."""
     from kernelgen.offline.knobs import knobs_class
 
-    _, kind = _analyse(spec.model_dump_json())
+    _, kind = analyse(spec.model_dump_json())
     return knobs_class(kind.family).space()
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from kernelgen.offline import knobs as defaults
+from kernelgen.offline.analysis import analyse
 from kernelgen.offline.dispatch import code_key, frame_key
 from kernelgen.offline.fusion import fusible, levels
 from kernelgen.offline.knobs import Knobs, MatmulKnobs, PointwiseKnobs, RowKnobs, resolve
@@ -42,9 +43,7 @@ def prune(spec: OperatorSpec, knob: str, values: list, base: Knobs | dict, shape
           sm_count: int | None) -> list[Pruned]:
     """Judge every value of `knob` (the rest of the knobs as in `base`) at one case: `shapes`
     (input name -> shape) in `dtype`, on a device of `sm_count` SMs (None: 132, an H100/H200)."""
-    from kernelgen.offline import _analyse  # the cached trace of the spec
-
-    traced, kind = _analyse(spec.model_dump_json())
+    traced, kind = analyse(spec.model_dump_json())
     base = resolve(kind.family, base)
     if knob not in type(base).model_fields:
         raise ValueError(f"unknown knob {knob!r} for the {kind.family} family; known: {', '.join(type(base).model_fields)}")
