@@ -24,7 +24,7 @@ from kernelgen.optimize.decide import case_verdict, noise_of
 from kernelgen.record.state import CandidateRecord, CaseResult
 from kernelgen.spec import Case
 from kernelgen.verify.judge import Judge, KernelSource
-from kernelgen.verify.performance import perf_inputs, timed_cases
+from kernelgen.verify.performance import perf_inputs, resident_key, timed_cases
 from kernelgen.verify.timed import KernelOnCase, paired, time_case
 from kernelgen.verify.timing import summarize
 
@@ -54,7 +54,8 @@ def search(judges: Judge | Sequence[Judge], best: KernelSource, candidates: list
         for ci, case in enumerate(cases):
             for dtype in dtypes:
                 inputs, expected = perf_inputs(home, ci, case, dtype)
-                calls = [(home, judge, [best, *[k for _, k in share]], inputs, expected, dtype) for judge, share in shares]
+                calls = [(home, judge, [best, *[k for _, k in share]], inputs, expected, dtype,
+                          resident_key(home, ci, dtype) if judge is home else None) for judge, share in shares]
                 results = [f.result() for f in [pool.submit(_time_share, *c) for c in calls]] if pool is not None else \
                     [_time_share(*c) for c in calls]
                 del inputs, expected, calls
@@ -75,9 +76,11 @@ def search(judges: Judge | Sequence[Judge], best: KernelSource, candidates: list
 
 
 def _time_share(home: Judge, judge: Judge, kernels: list[KernelSource], inputs: list[Any], expected: tuple,
-                dtype: str) -> list[KernelOnCase]:
+                dtype: str, key: str | None) -> list[KernelOnCase]:
     make_current(home.device)  # CUDA's current device is per thread: read and compare on the operator's own
-    return time_case(judge, kernels, inputs, expected, dtype, rounds=SEARCH_ROUNDS, rep_ms=SEARCH_REP_MS)
+    # The last timed outputs are not read back here: the composed winner is checked and timed again in full.
+    return time_case(judge, kernels, inputs, expected, dtype, rounds=SEARCH_ROUNDS, rep_ms=SEARCH_REP_MS, key=key,
+                     check_last=False)
 
 
 def _case_result(judge: Judge, ci: int, case: Case, dtype: str, base: KernelOnCase, r: KernelOnCase) -> CaseResult:

@@ -146,9 +146,25 @@ def perf_inputs(judge: Judge, ci: int, case: Case, dtype: str) -> tuple[list[Any
     same data, in every round) and the baseline's outputs on them."""
     from kernelgen.spec import draw_inputs
 
+    kept = judge.kept(perf_key(ci, dtype))
+    if kept is not None:
+        return kept
     device = judge.device
     inputs = draw_inputs(judge.spec, case, dtype, PERF_SEED + ci, device.torch_device, on_device=not device.interpreter)
-    return inputs, _as_tuple(judge.baseline(*inputs, **judge.spec.param_defaults))
+    expected = _as_tuple(judge.baseline(*inputs, **judge.spec.param_defaults))
+    judge.keep(perf_key(ci, dtype), inputs, expected)
+    return inputs, expected
+
+
+def perf_key(ci: int, dtype: str) -> str:
+    """The name perf case `ci` in `dtype` is kept under, in the judge and its workers."""
+    return f"perf-{ci}-{dtype}"
+
+
+def resident_key(judge: Judge, ci: int, dtype: str) -> str | None:
+    """`perf_key` when the judge keeps that case resident (its workers may too), else None."""
+    key = perf_key(ci, dtype)
+    return key if judge.kept(key) is not None else None
 
 
 def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSource], ci: int, case: Case, dtype: str, *,
@@ -164,7 +180,8 @@ def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSour
         flops, source = counted_flops(judge.baseline, inputs, params), "counted"
     pc = PerfCase(case=ci, shapes=case, dtype=dtype, bytes=read_b + write_b, flops=flops,
                   flops_source=source if flops else "")
-    timed = time_case(judge, kernels, inputs, expected, dtype, rounds=rounds, rep_ms=REP_MS, host=True)
+    timed = time_case(judge, kernels, inputs, expected, dtype, rounds=rounds, rep_ms=REP_MS, host=True,
+                      key=resident_key(judge, ci, dtype))
     mine = timed[0]
     for code, message in [v for t in timed for v in t.violations]:
         if not any(x.code == code for x in res.violations):
@@ -200,7 +217,7 @@ def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSour
         pc.speedup_compile = pc.compiled.ms / pc.kernel.ms if pc.compiled else None
     judge_against_peaks(pc, res.peaks, read_b, write_b)
     del inputs, expected
-    if device.kind == "cuda":
+    if device.kind == "cuda" and judge.kept(perf_key(ci, dtype)) is None:
         torch.cuda.empty_cache()
     return pc
 

@@ -66,15 +66,20 @@ def _wrong(judge: Judge, worker: WorkerSession, values: list[Any] | None, expect
 
 
 def time_case(judge: Judge, kernels: list[KernelSource], inputs: list[Any], expected: tuple, dtype: str, *,
-              rounds: int, rep_ms: float, host: bool = False) -> list[KernelOnCase]:
-    """Spot-check and time every kernel on these inputs; results in the order of `kernels`."""
+              rounds: int, rep_ms: float, host: bool = False, key: str | None = None,
+              check_last: bool = True) -> list[KernelOnCase]:
+    """Spot-check and time every kernel on these inputs; results in the order of `kernels`.
+    `key`: the inputs are a perf case the judge keeps resident (Judge.keep), so a worker that already
+    holds them is not sent them again. `check_last=False` (a search, whose winner is checked and
+    timed again in full) skips reading back the last timed call's outputs."""
     placed = [judge.load(k) for k in kernels]
     results = [KernelOnCase() for _ in kernels]
-    key = "timed-case"
+    resident = key is not None
+    key = key or "timed-case"
     out_limit = judge.arena_bytes // 2
     params = judge.spec.param_defaults
     for worker in {id(w): w for w, _ in placed}.values():
-        judge.put(worker, key, inputs)
+        judge.place(worker, key, inputs, resident=resident)
     try:
         fill, _ = draw_fills()
         for (worker, slot), res in zip(placed, results):
@@ -92,8 +97,19 @@ def time_case(judge: Judge, kernels: list[KernelSource], inputs: list[Any], expe
             for r in range(rounds):
                 for i in [live[(r + j) % len(live)] for j in range(len(live))] if live else []:
                     worker, slot = placed[i]
-                    reply = worker.request({"op": "time", "slot": slot, "key": key, "params": params, "rep_ms": rep_ms,
-                                            "warmup_ms": 10, "out_offset": 0, "out_limit": out_limit})
+                    for attempt in range(2):
+                        reply = worker.request({"op": "time", "slot": slot, "key": key, "params": params, "rep_ms": rep_ms,
+                                                "warmup_ms": 10, "out_offset": 0, "out_limit": out_limit})
+                        if not reply.ok:
+                            break
+                        waited = _sync_ms(worker)
+                        # A slow answer once can be the host (a page fault, the scheduler: 7.7 ms was seen on an
+                        # honest kernel on an H100); work really deferred past the timing is slow every time.
+                        if waited <= DEFERRED_MS or judge.device.interpreter:
+                            break
+                        if attempt == 1:
+                            results[i].violations.append(("deferred-work", f"the worker still had {waited:.1f} ms of work "
+                                                          "queued after saying it was done, twice in a row"))
                     if not reply.ok:
                         results[i].wrong = f"raised while timed: {reply.error.strip().splitlines()[-1] if reply.error.strip() else ''}"
                         continue
@@ -101,16 +117,10 @@ def time_case(judge: Judge, kernels: list[KernelSource], inputs: list[Any], expe
                         results[i].violations.append(("timed-call-no-launch", f"{reply.calls} timed calls launched only "
                                                       f"{reply.launches} Triton kernels: a call that launches nothing returned "
                                                       "a cached or host-computed result"))
-                    t0 = time.perf_counter()
-                    worker.request({"op": "sync"})
-                    waited = (time.perf_counter() - t0) * 1e3
-                    if waited > DEFERRED_MS and not judge.device.interpreter:
-                        results[i].violations.append(("deferred-work", f"the worker still had {waited:.1f} ms of work "
-                                                      "queued after saying it was done"))
                     results[i].reps += reply.times_ms
                     results[i].round_ms.append(summarize(reply.times_ms).ms)
                     last[i] = reply.outputs
-        for i, outputs in last.items():
+        for i, outputs in last.items() if check_last else ():
             wrong = _wrong(judge, placed[i][0], outputs, expected, dtype, None)
             if wrong:
                 results[i].violations.append(("timed-output-wrong", f"the output of the last timed call is wrong: {wrong}"))
@@ -118,7 +128,14 @@ def time_case(judge: Judge, kernels: list[KernelSource], inputs: list[Any], expe
             worker, slot = placed[live[0]]
             results[live[0]].host_us = worker.request({"op": "host", "slot": slot, "key": key, "params": params}).host_us
     finally:
-        for worker in {id(w): w for w, _ in placed}.values():
+        for worker in {id(w): w for w, _ in placed}.values() if not resident else ():
             if not worker.closed:
                 judge.drop(worker, key)
     return results
+
+
+def _sync_ms(worker: WorkerSession) -> float:
+    """How long the worker took to answer a sync, ms: its queued device work, plus the round trip."""
+    t0 = time.perf_counter()
+    worker.request({"op": "sync"})
+    return (time.perf_counter() - t0) * 1e3
