@@ -18,6 +18,7 @@ from kernelgen.opdir import OperatorDir
 from kernelgen.verify.trusted import render_baseline, render_trusted
 from kernelgen.verify import integrity
 from kernelgen.verify.accuracy import DEFAULT_SEEDS, check_accuracy
+from kernelgen.verify.devicelock import device_lock
 from kernelgen.verify.judge import Judge, KernelSource, Origin
 from kernelgen.verify.performance import measure_performance
 from kernelgen.verify.results import RunRecord, Violation
@@ -98,7 +99,9 @@ def run_accuracy(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None = N
     src = source or kernel_source(op, kernel)
     before = integrity.snapshot(op.path)
     try:
-        result = check_accuracy(judge, src, seeds=tuple(range(seeds)) if seeds else DEFAULT_SEEDS, log=log)
+        # Shared: other KernelGen processes may check at the same time, but none times while we do.
+        with device_lock(exclusive=False, path=judge.device.lock):
+            result = check_accuracy(judge, src, seeds=tuple(range(seeds)) if seeds else DEFAULT_SEEDS, log=log)
     except WorkerFailure as e:
         return _failure_record("accuracy", e, started)
     finally:
