@@ -150,8 +150,9 @@ def perf_inputs(judge: Judge, ci: int, case: Case, dtype: str) -> tuple[list[Any
     if kept is not None:
         return kept
     device = judge.device
-    inputs = draw_inputs(judge.spec, case, dtype, PERF_SEED + ci, device.torch_device, on_device=not device.interpreter)
-    expected = _as_tuple(judge.baseline(*inputs, **judge.spec.param_defaults))
+    with device_lock(exclusive=False, path=device.lock):  # device work: never beside another process's timing
+        inputs = draw_inputs(judge.spec, case, dtype, PERF_SEED + ci, device.torch_device, on_device=not device.interpreter)
+        expected = _as_tuple(judge.baseline(*inputs, **judge.spec.param_defaults))
     judge.keep(perf_key(ci, dtype), inputs, expected)
     return inputs, expected
 

@@ -78,19 +78,23 @@ def time_case(judge: Judge, kernels: list[KernelSource], inputs: list[Any], expe
     key = key or "timed-case"
     out_limit = judge.arena_bytes // 2
     params = judge.spec.param_defaults
-    for worker in {id(w): w for w, _ in placed}.values():
-        judge.place(worker, key, inputs, resident=resident)
+    # Everything but the timing holds the device lock shared: other KernelGen processes on this GPU
+    # (a batch's --per-gpu workers) may check beside it, but none of them times while it runs.
+    with device_lock(exclusive=False, path=judge.device.lock):
+        for worker in {id(w): w for w, _ in placed}.values():
+            judge.place(worker, key, inputs, resident=resident)
     try:
         fill, _ = draw_fills()
-        for (worker, slot), res in zip(placed, results):
-            reply = judge.call(worker, slot, key, mode="guarded", fill=fill, out_limit=out_limit)
-            if not reply.ok:
-                res.wrong = f"raised: {reply.error.strip().splitlines()[-1] if reply.error.strip() else 'an error'}"
-                continue
-            if reply.report is not None:
-                res.configs = list(reply.report.configs)
-                res.violations += [(v.get("code", "worker-report"), v.get("message", "")) for v in reply.report.violations]
-            res.wrong = _wrong(judge, worker, reply.outputs, expected, dtype, fill)
+        with device_lock(exclusive=False, path=judge.device.lock):
+            for (worker, slot), res in zip(placed, results):
+                reply = judge.call(worker, slot, key, mode="guarded", fill=fill, out_limit=out_limit)
+                if not reply.ok:
+                    res.wrong = f"raised: {reply.error.strip().splitlines()[-1] if reply.error.strip() else 'an error'}"
+                    continue
+                if reply.report is not None:
+                    res.configs = list(reply.report.configs)
+                    res.violations += [(v.get("code", "worker-report"), v.get("message", "")) for v in reply.report.violations]
+                res.wrong = _wrong(judge, worker, reply.outputs, expected, dtype, fill)
         live = [i for i, r in enumerate(results) if not r.wrong]
         last: dict[int, Any] = {}
         with device_lock(exclusive=True, path=judge.device.lock):  # nothing else of ours on that device while timing
@@ -120,13 +124,15 @@ def time_case(judge: Judge, kernels: list[KernelSource], inputs: list[Any], expe
                     results[i].reps += reply.times_ms
                     results[i].round_ms.append(summarize(reply.times_ms).ms)
                     last[i] = reply.outputs
-        for i, outputs in last.items() if check_last else ():
-            wrong = _wrong(judge, placed[i][0], outputs, expected, dtype, None)
-            if wrong:
-                results[i].violations.append(("timed-output-wrong", f"the output of the last timed call is wrong: {wrong}"))
+        with device_lock(exclusive=False, path=judge.device.lock):
+            for i, outputs in last.items() if check_last else ():
+                wrong = _wrong(judge, placed[i][0], outputs, expected, dtype, None)
+                if wrong:
+                    results[i].violations.append(("timed-output-wrong", f"the output of the last timed call is wrong: {wrong}"))
         if host and live and not judge.device.interpreter:
             worker, slot = placed[live[0]]
-            results[live[0]].host_us = worker.request({"op": "host", "slot": slot, "key": key, "params": params}).host_us
+            with device_lock(exclusive=True, path=judge.device.lock):
+                results[live[0]].host_us = worker.request({"op": "host", "slot": slot, "key": key, "params": params}).host_us
     finally:
         for worker in {id(w): w for w, _ in placed}.values() if not resident else ():
             if not worker.closed:
