@@ -42,6 +42,7 @@ def main() -> int:
     ap.add_argument("--specs", default=str(REPO / "operator_specs"), help="a folder of specs, a spec, or a glob")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--gpus", default="all", help="as `kernelgen batch --gpus`: all, a count, or ids 0,1")
+    ap.add_argument("--per-gpu", type=int, default=1, help="operators at once on each GPU (timings still one at a time)")
     ap.add_argument("--engine", default="local", help="local or ray (then --ray-address)")
     ap.add_argument("--ray-address", default=None)
     ap.add_argument("--timeout", type=float, default=900, help="seconds per step (new, optimize, bench) of one operator")
@@ -64,6 +65,8 @@ def main() -> int:
             return 2
         cmd = [sys.executable, "-m", "kernelgen", "batch", *specs, "--out", str(args.out), "--rounds", str(args.rounds),
                "--backend", "offline", "--gpus", args.gpus, "--engine", args.engine, "--step-timeout", str(args.timeout)]
+        if args.per_gpu != 1:
+            cmd += ["--per-gpu", str(args.per_gpu)]
         if args.ray_address:
             cmd += ["--ray-address", args.ray_address]
         rc = subprocess.run(cmd, cwd=REPO).returncode

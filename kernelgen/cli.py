@@ -249,6 +249,8 @@ def batch(
     engine: Annotated[str, typer.Option("--engine", help="local (one worker per GPU here) | ray (one task per operator, any host)")] = "local",
     ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="an existing Ray cluster, e.g. ray://head:10001 or auto (default: a local one)")] = None,
     step_timeout: Annotated[float, typer.Option("--step-timeout", help="seconds one step (new, optimize, bench) of one operator may take")] = 3600.0,
+    per_gpu: Annotated[int, typer.Option("--per-gpu", help="local engine: operators at once on each GPU; their compiles and "
+                                         "checks overlap, their timings take the GPU one at a time")] = 1,
     model: Model = None,
     base_url: BaseUrl = None,
     replay: Replay = None,
@@ -265,7 +267,7 @@ def batch(
 
     with errors_to_exit():
         options = BatchOptions(specs=specs, out_root=out_dir, rounds=rounds, backend=backend, device=device, gpus=gpus,
-                               engine=engine, ray_address=ray_address, step_timeout_s=step_timeout,
+                               engine=engine, ray_address=ray_address, step_timeout_s=step_timeout, per_gpu=per_gpu,
                                llm_options=llm_options(model=model, base_url=base_url, replay=replay, temperature=temperature,
                                                        max_tokens=max_tokens, repairs=repairs))
         prepared = prepare_batch(options)

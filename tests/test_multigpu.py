@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from typer.testing import CliRunner
 
 from kernelgen.batch.job import JobRequest
 from kernelgen.batch.resume import JobResult
-from kernelgen.batch.targets import Target
+from kernelgen.batch.targets import Target, parse_gpus
 from kernelgen.cli import app
 from kernelgen.devices import DeviceInfo
 from kernelgen.lending import LendToken, claim, lend, lent
@@ -195,6 +196,43 @@ def test_the_local_engine_lends_an_idle_device_while_another_optimizes(tmp_path,
     assert seen["tokens"] == [LendToken(kind="cuda", device_id=idle, lock=str(tmp_path / "_batch" / "locks" / f"cuda{idle}.lock"))]
     assert seen["claimed"] == [idle]
     assert lent(tmp_path / "_batch" / "lend") == []  # taken back when the batch ended
+
+
+def test_workers_sharing_a_gpu_lend_it_only_when_the_last_of_them_is_done(tmp_path, monkeypatch):
+    import kernelgen.batch.local as local
+
+    monkeypatch.delenv("KERNELGEN_DEVICE_LOCK", raising=False)
+    targets = parse_gpus("all", "cuda", ["0"], per_gpu=2)
+    assert [t.label for t in targets] == ["cuda:0", "cuda:0#1"]
+    engine = local.LocalEngine(targets, tmp_path / "_batch")
+    assert {engine.worker_env(t)["KERNELGEN_DEVICE_LOCK"] for t in targets} == {str(tmp_path / "_batch" / "locks" / "cuda0.lock")}
+    lend_dir = tmp_path / "_batch" / "lend"
+    release = threading.Event()
+    seen: list[list[LendToken]] = []
+
+    class Worker:  # the slow job waits until the quick one is done, then looks for a loan of its own GPU
+        def __init__(self, target: Target, env: dict[str, str], log_dir: Path):
+            self.target, self.alive = target, True
+
+        def run(self, job: JobRequest, emit: object) -> JobResult:
+            if job.name == "slow":
+                release.wait(10)
+                time.sleep(0.3)  # the quick one's worker has gone idle by now
+                seen.append(lent(lend_dir))
+            else:
+                release.set()
+            return JobResult(name=job.name, spec=job.spec_label, status="finished", rounds=0, target=self.target.label)
+
+        def close(self) -> None:
+            self.alive = False
+
+    monkeypatch.setattr(local, "WorkerProcess", Worker)
+    jobs = [JobRequest(name=n, spec_file=f"{n}.yaml", spec_label=f"{n}.yaml", out_root=str(tmp_path), log_file=str(tmp_path / n))
+            for n in ("slow", "quick")]
+    results = engine.run(jobs, lambda event: None)
+    assert [r.status for r in results] == ["finished", "finished"]
+    assert {r.target for r in results} == {"cuda:0", "cuda:0#1"}  # both ran at once on the one GPU
+    assert seen == [[]]  # GPU 0 still had a job of ours: not lent to anyone
 
 
 # --- optimize --gpus ------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ class WorkerProcess:
     def __init__(self, target: Target, env: dict[str, str], log_dir: Path):
         self.target = target
         log_dir.mkdir(parents=True, exist_ok=True)
-        self._stderr = open(log_dir / f"worker-{target.label.replace(':', '').replace('#', '')}.log", "a", encoding="utf-8")
+        self._stderr = open(log_dir / f"worker-{target.label.replace(':', '').replace('#', '_')}.log", "a", encoding="utf-8")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kernelgen.batch.worker", "--target", target.label],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env,
@@ -112,6 +112,16 @@ class LocalEngine:
         results: dict[str, JobResult] = {}
         workers: list[WorkerProcess] = []
         withdraw_all(self.lend_dir)  # a killed earlier run's tokens name devices that are busy now
+        busy = {t.device_key: sum(u.device_key == t.device_key for u in self.targets) for t in self.targets}
+        busy_lock = threading.Lock()
+
+        def idle(target: Target) -> None:
+            """A worker is done: the device is lent once the last of the workers sharing it is."""
+            with busy_lock:
+                busy[target.device_key] -= 1
+                last = busy[target.device_key] == 0
+            if last:
+                self._lend(target)
 
         def serve(target: Target) -> None:
             worker: WorkerProcess | None = None
@@ -120,10 +130,10 @@ class LocalEngine:
                     try:
                         job = pending.get_nowait()
                     except queue.Empty:
-                        if worker is not None:  # its device is idle from here on: nothing else of ours runs there
+                        if worker is not None:  # its device is idle from here on, once the workers sharing it are
                             worker.close()
                             worker = None
-                        self._lend(target)
+                        idle(target)
                         return
                     if worker is None or not worker.alive:
                         worker = WorkerProcess(target, self.worker_env(target), self.work_dir / "logs")

@@ -35,6 +35,7 @@ class BatchOptions:
     ray_address: str | None = None
     llm_options: dict[str, object] = field(default_factory=dict)
     step_timeout_s: float = 3600.0
+    per_gpu: int = 1  # local engine: operators run at once on each GPU (timings still one at a time)
 
 
 @dataclass
@@ -72,8 +73,10 @@ def make_engine(opts: BatchOptions) -> Engine:
         from kernelgen.batch.local import LocalEngine
         from kernelgen.batch.targets import plan_targets
 
-        return LocalEngine(plan_targets(opts.gpus, opts.device), Path(opts.out_root).resolve() / WORK_DIR)
+        return LocalEngine(plan_targets(opts.gpus, opts.device, opts.per_gpu), Path(opts.out_root).resolve() / WORK_DIR)
     if opts.engine == "ray":
+        if opts.per_gpu != 1:
+            raise UsageError(f"--per-gpu {opts.per_gpu} is for --engine local", hint="Ray gives each operator one device of the cluster")
         if opts.gpus != "all":
             raise UsageError(f"--gpus {opts.gpus} is for --engine local", hint="Ray gives each operator one device of the cluster; leave --gpus out")
         from kernelgen.batch.ray_engine import RayEngine

@@ -24,10 +24,18 @@ class Target:
     kind: Kind
     device_id: str | None  # as the pinning variable takes it ("3", or a GPU UUID); None on the CPU
     slot: int
+    share: int = 0  # which of the device's workers (--per-gpu): 0 for the first
 
     @property
     def label(self) -> str:
-        return f"{self.kind}:{self.device_id}" if self.device_id is not None else f"cpu#{self.slot}"
+        if self.device_id is None:
+            return f"cpu#{self.slot}"
+        return f"{self.kind}:{self.device_id}" + (f"#{self.share}" if self.share else "")
+
+    @property
+    def device_key(self) -> tuple[str, str | None]:
+        """The device itself: the same for every worker sharing it."""
+        return (self.kind, self.device_id if self.device_id is not None else str(self.slot))
 
     def env(self, lock_dir: Path | None = None) -> dict[str, str]:
         """Variables for the worker process: its one device, and a device lock of its own as a second
@@ -41,9 +49,16 @@ class Target:
         return env
 
 
-def parse_gpus(gpus: str, kind: Kind, ids: list[str]) -> list[Target]:
+def parse_gpus(gpus: str, kind: Kind, ids: list[str], per_gpu: int = 1) -> list[Target]:
     """`all`, a count `N`, or a comma-separated list of ids (`0,1`; one id alone as `3,`); without
-    a GPU, a count of Triton-interpreter workers."""
+    a GPU, a count of Triton-interpreter workers. `per_gpu` workers share each GPU: their generation,
+    compilation and checks overlap, while every timing holds the GPU's lock alone (a check holds it
+    shared), so no timing runs beside other work of theirs on that GPU."""
+    if per_gpu < 1:
+        raise UsageError(f"--per-gpu {per_gpu}: at least one worker per GPU")
+    if kind != "cpu" and per_gpu > 1:
+        return [Target(t.kind, t.device_id, t.slot * per_gpu + j, share=j)
+                for t in parse_gpus(gpus, kind, ids) for j in range(per_gpu)]
     if kind == "cpu":
         gpus = gpus.strip()
         if gpus == "all":
@@ -56,6 +71,6 @@ def parse_gpus(gpus: str, kind: Kind, ids: list[str]) -> list[Target]:
     return [Target(kind, d, i) for i, d in enumerate(pick_ids(gpus, kind, ids))]
 
 
-def plan_targets(gpus: str, device: str = "auto") -> list[Target]:
+def plan_targets(gpus: str, device: str = "auto", per_gpu: int = 1) -> list[Target]:
     kind, ids = visible_devices(device)
-    return parse_gpus(gpus, kind, ids)
+    return parse_gpus(gpus, kind, ids, per_gpu)
