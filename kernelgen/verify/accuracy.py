@@ -21,7 +21,7 @@ import secrets
 from typing import Any, Callable
 
 from kernelgen.verify.compare import Comparison, agree, compare
-from kernelgen.verify.inputs import STALE_OFFSET, CheckCase, draw, plan_checks
+from kernelgen.verify.inputs import STALE_OFFSET, CheckCase, draw, plan_checks, tolerance_of
 from kernelgen.verify.judge import Judge, KernelSource, LoadError, static_problems
 from kernelgen.verify.poison import Fill, draw_fills
 from kernelgen.verify.protocol import OtherValue, ProtocolError, Reply
@@ -83,7 +83,7 @@ class _Check:
         if got is None:
             comparisons.append(Comparison(passed=False, message="no usable output"))
         else:
-            comparisons = [compare(g, e, self.spec.tolerance_for(check.dtype), fill) for g, e in zip(got, expected)]
+            comparisons = [compare(g, e, tolerance_of(self.spec, check), fill) for g, e in zip(got, expected)]
         names = [o.name for o in self.spec.outputs]
         failed = next(((names[i] if i < len(names) else str(i), c) for i, c in enumerate(comparisons) if not c.passed), None)
         first = failed[1] if failed else (comparisons[0] if comparisons else Comparison(passed=True))
@@ -182,7 +182,7 @@ def _run_seed(state: _Check, worker: Any, slot: str, check: CheckCase, seed: int
                     state.violate("input-mutated", f"{where}: input {name!r} was modified by the call")
     a, b = got_by_call.get("guarded"), got_by_call.get("second-fill")
     if a is not None and b is not None:
-        differ = sum(agree(x, y, spec.tolerance_for(check.dtype)) for x, y in zip(a, b))
+        differ = sum(agree(x, y, tolerance_of(spec, check)) for x, y in zip(a, b))
         if differ:
             state.violate("unwritten-output", f"case {check.case} {check.variant} {check.dtype} seed {seed}: {differ} "
                           "element(s) change with the poison fill: the kernel reads or returns memory it never wrote")
@@ -200,7 +200,7 @@ def _ablation(state: _Check, worker: Any, slot: str, check: CheckCase, seed: int
         got = [judge.read(worker, v, max_bytes=2 * e.numel() * e.element_size() + 4096) for v, e in zip(reply.outputs, expected)]
     except ProtocolError:
         return
-    if all(e.numel() for e in expected) and all(compare(g, e, state.spec.tolerance_for(check.dtype), fill).passed
+    if all(e.numel() for e in expected) and all(compare(g, e, tolerance_of(state.spec, check), fill).passed
                                                 for g, e in zip(got, expected)):
         state.violate("answer-without-triton", f"case {check.case} {check.dtype} seed {seed}: with every Triton launch "
                       "turned into a no-op the output was still right, so it did not come from Triton")

@@ -20,7 +20,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelgen.spec import Case, OperatorSpec, draw_inputs, load_reference, torch_dtype
+from kernelgen.spec import Case, OperatorSpec, ToleranceSpec, draw_inputs, load_reference, torch_dtype
 
 # Seeds are offset per purpose from the run's random base, so no two draws of one run coincide.
 SEED_STRIDE = 7919  # between the seeds of one case
@@ -141,3 +141,16 @@ def draw(spec: OperatorSpec, check: CheckCase, seed: int, device: str) -> list[A
             t = (t.double() * check.scale).to(t.dtype)
         out.append(_relayout(t, check.variant) if check.variant in ("strided", "transposed", "sliced") else t)
     return out
+
+
+def tolerance_of(spec: OperatorSpec, check: CheckCase) -> ToleranceSpec:
+    """The tolerance a check compares with: the spec's for its dtype; for inputs scaled up by s, the
+    absolute part times s**2. Rounding error grows with the magnitude of what is summed, not of the
+    result: x16 inputs to linear_bias_gelu (K = 80) make products of ~256 and sums of ~2000, whose fp32
+    rounding (~1e-3) is far above atol 1e-4 where the sum cancels to ~2.5 — an honest kernel failed
+    there on an H100 (3 of 6144 elements, 2.4e-3 off). s**2 covers a product of two scaled inputs; a
+    value-triggered branch still shows, its error being of the order of the values themselves."""
+    tol = spec.tolerance_for(check.dtype)
+    if check.scale > 1:
+        return tol.model_copy(update={"atol": tol.atol * check.scale ** 2})
+    return tol
