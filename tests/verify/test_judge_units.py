@@ -321,3 +321,29 @@ def test_device_lock_in_a_folder_that_does_not_exist_yet_is_created(tmp_path: Pa
             os.close(fd)
     with device_lock(False, str(path)):
         pass
+
+
+def test_inputs_scaled_up_widen_only_the_absolute_tolerance():
+    from kernelgen.spec import validate_spec_data
+    from kernelgen.verify.inputs import CheckCase, tolerance_of
+
+    spec = validate_spec_data({"name": "mm", "description": "x @ w", "category": "matmul",
+                               "inputs": [{"name": "x"}, {"name": "w"}], "outputs": [{"name": "out"}],
+                               "reference": "def mm(x, w):\n    return x @ w\n", "dtypes": ["float32"],
+                               "test_cases": [{"x": [4, 8], "w": [8, 4]}]}, run_reference=False)
+    base = spec.tolerance_for("float32")
+    up = tolerance_of(spec, CheckCase(0, {"x": [4, 8], "w": [8, 4]}, "float32", variant="scaled x16", scale=16.0))
+    down = tolerance_of(spec, CheckCase(0, {"x": [4, 8], "w": [8, 4]}, "float32", variant="scaled x1/16", scale=1 / 16))
+    plain = tolerance_of(spec, CheckCase(0, {"x": [4, 8], "w": [8, 4]}, "float32"))
+    assert up.atol == base.atol * 256 and up.rtol == base.rtol  # products of two x16 inputs
+    assert down == base == plain
+    # fp32 sums of ~2000 that cancel to ~2.5 round by ~1e-3: within the widened bound, not the spec's
+    x = torch.randn(64, 80, dtype=torch.float64) * 16
+    w = torch.randn(80, 96, dtype=torch.float64) * 16
+    exact = x @ w
+    fp32 = (x.float() @ w.float()).double()
+    err = (fp32 - exact).abs()
+    assert (err <= up.atol + up.rtol * exact.abs()).all()
+    wrong = fp32.clone()
+    wrong[exact.abs() > 8 * 16] += 1.0  # a value-triggered branch, off by one
+    assert not ((wrong - exact).abs() <= up.atol + up.rtol * exact.abs()).all()
