@@ -90,6 +90,28 @@ def test_search_shares_candidates_over_two_judges_each_against_the_best_there():
                                                     kernel_file="k.py", candidates=recs))["headers"]
 
 
+def test_an_optimizing_judge_sends_each_perf_case_to_its_worker_once(monkeypatch):
+    from kernelgen.verify.judge import RESIDENT_BYTES
+
+    sent: list[str] = []
+    real_put = Judge.put
+    monkeypatch.setattr(Judge, "put", staticmethod(lambda worker, key, inputs, **kw: (sent.append(key), real_put(worker, key, inputs, **kw))))
+    best, cand = tiled(16, 64), tiled(8, 32)
+    for keep in (0, RESIDENT_BYTES):
+        sent.clear()
+        judge = Judge(SPEC, DeviceInfo("cpu", "cpu", True), broadcast)
+        judge.resident_bytes = keep
+        try:
+            for _ in range(3):  # three rounds' searches of the same case
+                rec = CandidateRecord(label="c")
+                search(judge, best, [(rec, cand)])
+                assert [c.verdict for c in rec.cases] == ["unjudged"]  # the same verdicts either way
+        finally:
+            judge.close()
+        perf = [k for k in sent if k.startswith("perf-") or k == "timed-case"]
+        assert perf == (["timed-case"] * 3 if not keep else ["perf-0-float32"])  # one worker: both kernels are offline
+
+
 def test_a_pinned_judge_starts_its_workers_on_that_device(monkeypatch, tmp_path):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # this process's own GPU
     env = worker_environment(DeviceInfo("cuda", "cuda", False, pin="3"), tmp_path)

@@ -26,7 +26,7 @@ from kernelgen.optimize.resume import finished_rounds, recover
 from kernelgen.optimize.round import run_round
 from kernelgen.record.oplog import write_log
 from kernelgen.record.state import OpState, load_state, save_state
-from kernelgen.verify.judge import Judge
+from kernelgen.verify.judge import RESIDENT_BYTES, Judge
 from kernelgen.verify.runner import open_judge, run_performance, save_record
 
 Step = Callable[[str], None]
@@ -79,7 +79,9 @@ def optimize_operator(op: OperatorDir, device: DeviceInfo, proposer: Proposer, *
         raise GenerationError(f"{op.name}: no correct kernel to start from (round 0 did not pass)",
                               hint=f"fix or regenerate the kernel (`kernelgen test {op.path}` shows why)")
     state.stopped_because = ""
-    judges = JudgePool(open_judge(op, device), search_devices, on_step=_prefixed(on_step, op.name))
+    home = open_judge(op, device)
+    home.resident_bytes = RESIDENT_BYTES  # every round times the same perf cases again
+    judges = JudgePool(home, search_devices, on_step=_prefixed(on_step, op.name))
     try:
         why = _rounds(op, state, device, proposer, judges, rounds, target, on_step)
     finally:

@@ -25,10 +25,12 @@ Origin = Literal["offline", "llm", "file"]
 ALIGN = 64
 MIN_ARENA = 64 << 20
 # Perf inputs (and the baseline's outputs on them) kept on the device between timings, in the judge
-# and in each worker that timed them: a round re-times the same cases, and moving them through the
-# host arena each time cost ~1.6 s per GiB of inputs and outputs (H100, 2026-11-22). Beyond this
-# many bytes, cases are drawn and sent per timing again.
-RESIDENT_BYTES = 6 << 30
+# and in each worker that timed them: an optimizing judge re-times the same cases every round, and
+# moving them through the host arena each time cost ~1.6 s per GiB of inputs and outputs (H100,
+# 2026-11-22). Only judges that time repeatedly keep them (`Judge.resident_bytes`, 0 by default),
+# and at most this many bytes, since four operators may share one 80 GB GPU (`batch --per-gpu 4`)
+# and each keeps them twice (judge and worker); beyond it, cases are drawn and sent per timing.
+RESIDENT_BYTES = 3 << 30
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ class Judge:
         self._slots: dict[str, tuple[WorkerSession, str]] = {}
         self.load_violations: dict[str, list[tuple[str, str]]] = {}  # kernel sha -> what importing it did
         self.sandbox_notes: list[str] = []
+        self.resident_bytes = 0  # how much of the perf cases to keep on the device (RESIDENT_BYTES to keep them)
         self._kept: dict[str, tuple[list[Any], tuple]] = {}  # resident perf cases: key -> (inputs, expected)
         self._kept_bytes = 0
         self._placed: dict[int, tuple[WorkerSession, set[str]]] = {}  # id(worker) -> it, and the keys it holds
@@ -174,11 +177,11 @@ class Judge:
         return self._kept.get(key)
 
     def keep(self, key: str, inputs: list[Any], expected: tuple) -> bool:
-        """Keep a perf case resident under `key` (True), unless that would pass RESIDENT_BYTES. Kept
+        """Keep a perf case resident under `key` (True), unless that would pass `resident_bytes`. Kept
         inputs are never written by the judge; a worker's copy is its own (a kernel that wrote into
         its inputs fails the accuracy check's input comparison before it is ever kept)."""
         size = sum(t.numel() * t.element_size() for t in [*inputs, *expected] if hasattr(t, "numel"))
-        if key in self._kept or self._kept_bytes + size > RESIDENT_BYTES:
+        if key in self._kept or self._kept_bytes + size > self.resident_bytes:
             return key in self._kept
         self._kept[key] = (inputs, expected)
         self._kept_bytes += size
