@@ -20,16 +20,14 @@ Under the CPU interpreter all of this is a dry run on the first test case, label
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, Callable
 
 from kernelgen.devices import INTERPRETER_WARNING
 from kernelgen.spec import Case
-from kernelgen.verify import peers as peer_libs
-from kernelgen.verify.compare import compare
 from kernelgen.verify.devicelock import device_lock
 from kernelgen.verify.inputs import PERF_SEED, checkable_dtypes
 from kernelgen.verify.judge import Judge, KernelSource, LoadError, static_problems
+from kernelgen.verify.peerproc import peer_timings
 from kernelgen.verify.results import DevicePeaks, PerfCase, PerformanceResult, Violation
 from kernelgen.verify.timed import paired, time_case
 from kernelgen.verify.timing import host_overhead_us, rep_times, summarize
@@ -135,9 +133,16 @@ def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: Ker
     for ci, case in enumerate(cases):
         for dtype in dtypes:
             pc = _measure_case(judge, res, kernels, ci, case, dtype, compiled_ref=compiled_ref, with_eager=with_eager,
-                               with_peers=bool(with_peers), rounds=rounds)
+                               rounds=rounds)
             res.cases.append(pc)
             log(", ".join([pc.label, *pc.facts()]) + ("" if res.measured else " [interpreter: not a measurement]"))
+    if with_peers and res.cases:
+        log("timing the peer libraries (FlagGems, Liger-Kernel) in a process of their own")
+        run = peer_timings(spec, device.torch_device, [(pc.case, pc.shapes, pc.dtype) for pc in res.cases], device.lock)
+        for pc in res.cases:
+            pc.peers = run.timings.get((pc.case, pc.dtype), {})
+        for note in run.notes:
+            res.note = (res.note + f" {note}.").strip()
     return res
 
 
@@ -169,7 +174,7 @@ def resident_key(judge: Judge, ci: int, dtype: str) -> str | None:
 
 
 def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSource], ci: int, case: Case, dtype: str, *,
-                  compiled_ref: Any, with_eager: bool, with_peers: bool, rounds: int) -> PerfCase:
+                  compiled_ref: Any, with_eager: bool, rounds: int) -> PerfCase:
     import torch
 
     spec, device = judge.spec, judge.device
@@ -208,8 +213,6 @@ def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSour
                 pc.eager_host_us = host_overhead_us(lambda: judge.baseline(*inputs, **params), device.kind)
         if compiled_ref is not None:
             pc.compiled = summarize(rep_times(lambda: compiled_ref(*inputs, **params), device.kind))
-        if with_peers:
-            _time_peers(judge, res, pc, inputs, expected, dtype)
     secs = pc.kernel.ms * 1e-3 if pc.kernel else None
     if secs:
         pc.gbps = pc.bytes / secs / 1e9
@@ -221,24 +224,3 @@ def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSour
     if device.kind == "cuda":
         torch.cuda.empty_cache()  # eager's, torch.compile's and the peers' outputs (kept inputs stay allocated)
     return pc
-
-
-def _time_peers(judge: Judge, res: PerformanceResult, pc: PerfCase, inputs: list[Any], expected: tuple, dtype: str) -> None:
-    import torch
-
-    found, notes = peer_libs.candidates(judge.spec, judge.baseline, inputs)
-    for note in notes:
-        if note not in res.note:
-            res.note = (res.note + f" {note}.").strip()
-    for peer in found:
-        try:
-            with torch.no_grad(), peer.context(), warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # FlagGems warns once per operator it overrides
-                out = _as_tuple(peer.call())
-                ok = len(out) == len(expected) and all(
-                    compare(o, e, judge.spec.tolerance_for(dtype)).passed for o, e in zip(out, expected))
-                if not ok:
-                    continue  # not the same function: not a peer of this operator
-                pc.peers[peer.name] = summarize(rep_times(peer.call, judge.device.kind))
-        except Exception:  # noqa: BLE001 - a peer that cannot run this shape is no peer here
-            continue

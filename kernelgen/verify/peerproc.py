@@ -1,0 +1,137 @@
+"""The peer libraries timed in a process of their own, so one that crashes cannot take the judge down.
+
+FlagGems and Liger-Kernel are trusted code, but not always correct code: on an H100 (2026-11-22) one of
+them hit an illegal memory access during `bench` of rms_norm, which poisons the CUDA context of the
+process it runs in; the judge's whole measurement was lost with it. Here they run in a child:
+
+    parent: peer_timings(spec, device, cases, lock) -> PeerRun
+    child:  python -m kernelgen.verify.peerproc   (one JSON request on stdin, one JSON line per case out)
+
+The child draws each perf case's inputs with the same seed as the judge (kernelgen.verify.inputs.PERF_SEED,
+on the device), runs the spec's reference once plainly for the expected values, then each peer: kept
+only where it matches the reference within the spec's tolerance, and timed under the device lock held
+exclusively. When the child dies, the case it was on is recorded with the reason and a new child takes
+the remaining cases.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from kernelgen.spec import OperatorSpec
+from kernelgen.verify.results import KernelTiming
+
+PEER_TIMEOUT_S = 600.0  # for every case of one child: FlagGems compiles a kernel per op and shape
+
+
+class PeerCase(BaseModel):
+    """One line of the child's answer: the peers that matched the reference on one case, timed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    case: int
+    dtype: str
+    peers: dict[str, KernelTiming]
+    notes: list[str] = []
+
+
+@dataclass
+class PeerRun:
+    timings: dict[tuple[int, str], dict[str, KernelTiming]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # libraries missing, cases a peer crashed on
+
+
+def peer_timings(spec: OperatorSpec, device: str, cases: list[tuple[int, dict[str, list[int]], str]],
+                 lock: str | None) -> PeerRun:
+    """Every peer on every (case index, shapes, dtype), timed in child processes."""
+    run = PeerRun()
+    if spec.reference is None:
+        run.notes.append("peers not timed: the spec has no reference to run under FlagGems or to check Liger-Kernel against")
+        return run
+    todo = list(cases)
+    while todo:
+        request = {"spec": spec.model_dump(mode="json"), "device": device, "lock": lock,
+                   "cases": [[ci, shapes, dtype] for ci, shapes, dtype in todo]}
+        try:
+            proc = subprocess.run([sys.executable, "-m", "kernelgen.verify.peerproc"], input=json.dumps(request),
+                                  capture_output=True, text=True, timeout=PEER_TIMEOUT_S)
+            out, err, code = proc.stdout, proc.stderr, proc.returncode
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+            err, code = f"no answer within {PEER_TIMEOUT_S:.0f} s", -1
+        done = set()
+        for line in out.splitlines():
+            try:
+                got = PeerCase.model_validate_json(line)
+            except ValidationError:
+                continue
+            run.timings[(got.case, got.dtype)] = got.peers
+            run.notes += [n for n in got.notes if n not in run.notes]
+            done.add((got.case, got.dtype))
+        todo = [c for c in todo if (c[0], c[2]) not in done]
+        if code == 0 or not todo:
+            break
+        ci, _, dtype = todo.pop(0)  # the case it was on when it died: not tried again
+        last = next((ln.strip() for ln in reversed(err.splitlines()) if ln.strip()), f"exit {code}")
+        run.notes.append(f"the peers crashed on case {ci} {dtype} ({last[:200]}); no peer timing there")
+    return run
+
+
+def _serve(request: dict[str, Any]) -> None:
+    import torch
+
+    from kernelgen.spec import draw_inputs, load_reference
+    from kernelgen.verify import peers as peer_libs
+    from kernelgen.verify.compare import compare
+    from kernelgen.verify.devicelock import device_lock
+    from kernelgen.verify.inputs import PERF_SEED
+    from kernelgen.verify.timing import rep_times, summarize
+
+    spec = OperatorSpec.model_validate(request["spec"])
+    device, lock = str(request["device"]), request.get("lock")
+    reference = load_reference(spec)
+    params = spec.param_defaults
+    for ci, shapes, dtype in request["cases"]:
+        with device_lock(exclusive=False, path=lock):
+            inputs = draw_inputs(spec, shapes, dtype, PERF_SEED + ci, device, on_device=True)
+            with torch.no_grad():
+                expected = _as_tuple(reference(*inputs, **params))
+        found, notes = peer_libs.candidates(spec, reference, inputs)
+        timed: dict[str, Any] = {}
+        for peer in found:
+            try:
+                with torch.no_grad(), peer.context(), warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # FlagGems warns once per operator it overrides
+                    with device_lock(exclusive=False, path=lock):
+                        out = _as_tuple(peer.call())
+                        ok = len(out) == len(expected) and all(
+                            compare(o, e, spec.tolerance_for(dtype)).passed for o, e in zip(out, expected))
+                    if not ok:
+                        continue  # not the same function: not a peer of this operator
+                    with device_lock(exclusive=True, path=lock):
+                        timed[peer.name] = summarize(rep_times(peer.call, torch.device(device).type)).model_dump()
+            except Exception:  # noqa: BLE001 - a peer that cannot run this shape is no peer here
+                continue
+        print(json.dumps({"case": ci, "dtype": dtype, "peers": timed, "notes": notes}), flush=True)
+        del inputs, expected
+        torch.cuda.empty_cache() if torch.cuda.is_available() else None
+
+
+def _as_tuple(x: Any) -> tuple:
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def main() -> int:
+    _serve(json.loads(sys.stdin.read()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
