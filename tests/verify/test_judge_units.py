@@ -347,3 +347,19 @@ def test_inputs_scaled_up_widen_only_the_absolute_tolerance():
     wrong = fp32.clone()
     wrong[exact.abs() > 8 * 16] += 1.0  # a value-triggered branch, off by one
     assert not ((wrong - exact).abs() <= up.atol + up.rtol * exact.abs()).all()
+
+
+def test_the_judge_computes_its_oracle_without_reduced_precision_split_k(monkeypatch):
+    from kernelgen.devices import DeviceInfo
+    from kernelgen.spec import validate_spec_data
+    from kernelgen.verify.judge import Judge
+
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_bf16_reduced_precision_reduction", True)
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_fp16_reduced_precision_reduction", True)
+    spec = validate_spec_data({"name": "mm", "description": "x @ w", "category": "matmul",
+                               "inputs": [{"name": "x"}, {"name": "w"}], "outputs": [{"name": "out"}],
+                               "reference": "def mm(x, w):\n    return x @ w\n", "dtypes": ["bfloat16"],
+                               "test_cases": [{"x": [3, 1071], "w": [1071, 4]}]}, run_reference=False)
+    Judge(spec, DeviceInfo("cpu", "cpu", True), lambda x, w: x @ w).close()
+    assert not torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction
+    assert not torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
