@@ -65,7 +65,8 @@ def case_rows(op: str, perf: PerformanceResult) -> list[CaseRow]:
             ms={k: (t.ms if t is not None else None) for k, t in timings.items()},
             speedup={b.label: getattr(c, b.speedup, None) for b in BASELINES},
             gbps=c.gbps, tflops=c.tflops, frac_peak=c.frac_peak, bound=c.bound, valid=c.valid,
-            host_us=c.host_us, eager_host_us=c.eager_host_us,
+            host_us=c.host_us, eager_host_us=c.eager_host_us, ceiling=c.ceiling or "",
+            peers={name: t.ms for name, t in c.peers.items()},
         ))
     return rows
 
@@ -92,6 +93,8 @@ def operator_row(result: JobResult, out_root: Path) -> tuple[OpRow, list[CaseRow
         return row, [], None
     cases = case_rows(result.name, perf)
     row.speedup = {b.label: geomean([c.speedup.get(b.label) for c in cases]) for b in BASELINES}
+    with_peers = [c.x_best_peer for c in cases if c.peers]
+    row.x_best_peer = geomean(with_peers) if with_peers else None
     row.fast_1 = bool(cases) and all((c.speedup.get(FAST_BASELINE) or 0) > 1 for c in cases)
     peaks = [c.frac_peak for c in cases if c.frac_peak is not None]
     row.frac_peak = min(peaks) if peaks else None

@@ -47,6 +47,21 @@ class CaseRow(_Row):
     valid: bool = True
     host_us: float | None = None
     eager_host_us: float | None = None
+    ceiling: str = ""  # which ceiling frac_peak is of: copy | read | matmul
+    peers: dict[str, float] = Field(default_factory=dict)  # peer library -> its ms on the same inputs
+
+    @property
+    def best_peer(self) -> tuple[str, float] | None:
+        return min(self.peers.items(), key=lambda kv: kv[1]) if self.peers else None
+
+    @property
+    def x_best_peer(self) -> float | None:
+        """The kernel's speedup over the fastest peer library here (>= 1: at least as fast)."""
+        best = self.best_peer
+        return best[1] / self.kernel_ms if best and self.kernel_ms else None
+
+
+PEERS = ("Liger-Kernel", "FlagGems")  # the peer columns, in this order
 
 
 class OpRow(_Row):
@@ -60,6 +75,7 @@ class OpRow(_Row):
     rounds: int = 0  # optimization rounds finished
     best_round: int | None = None
     speedup: dict[str, float | None] = Field(default_factory=dict)  # geomean over its cases, per baseline
+    x_best_peer: float | None = None  # geomean over the cases a peer library has
     fast_1: bool = False
     frac_peak: float | None = None  # the lowest over its cases
     measured: bool = True
@@ -101,6 +117,7 @@ def op_columns() -> list[Column[OpRow]]:
     cols += [Column(f"x {b.label}", lambda r, b=b: num(r.speedup.get(b.label), ".3g", "x") + (dry(r) if r.speedup.get(b.label) else ""), True)
              for b in BASELINES]
     cols += [
+        Column("x best peer", lambda r: num(r.x_best_peer, ".3g", "x"), True),
         Column("fast_1", lambda r: "yes" if r.fast_1 else "no"),
         Column("% of peak", lambda r: _pct(r.frac_peak), True),
         Column("rounds", lambda r: str(r.rounds), True),
@@ -119,10 +136,13 @@ def case_columns() -> list[Column[CaseRow]]:
     ]
     cols += [Column(f"{b.label} ms", lambda r, b=b: num(r.ms.get(b.label), ".4f"), True) for b in BASELINES]
     cols += [Column(f"x {b.label}", lambda r, b=b: num(r.speedup.get(b.label), ".2f"), True) for b in BASELINES]
+    cols += [Column(f"{p} ms", lambda r, p=p: num(r.peers.get(p), ".4f"), True) for p in PEERS]
+    cols += [Column("x best peer", lambda r: num(r.x_best_peer, ".2f"), True)]
     cols += [
         Column("GB/s", lambda r: num(r.gbps, ".0f"), True),
         Column("TFLOP/s", lambda r: num(r.tflops, ".0f"), True),
-        Column("% of peak", lambda r: (_pct(r.frac_peak) + (f" {'cuBLAS' if r.bound == 'compute' else 'copy'}" if r.frac_peak is not None else ""))
+        Column("% of peak", lambda r: (_pct(r.frac_peak) + (f" {r.ceiling or ('matmul' if r.bound == 'compute' else 'copy')}"
+                                                            if r.frac_peak is not None else ""))
                + ("" if r.valid else " INVALID"), True),
         Column("host µs/call (kernel / eager)", lambda r: f"{num(r.host_us, '.1f')} / {num(r.eager_host_us, '.1f')}", True),
     ]

@@ -10,8 +10,9 @@ process it runs in; the judge's whole measurement was lost with it. Here they ru
 The child draws each perf case's inputs with the same seed as the judge (kernelgen.verify.inputs.PERF_SEED,
 on the device), runs the spec's reference once plainly for the expected values, then each peer: kept
 only where it matches the reference within the spec's tolerance, and timed under the device lock held
-exclusively. When the child dies, the case it was on is recorded with the reason and a new child takes
-the remaining cases.
+exclusively. When the child dies, the case it was on is tried once more with each peer alone in a
+child of its own (so the one that crashes is named, and the other is still timed), and a new child
+takes the remaining cases.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from kernelgen.spec import OperatorSpec
 from kernelgen.verify.results import KernelTiming
 
 PEER_TIMEOUT_S = 600.0  # for every case of one child: FlagGems compiles a kernel per op and shape
+PEER_NAMES = ("FlagGems", "Liger-Kernel")  # as kernelgen.verify.peers names them
 
 
 class PeerCase(BaseModel):
@@ -57,31 +59,49 @@ def peer_timings(spec: OperatorSpec, device: str, cases: list[tuple[int, dict[st
         return run
     todo = list(cases)
     while todo:
-        request = {"spec": spec.model_dump(mode="json"), "device": device, "lock": lock,
-                   "cases": [[ci, shapes, dtype] for ci, shapes, dtype in todo]}
-        try:
-            proc = subprocess.run([sys.executable, "-m", "kernelgen.verify.peerproc"], input=json.dumps(request),
-                                  capture_output=True, text=True, timeout=PEER_TIMEOUT_S)
-            out, err, code = proc.stdout, proc.stderr, proc.returncode
-        except subprocess.TimeoutExpired as e:
-            out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-            err, code = f"no answer within {PEER_TIMEOUT_S:.0f} s", -1
-        done = set()
-        for line in out.splitlines():
-            try:
-                got = PeerCase.model_validate_json(line)
-            except ValidationError:
-                continue
-            run.timings[(got.case, got.dtype)] = got.peers
-            run.notes += [n for n in got.notes if n not in run.notes]
-            done.add((got.case, got.dtype))
-        todo = [c for c in todo if (c[0], c[2]) not in done]
-        if code == 0 or not todo:
+        died = _child(spec, device, todo, lock, None, run)
+        if died is None:
             break
-        ci, _, dtype = todo.pop(0)  # the case it was on when it died: not tried again
-        last = next((ln.strip() for ln in reversed(err.splitlines()) if ln.strip()), f"exit {code}")
-        run.notes.append(f"the peers crashed on case {ci} {dtype} ({last[:200]}); no peer timing there")
+        todo = [c for c in todo if (c[0], c[2]) not in run.timings]
+        if not todo:
+            break
+        crashed, todo = todo[0], todo[1:]  # the case it was on when it died: each peer alone, once
+        ci, _, dtype = crashed
+        run.timings[(ci, dtype)] = {}
+        for name in PEER_NAMES:
+            alone = PeerRun()
+            why = _child(spec, device, [crashed], lock, name, alone)
+            if why is None:
+                run.timings[(ci, dtype)].update(alone.timings.get((ci, dtype), {}))
+            else:
+                run.notes.append(f"{name} crashed on case {ci} {dtype} ({why[:200]}); no {name} timing there")
     return run
+
+
+def _child(spec: OperatorSpec, device: str, cases: list[tuple[int, dict[str, list[int]], str]], lock: str | None,
+           only: str | None, run: PeerRun) -> str | None:
+    """One child over `cases` (only the peer `only`, if given): its lines into `run`; None when it
+    finished, else the last line it wrote to stderr."""
+    request = {"spec": spec.model_dump(mode="json"), "device": device, "lock": lock, "only": only,
+               "cases": [[ci, shapes, dtype] for ci, shapes, dtype in cases]}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "kernelgen.verify.peerproc"], input=json.dumps(request),
+                              capture_output=True, text=True, timeout=PEER_TIMEOUT_S)
+        out, err, code = proc.stdout, proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err, code = f"no answer within {PEER_TIMEOUT_S:.0f} s", -1
+    for line in out.splitlines():
+        try:
+            got = PeerCase.model_validate_json(line)
+        except ValidationError:
+            continue
+        run.timings[(got.case, got.dtype)] = got.peers
+        run.notes += [n for n in got.notes if n not in run.notes]
+    if code == 0:
+        return None
+    return next((ln.strip() for ln in reversed(err.splitlines()) if ln.strip() and "TORCH_USE_CUDA_DSA" not in ln),
+                f"exit {code}")
 
 
 def _serve(request: dict[str, Any]) -> None:
@@ -107,6 +127,7 @@ def _serve(request: dict[str, Any]) -> None:
             with torch.no_grad():
                 expected = _as_tuple(reference(*inputs, **params))
         found, notes = peer_libs.candidates(spec, reference, inputs)
+        found = [p for p in found if request.get("only") in (None, p.name)]
         timed: dict[str, Any] = {}
         for peer in found:
             try:
