@@ -1,0 +1,77 @@
+"""Host time per call of each example operator's offline kernel on a GPU, against an empty Triton launch.
+
+    python benchmarks/launch_overhead.py [--specs operator_specs] [--repeats 20]
+
+The target (issue 14): a generated wrapper's host time within 5 us of an empty Triton launch on the
+same machine. Each spec's first test case (decode-sized), contiguous, in its first dtype; host time
+as the judge takes it (kernelgen.verify.timing.host_overhead_us: 50 calls without waiting for the
+device), the best of --repeats, so another process's burst does not count. Run it on an idle GPU:
+a batch sharing the GPU inflates every number here. Prints one table, the empty launch first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--specs", type=Path, default=REPO / "operator_specs")
+    ap.add_argument("--repeats", type=int, default=20)
+    args = ap.parse_args()
+
+    import torch
+    import triton
+    import triton.language as tl
+
+    from kernelgen.offline import generate_kernel
+    from kernelgen.spec import draw_inputs, load_spec
+    from kernelgen.verify.timing import host_overhead_us
+
+    @triton.jit
+    def _empty(x_ptr, n, BLOCK: tl.constexpr):  # noqa: ARG001 - launched for its cost only
+        pass
+
+    def best(fn) -> float:  # noqa: ANN001
+        return min(host_overhead_us(fn, "cuda") for _ in range(args.repeats))
+
+    x = torch.empty(1024, device="cuda")
+    rows = [("empty Triton launch", best(lambda: _empty[(1,)](x, 1024, BLOCK=128)), None)]
+    rows.append(("eager torch.add", best(lambda: torch.add(x, x)), None))
+    folder = Path(tempfile.mkdtemp(prefix="kg-launch-"))
+    for path in sorted(args.specs.glob("*.yaml")):
+        spec = load_spec(path)
+        source = generate_kernel(spec).source
+        file = folder / f"{spec.name}_triton.py"
+        file.write_text(source)
+        mod_spec = importlib.util.spec_from_file_location(f"{spec.name}_triton_launch", file)
+        module = importlib.util.module_from_spec(mod_spec)
+        mod_spec.loader.exec_module(module)
+        fn = getattr(module, spec.name)
+        case, dtype = spec.test_cases[0], spec.dtypes[0]
+        inputs = draw_inputs(spec, case, dtype, 0, "cuda", on_device=True)
+        params = spec.param_defaults
+        ref = None
+        if spec.reference:
+            from kernelgen.spec import load_reference
+
+            reference = load_reference(spec)
+            ref = best(lambda: reference(*inputs, **params))
+        rows.append((f"{spec.name} {'x'.join(map(str, next(iter(case.values()))))} {dtype}", best(lambda: fn(*inputs, **params)), ref))
+    empty = rows[0][1]
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
+    print(f"| call | host µs/call | over the empty launch | eager reference µs/call |\n|---|---:|---:|---:|")
+    for name, us, ref in rows:
+        print(f"| {name} | {us:.1f} | {us - empty:+.1f} | {'—' if ref is None else f'{ref:.1f}'} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
