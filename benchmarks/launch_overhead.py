@@ -17,8 +17,16 @@ import sys
 import tempfile
 from pathlib import Path
 
+import triton
+import triton.language as tl
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+
+@triton.jit
+def _empty(x_ptr, n, BLOCK: tl.constexpr):  # noqa: ARG001 - launched for its cost only
+    pass
 
 
 def main() -> int:
@@ -28,16 +36,10 @@ def main() -> int:
     args = ap.parse_args()
 
     import torch
-    import triton
-    import triton.language as tl
 
     from kernelgen.offline import generate_kernel
     from kernelgen.spec import draw_inputs, load_spec
     from kernelgen.verify.timing import host_overhead_us
-
-    @triton.jit
-    def _empty(x_ptr, n, BLOCK: tl.constexpr):  # noqa: ARG001 - launched for its cost only
-        pass
 
     def best(fn) -> float:  # noqa: ANN001
         return min(host_overhead_us(fn, "cuda") for _ in range(args.repeats))
@@ -67,7 +69,7 @@ def main() -> int:
         rows.append((f"{spec.name} {'x'.join(map(str, next(iter(case.values()))))} {dtype}", best(lambda: fn(*inputs, **params)), ref))
     empty = rows[0][1]
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
-    print(f"| call | host µs/call | over the empty launch | eager reference µs/call |\n|---|---:|---:|---:|")
+    print("| call | host µs/call | over the empty launch | eager reference µs/call |\n|---|---:|---:|---:|")
     for name, us, ref in rows:
         print(f"| {name} | {us:.1f} | {us - empty:+.1f} | {'—' if ref is None else f'{ref:.1f}'} |")
     return 0
