@@ -189,6 +189,14 @@ def test_offline_planner_proposes_every_untried_value_of_one_knob():
     proposals = planner.propose(_ctx(spec, state))
     assert [(p.knob, p.knob_to) for p in proposals] == [("BLOCK_SIZE", 512)]  # num_warps exhausted
     assert "BLOCK_SIZE=1024" in planner.next_directions(_ctx(spec, state))  # the refused value is named
+    # a kept round's old value is not proposed again: it was measured against the new one and lost
+    r1.kept, r1.knob_from, r1.knob_to = True, None, 4
+    state.best_round = 1
+    r1.knobs = {**proposals[0].knobs, "BLOCK_SIZE": None, "num_warps": 4}
+    ctx = RoundContext(op=None, state=state, round=2, best=r1, best_source=_fake_generate(spec, r1.knobs).source,  # type: ignore[arg-type]
+                       diagnosis=diagnose(None, 0, None))
+    again = [(p.knob, p.knob_to) for p in planner.propose(ctx)]
+    assert again and ("num_warps", None) not in again
 
 
 def _won(ci: int, dtype: str, speedup: float) -> CaseResult:

@@ -76,11 +76,15 @@ class OfflinePlanner:
         return out
 
     def _tried(self, ctx: RoundContext) -> set[tuple[str, str]]:
-        """(knob, value) pairs any earlier round proposed, kept or not."""
+        """(knob, value) pairs any earlier round proposed, kept or not, and the values kept rounds
+        replaced (log_softmax on an H100 spent its round 2 proposing `algorithm` back to the
+        heuristic that round 1 had just beaten by x1.69)."""
         tried = set()
         for r in ctx.state.rounds:
             if r.knob:
                 tried.add((r.knob, _key({"v": r.knob_to})))
+                if r.kept:  # the value it moved away from was measured against it and lost
+                    tried.add((r.knob, _key({"v": r.knob_from})))
             for c in r.candidates:
                 for k, v in (c.knobs or {}).items():
                     if r.hypothesis is not None and k == r.hypothesis.knob:
