@@ -100,8 +100,9 @@ def _child(spec: OperatorSpec, device: str, cases: list[tuple[int, dict[str, lis
         run.notes += [n for n in got.notes if n not in run.notes]
     if code == 0:
         return None
-    return next((ln.strip() for ln in reversed(err.splitlines()) if ln.strip() and "TORCH_USE_CUDA_DSA" not in ln),
-                f"exit {code}")
+    lines = [ln.strip() for ln in err.splitlines() if ln.strip()]
+    # CUDA's advice lines ("For debugging consider passing CUDA_LAUNCH_BLOCKING=1") come after the error
+    return next((ln for ln in reversed(lines) if "Error" in ln or "error:" in ln), lines[-1] if lines else f"exit {code}")
 
 
 def _serve(request: dict[str, Any]) -> None:
