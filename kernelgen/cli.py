@@ -101,9 +101,10 @@ def bench(
     device: Device = "auto",
     kernel: Annotated[Optional[Path], typer.Option("--kernel", help="time this kernel file instead")] = None,
     no_compile: Annotated[bool, typer.Option("--no-compile", help="skip the torch.compile baseline")] = False,
+    no_peers: Annotated[bool, typer.Option("--no-peers", help="skip the peer libraries (Liger-Kernel, FlagGems)")] = False,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="also write the typed result (JSON) here")] = None,
 ) -> None:
-    """Performance only: the kernel against PyTorch eager and torch.compile."""
+    """Performance only: the kernel against PyTorch eager, torch.compile and the peer libraries."""
     from kernelgen.devices import INTERPRETER_WARNING, resolve_device
     from kernelgen.opdir import open_operator
     from kernelgen.verify.runner import run_performance
@@ -114,7 +115,7 @@ def bench(
         if dev.interpreter:
             err.print(f"[bold yellow]WARNING:[/] {INTERPRETER_WARNING}")
         step(f"{op.name}: timing on {dev.kind}")
-        record = run_performance(op, dev, kernel=kernel, no_compile=no_compile)
+        record = run_performance(op, dev, kernel=kernel, no_compile=no_compile, no_peers=no_peers)
         if json_out is not None:
             from kernelgen.verify.runner import save_record
 
