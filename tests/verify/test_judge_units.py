@@ -349,17 +349,24 @@ def test_inputs_scaled_up_widen_only_the_absolute_tolerance():
     assert not ((wrong - exact).abs() <= up.atol + up.rtol * exact.abs()).all()
 
 
-def test_the_judge_computes_its_oracle_without_reduced_precision_split_k(monkeypatch):
+def test_the_judge_computes_its_oracle_without_reduced_precision_split_k():
     from kernelgen.devices import DeviceInfo
     from kernelgen.spec import validate_spec_data
     from kernelgen.verify.judge import Judge
 
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_bf16_reduced_precision_reduction", True)
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_fp16_reduced_precision_reduction", True)
-    spec = validate_spec_data({"name": "mm", "description": "x @ w", "category": "matmul",
-                               "inputs": [{"name": "x"}, {"name": "w"}], "outputs": [{"name": "out"}],
-                               "reference": "def mm(x, w):\n    return x @ w\n", "dtypes": ["bfloat16"],
-                               "test_cases": [{"x": [3, 1071], "w": [1071, 4]}]}, run_reference=False)
-    Judge(spec, DeviceInfo("cpu", "cpu", True), lambda x, w: x @ w).close()
-    assert not torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction
-    assert not torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
+    # torch's cuBLAS flags are properties of a module object (no plain attributes): saved and restored
+    # by hand, since pytest's monkeypatch would try to delete them on the way out
+    matmul = torch.backends.cuda.matmul
+    saved = (matmul.allow_bf16_reduced_precision_reduction, matmul.allow_fp16_reduced_precision_reduction)
+    try:
+        matmul.allow_bf16_reduced_precision_reduction = True
+        matmul.allow_fp16_reduced_precision_reduction = True
+        spec = validate_spec_data({"name": "mm", "description": "x @ w", "category": "matmul",
+                                   "inputs": [{"name": "x"}, {"name": "w"}], "outputs": [{"name": "out"}],
+                                   "reference": "def mm(x, w):\n    return x @ w\n", "dtypes": ["bfloat16"],
+                                   "test_cases": [{"x": [3, 1071], "w": [1071, 4]}]}, run_reference=False)
+        Judge(spec, DeviceInfo("cpu", "cpu", True), lambda x, w: x @ w).close()
+        assert not matmul.allow_bf16_reduced_precision_reduction
+        assert not matmul.allow_fp16_reduced_precision_reduction
+    finally:
+        matmul.allow_bf16_reduced_precision_reduction, matmul.allow_fp16_reduced_precision_reduction = saved
