@@ -20,7 +20,7 @@ from __future__ import annotations
 import secrets
 from typing import Any, Callable
 
-from kernelgen.verify.compare import Comparison, agree, compare
+from kernelgen.verify.compare import Comparison, agree, as_tuple, compare
 from kernelgen.verify.inputs import STALE_OFFSET, CheckCase, draw, plan_checks, tolerance_of
 from kernelgen.verify.judge import Judge, KernelSource, LoadError, static_problems
 from kernelgen.verify.poison import Fill, draw_fills
@@ -30,9 +30,6 @@ from kernelgen.verify.results import AccuracyResult, CaseCheck, Violation
 DEFAULT_SEEDS = (0, 1, 2)
 COMPARED_CALLS = 3  # guarded, second-fill, plain (the ablated call is evidence, not a comparison)
 
-
-def _as_tuple(x: Any) -> tuple:
-    return tuple(x) if type(x) in (tuple, list) else (x,)
 
 
 def _same_layout_copy(t: Any) -> Any:
@@ -154,7 +151,7 @@ def _run_seed(state: _Check, worker: Any, slot: str, check: CheckCase, seed: int
     judge, spec, device = state.judge, state.spec, state.judge.device
     inputs = draw(spec, check, seed, device.torch_device)
     pristine = [t.clone() for t in inputs]
-    expected = _as_tuple(judge.baseline(*[_same_layout_copy(t) for t in inputs], **spec.param_defaults))
+    expected = as_tuple(judge.baseline(*[_same_layout_copy(t) for t in inputs], **spec.param_defaults))
     judge.put(worker, key, inputs)
     half = judge.arena_bytes // 2
     interp = device.interpreter
@@ -211,7 +208,7 @@ def _stale_probe(state: _Check, worker: Any, slot: str, check: CheckCase, base: 
     shape or call count goes stale."""
     judge, spec = state.judge, state.spec
     fresh = draw(spec, check, base + STALE_OFFSET + 31 * check.case, judge.device.torch_device)
-    expected = _as_tuple(judge.baseline(*[_same_layout_copy(t) for t in fresh], **spec.param_defaults))
+    expected = as_tuple(judge.baseline(*[_same_layout_copy(t) for t in fresh], **spec.param_defaults))
     judge.put(worker, key, fresh, refill=True)
     reply = judge.call(worker, slot, key, mode="plain", fill=fill, out_limit=judge.arena_bytes // 2)
     where = f"case {check.case} {check.dtype} (refilled buffers)"

@@ -21,6 +21,12 @@ from kernelgen.spec import ToleranceSpec
 from kernelgen.verify.poison import Fill, poisoned_mask
 
 
+def as_tuple(x: Any) -> tuple:
+    """A call's return value as the tuple of its outputs (exactly a tuple or list: a subclass such as
+    a named tuple is one output, as the judge counts them)."""
+    return tuple(x) if type(x) in (tuple, list) else (x,)
+
+
 class Comparison(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

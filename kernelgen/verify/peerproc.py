@@ -110,7 +110,7 @@ def _serve(request: dict[str, Any]) -> None:
 
     from kernelgen.spec import draw_inputs, load_reference
     from kernelgen.verify import peers as peer_libs
-    from kernelgen.verify.compare import compare
+    from kernelgen.verify.compare import as_tuple, compare
     from kernelgen.verify.devicelock import device_lock
     from kernelgen.verify.inputs import PERF_SEED
     from kernelgen.verify.timing import rep_times, summarize
@@ -126,7 +126,7 @@ def _serve(request: dict[str, Any]) -> None:
         with device_lock(exclusive=False, path=lock):
             inputs = draw_inputs(spec, shapes, dtype, PERF_SEED + ci, device, on_device=True)
             with torch.no_grad():
-                expected = _as_tuple(reference(*inputs, **params))
+                expected = as_tuple(reference(*inputs, **params))
         found, notes = peer_libs.candidates(spec, reference, inputs)
         found = [p for p in found if request.get("only") in (None, p.name)]
         timed: dict[str, Any] = {}
@@ -135,7 +135,7 @@ def _serve(request: dict[str, Any]) -> None:
                 with torch.no_grad(), peer.context(), warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # FlagGems warns once per operator it overrides
                     with device_lock(exclusive=False, path=lock):
-                        out = _as_tuple(peer.call())
+                        out = as_tuple(peer.call())
                         ok = len(out) == len(expected) and all(
                             compare(o, e, spec.tolerance_for(dtype)).passed for o, e in zip(out, expected))
                     if not ok:
@@ -146,11 +146,9 @@ def _serve(request: dict[str, Any]) -> None:
                 continue
         print(json.dumps({"case": ci, "dtype": dtype, "peers": timed, "notes": notes}), flush=True)
         del inputs, expected
-        torch.cuda.empty_cache() if torch.cuda.is_available() else None
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
-
-def _as_tuple(x: Any) -> tuple:
-    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
 def main() -> int:

@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from kernelgen.devices import INTERPRETER_WARNING
 from kernelgen.spec import Case
+from kernelgen.verify.compare import as_tuple
 from kernelgen.verify.devicelock import device_lock
 from kernelgen.verify.inputs import PERF_SEED, checkable_dtypes
 from kernelgen.verify.judge import Judge, KernelSource, LoadError, static_problems
@@ -37,9 +38,6 @@ REP_MS = 40.0  # per kernel per round: ~100+ repetitions of a 0.3 ms kernel
 CEILING_SLACK = 1.05  # 5% above a measured ceiling is beyond noise: the kernel skipped work
 READ_DOMINATED = 0.1  # writes under 10% of the bytes: judged against the read ceiling
 
-
-def _as_tuple(x: Any) -> tuple:
-    return tuple(x) if type(x) in (tuple, list) else (x,)
 
 
 def _nbytes(ts: Any) -> int:
@@ -157,7 +155,7 @@ def perf_inputs(judge: Judge, ci: int, case: Case, dtype: str) -> tuple[list[Any
     device = judge.device
     with device_lock(exclusive=False, path=device.lock):  # device work: never beside another process's timing
         inputs = draw_inputs(judge.spec, case, dtype, PERF_SEED + ci, device.torch_device, on_device=not device.interpreter)
-        expected = _as_tuple(judge.baseline(*inputs, **judge.spec.param_defaults))
+        expected = as_tuple(judge.baseline(*inputs, **judge.spec.param_defaults))
     judge.keep(perf_key(ci, dtype), inputs, expected)
     return inputs, expected
 
