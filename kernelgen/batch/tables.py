@@ -12,6 +12,8 @@ from typing import Callable, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kernelgen.verify.peers import FLAG_GEMS, LIGER
+
 
 @dataclass(frozen=True)
 class Baseline:
@@ -61,7 +63,7 @@ class CaseRow(_Row):
         return best[1] / self.kernel_ms if best and self.kernel_ms else None
 
 
-PEERS = ("Liger-Kernel", "FlagGems")  # the peer columns, in this order
+PEERS = (LIGER, FLAG_GEMS)  # the peer columns, in this order
 
 
 class OpRow(_Row):

@@ -27,10 +27,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kernelgen.spec import OperatorSpec
+from kernelgen.verify import peers as peer_libs
 from kernelgen.verify.results import KernelTiming
 
 PEER_TIMEOUT_S = 600.0  # for every case of one child: FlagGems compiles a kernel per op and shape
-PEER_NAMES = ("FlagGems", "Liger-Kernel")  # as kernelgen.verify.peers names them
 
 
 class PeerCase(BaseModel):
@@ -68,7 +68,7 @@ def peer_timings(spec: OperatorSpec, device: str, cases: list[tuple[int, dict[st
         crashed, todo = todo[0], todo[1:]  # the case it was on when it died: each peer alone, once
         ci, _, dtype = crashed
         run.timings[(ci, dtype)] = {}
-        for name in PEER_NAMES:
+        for name in peer_libs.NAMES:
             alone = PeerRun()
             why = _child(spec, device, [crashed], lock, name, alone)
             if why is None:
@@ -109,7 +109,6 @@ def _serve(request: dict[str, Any]) -> None:
     import torch
 
     from kernelgen.spec import draw_inputs, load_reference
-    from kernelgen.verify import peers as peer_libs
     from kernelgen.verify.compare import as_tuple, compare
     from kernelgen.verify.devicelock import device_lock
     from kernelgen.verify.inputs import PERF_SEED

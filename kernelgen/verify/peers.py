@@ -19,6 +19,11 @@ from typing import Any, Callable, Iterator
 from kernelgen.spec import OperatorSpec
 
 
+FLAG_GEMS = "FlagGems"  # the peers' names: columns, notes, and what `candidates` calls them
+LIGER = "Liger-Kernel"
+NAMES = (FLAG_GEMS, LIGER)  # in the order `candidates` tries them
+
+
 @dataclass
 class Peer:
     name: str  # the column: "Liger-Kernel", "FlagGems"
@@ -76,12 +81,12 @@ def candidates(spec: OperatorSpec, reference: Callable[..., Any], inputs: list[A
     peers, notes = [], []
     params = spec.param_defaults
     if installed("flag_gems"):
-        peers.append(Peer("FlagGems", lambda: reference(*inputs, **params), _flag_gems))
+        peers.append(Peer(FLAG_GEMS, lambda: reference(*inputs, **params), _flag_gems))
     else:
         notes.append("FlagGems not installed")
     liger = _liger(spec, inputs)
     if liger is not None:
-        peers.append(Peer("Liger-Kernel", liger))
+        peers.append(Peer(LIGER, liger))
     elif not installed("liger_kernel"):
         notes.append("Liger-Kernel not installed")
     return peers, notes
