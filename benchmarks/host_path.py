@@ -24,7 +24,8 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ.pop("TRITON_INTERPRET", None)  # the real JIT's launch path, with its run() mocked out
 
 
-def _load(name: str, source: str, folder: Path):
+def load_kernel(name: str, source: str, folder: Path):
+    """The entry function of a generated kernel file, imported from `folder` (launch_overhead.py too)."""
     path = folder / f"{name}_triton.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(f"{name}_triton_host", path)
@@ -54,7 +55,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.specs:
             spec = load_spec(REPO / "operator_specs" / f"{name}.yaml")
-            fn = _load(name, generate_kernel(spec).source, Path(tmp))
+            fn = load_kernel(name, generate_kernel(spec).source, Path(tmp))
             inputs = draw_inputs(spec, spec.test_cases[0], "float32", 0, "cpu")
             fn(*inputs)  # the first call analyses the signature
             shapes = ", ".join(str(list(t.shape)) for t in inputs)

@@ -12,13 +12,14 @@ a batch sharing the GPU inflates every number here. Prints one table, the empty 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 import tempfile
 from pathlib import Path
 
 import triton
 import triton.language as tl
+
+from host_path import load_kernel  # benchmarks/ is this script's folder, first on sys.path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -50,13 +51,7 @@ def main() -> int:
     folder = Path(tempfile.mkdtemp(prefix="kg-launch-"))
     for path in sorted(args.specs.glob("*.yaml")):
         spec = load_spec(path)
-        source = generate_kernel(spec).source
-        file = folder / f"{spec.name}_triton.py"
-        file.write_text(source)
-        mod_spec = importlib.util.spec_from_file_location(f"{spec.name}_triton_launch", file)
-        module = importlib.util.module_from_spec(mod_spec)
-        mod_spec.loader.exec_module(module)
-        fn = getattr(module, spec.name)
+        fn = load_kernel(spec.name, generate_kernel(spec).source, folder)
         case, dtype = spec.test_cases[0], spec.dtypes[0]
         inputs = draw_inputs(spec, case, dtype, 0, "cuda", on_device=True)
         params = spec.param_defaults

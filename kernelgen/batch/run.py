@@ -107,7 +107,6 @@ def run_prepared(batch: PreparedBatch, on_event: OnEvent = lambda e: None) -> Ba
     opts, engine = batch.options, batch.engine
     out = Path(opts.out_root)
     (out / WORK_DIR / "logs").mkdir(parents=True, exist_ok=True)
-    (out / WORK_DIR / "locks").mkdir(parents=True, exist_ok=True)  # the workers' device locks (GPU only)
     early: dict[int, JobResult] = {}
     jobs: list[tuple[int, JobRequest]] = []
     for i, p in enumerate(batch.planned):
