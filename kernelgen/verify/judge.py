@@ -188,25 +188,21 @@ class Judge:
         """A perf case's inputs and the baseline's outputs, if kept (see `keep`)."""
         return self._kept.get(key)
 
-    def keep(self, key: str, inputs: list[Any], expected: tuple) -> bool:
-        """Keep a perf case resident under `key` (True), unless that would pass `resident_bytes`. Kept
+    def keep(self, key: str, inputs: list[Any], expected: tuple) -> None:
+        """Keep a perf case resident under `key`, unless that would pass `resident_bytes`. Kept
         inputs are never written by the judge; a worker's copy is its own (a kernel that wrote into
         its inputs fails the accuracy check's input comparison before it is ever kept)."""
         size = sum(t.numel() * t.element_size() for t in [*inputs, *expected] if hasattr(t, "numel"))
-        if key in self._kept or self._kept_bytes + size > self.resident_bytes:
-            return key in self._kept
-        self._kept[key] = (inputs, expected)
-        self._kept_bytes += size
-        return True
+        if key not in self._kept and self._kept_bytes + size <= self.resident_bytes:
+            self._kept[key] = (inputs, expected)
+            self._kept_bytes += size
 
     def place(self, worker: WorkerSession, key: str, inputs: list[Any], *, resident: bool) -> None:
         """`inputs` into the worker under `key`: once per worker when resident, else every time."""
+        # Closed workers go first: a live one in this map holds its id, so ids do not collide.
         self._placed = {k: v for k, v in self._placed.items() if not v[0].closed}
-        entry = self._placed.get(id(worker))
-        if entry is None or entry[0] is not worker:  # a new worker (a dead one's id may be reused)
-            entry = self._placed[id(worker)] = (worker, set())
-        held = entry[1]
-        if resident and key in held and not worker.closed:
+        held = self._placed.setdefault(id(worker), (worker, set()))[1]
+        if resident and key in held:
             return
         self.put(worker, key, inputs)
         if resident:
