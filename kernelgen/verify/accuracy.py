@@ -31,7 +31,6 @@ DEFAULT_SEEDS = (0, 1, 2)
 COMPARED_CALLS = 3  # guarded, second-fill, plain (the ablated call is evidence, not a comparison)
 
 
-
 def _same_layout_copy(t: Any) -> Any:
     """A private copy with the same strides (eager's output layout follows its inputs')."""
     import torch

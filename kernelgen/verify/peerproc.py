@@ -149,7 +149,6 @@ def _serve(request: dict[str, Any]) -> None:
             torch.cuda.empty_cache()
 
 
-
 def main() -> int:
     _serve(json.loads(sys.stdin.read()))
     return 0

@@ -39,7 +39,6 @@ CEILING_SLACK = 1.05  # 5% above a measured ceiling is beyond noise: the kernel 
 READ_DOMINATED = 0.1  # writes under 10% of the bytes: judged against the read ceiling
 
 
-
 def _nbytes(ts: Any) -> int:
     import torch
 
