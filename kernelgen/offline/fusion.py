@@ -54,7 +54,7 @@ class Fusion:
     def stats(self) -> list[tuple[str, int]]:
         """The partial statistics a split row's program writes, in order: (kind, node id)."""
         out = [(n.op, n.id) for n in self.plain]
-        out += [(kind, m.id) for m in self.maxes for kind in ("runmax",)]
+        out += [("runmax", m.id) for m in self.maxes]
         out += [("expsum", s.id) for _, s in self.softmax]
         out += [(kind, s1.id) for s1 in self.means for kind in ("mean", "m2")]
         return out
