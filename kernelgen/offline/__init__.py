@@ -20,6 +20,9 @@ The pipeline, one module per job:
     dispatch.py   per-shape dispatch entries and the routes they make (base knobs + overrides)
     rowgen.py     per-node statements of pointwise and row kernels (exprs.py: one op, one expression)
     fusion.py     which row reductions fold into one read pass (online softmax, Welford)
+    nd/           everything the families above refuse that stays within reductions over any dims,
+                  norms, losses, scans, batched matmuls and their epilogues: a symbolic-shape trace
+                  cut into stages (one kernel each) joined by buffers (kernelgen.offline.nd)
     rowvariants.py  the online and split row kernels built on both
     matgen.py     the epilogue statements of matmul kernels
     selfcheck.py  the generated file's __main__ block
@@ -35,7 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kernelgen.offline.analysis import analyse
+from kernelgen.offline.analysis import analyse, route
 from kernelgen.offline.dispatch import DispatchEntry
 from kernelgen.offline.knobs import Knobs
 from kernelgen.spec import OperatorSpec
@@ -49,7 +52,7 @@ __all__ = ["DispatchEntry", "OfflineKernel", "generate_kernel", "knob_space", "p
 @dataclass(frozen=True)
 class OfflineKernel:
     source: str  # full text of <name>_triton.py
-    family: str  # pointwise | row_reduction | softmax | layernorm | rmsnorm | matmul
+    family: str  # pointwise | row_reduction | softmax | layernorm | rmsnorm | matmul | nd
     knobs: Knobs  # the knob settings baked into the source (the base route)
     summary: str  # one line: what was traced
     dispatch: tuple[DispatchEntry, ...] = ()  # the per-shape entries routed to their own knobs
@@ -67,6 +70,10 @@ def generate_kernel(spec: OperatorSpec, knobs: Knobs | Mapping[str, Any] | None 
     from kernelgen.offline.codegen import generate_source
     from kernelgen.offline.knobs import resolve
 
+    if route(spec.model_dump_json()) == "nd":
+        from kernelgen.offline.nd import generate_nd
+
+        return generate_nd(spec, knobs, dispatch)
     traced, kind = analyse(spec.model_dump_json())
     traced = copy.deepcopy(traced)  # codegen annotates the graph; keep the cached copy clean
     resolved = resolve(kind.family, knobs)
@@ -79,6 +86,10 @@ def knob_space(spec: OperatorSpec) -> dict[str, list[Any]]:
     """The tunable variables of the spec's family and their candidate values (first = default)."""
     from kernelgen.offline.knobs import knobs_class
 
+    if route(spec.model_dump_json()) == "nd":
+        from kernelgen.offline.nd.knobs import NdKnobs
+
+        return NdKnobs.space()
     _, kind = analyse(spec.model_dump_json())
     return knobs_class(kind.family).space()
 
@@ -89,4 +100,8 @@ def prune(spec: OperatorSpec, knob: str, values: list[Any], base: Knobs | Mappin
     device of `sm_count` SMs; None: 132), each with the reason: kernelgen.offline.pruning."""
     from kernelgen.offline.pruning import prune as _prune
 
+    if route(spec.model_dump_json()) == "nd":
+        from kernelgen.offline.nd import prune_nd
+
+        return prune_nd(spec, knob, values, base)
     return _prune(spec, knob, values, base, dict(shapes), dtype, sm_count)

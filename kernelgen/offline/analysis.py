@@ -13,6 +13,27 @@ if TYPE_CHECKING:
 
 
 @functools.lru_cache(maxsize=64)
+def route(spec_json: str) -> str:
+    """Which generator serves the spec: "classic" (the tuned pointwise, row and matmul families) when
+    it can, else "nd"; UnsupportedOperatorError, with the more specific reason, when neither can."""
+    from kernelgen.errors import UnsupportedOperatorError
+
+    try:
+        analyse(spec_json)
+        return "classic"
+    except UnsupportedOperatorError as classic:
+        from kernelgen.offline.nd import analyse_nd_cached
+
+        try:
+            analyse_nd_cached(spec_json)
+        except UnsupportedOperatorError as nd:
+            if "symbolic shapes failed" in nd.message:
+                raise classic from None
+            raise nd from None
+        return "nd"
+
+
+@functools.lru_cache(maxsize=64)
 def analyse(spec_json: str) -> tuple[Traced, Classification]:
     # Tracing costs ~0.1-0.5 s (make_fx per test case and dtype); the optimize loop asks for many
     # knob settings of one spec, so the analysis is cached on the spec's content.

@@ -1,0 +1,28 @@
+"""The knobs of the n-dimensional family, baked into its file's _KNOBS (None: the file's heuristic).
+
+The names match the classic families' where they mean the same (num_warps, the matmul tiles,
+MAX_SINGLE_PASS, ROW_TILE), so the planner's hypotheses about them apply here too."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import StrictBool
+
+from kernelgen.offline.knobs import Count, Pow2, _Knobs, candidates
+
+
+class NdKnobs(_Knobs):
+    # a reduction whose reduced elements (per kept position) fit this is read once into registers
+    MAX_SINGLE_PASS: Optional[Count] = candidates(None, 4096, 8192, 32768)
+    # elements a tile stage's program holds per step (kept x reduced), 4096 when None
+    ROW_TILE: Optional[Pow2] = candidates(None, 1024, 2048, 8192, 16384)
+    num_warps: Optional[Pow2] = candidates(None, 2, 4, 8, 16)
+    BLOCK_M: Optional[Pow2] = candidates(None, 64, 128, 256)  # matmul stages
+    BLOCK_N: Optional[Pow2] = candidates(None, 64, 128, 256)
+    BLOCK_K: Optional[Pow2] = candidates(None, 32, 64, 128)
+    GROUP_SIZE_M: Count = candidates(8, 1, 4, 16)
+    num_stages: Optional[Count] = candidates(None, 2, 3, 4, 5)
+    # split: a reduction over few kept positions spreads each over several programs writing partial
+    # results (a second launch combines them); None: split when the kept positions leave SMs idle
+    split: Optional[StrictBool] = candidates(None, False, True)
