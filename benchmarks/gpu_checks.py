@@ -1,6 +1,6 @@
 """The GPU facts the trust, artifact and LLM work must show, in one call, with a short table last.
 
-    python benchmarks/gpu_checks.py [--out DIR] [--old DIR] [--only judge,sandbox,export,llm]
+    python benchmarks/gpu_checks.py [--out DIR] [--old DIR] [--before DIR] [--only judge,sandbox,export,llm,forge]
 
 1. the sandboxed judge on CUDA: `kernelgen new` for broadcast, row_sum, row_max (65536x4096 fp32:
    read-only kernels judged against the measured read ceiling, not the copy ceiling) and a matmul
@@ -9,7 +9,13 @@
    it off (KERNELGEN_SANDBOX=off), and, given --old, with the KernelGen before the split;
 3. an exported op (`kernelgen export`) captured in a CUDA graph and replayed, the result checked;
 4. an LLM generation through a local scripted OpenAI-compatible server: the recorded prompt's
-   device section (name, SMs, bandwidths, L2).
+   device section (name, SMs, bandwidths, L2);
+5. forged timings (`--only forge`): `kernelgen bench` of an honest broadcast kernel and of the same
+   kernel that halves `torch.cuda.Event.elapsed_time` through `functools.update_wrapper` on its first
+   call (tests/verify/adversarial/forge_event_timer.py) — refused by the static check, and with the
+   static check switched off timed at its true time or rejected as forged-timing, never faster; given
+   --before (a checkout of KernelGen before trusted timing), the honest kernel's timings and `bench`
+   wall time there, for the overhead.
 """
 
 from __future__ import annotations
@@ -52,7 +58,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("/tmp/kg-gpu-checks"))
     ap.add_argument("--old", type=Path, help="a checkout of KernelGen before the judge split, to time `test` with")
-    ap.add_argument("--only", default="judge,sandbox,export,llm", help="which checks, comma-separated")
+    ap.add_argument("--before", type=Path, help="a checkout of KernelGen before trusted timing, for the forge check's overhead")
+    ap.add_argument("--only", default="judge,sandbox,export,llm", help="which checks, comma-separated (also: forge)")
     args = ap.parse_args()
     only = set(args.only.split(","))
     out = args.out
@@ -75,7 +82,7 @@ def main() -> int:
     gen = out / "generated"
     if "judge" not in only:
         specs = {}
-    if not (gen / "broadcast" / "state.json").is_file() and only & {"sandbox", "export"}:
+    if not (gen / "broadcast" / "state.json").is_file() and only & {"sandbox", "export", "forge"}:
         kg("new", str(SPECS / "broadcast.yaml"), "--out", str(gen), "--force", "--backend", "offline", "--no-bench")
     # the exported op in a CUDA graph and under torch.compile
     if "export" in only:
@@ -125,7 +132,60 @@ def main() -> int:
 
     if "llm" in only:
         add(llm_check(out))
+    if "forge" in only:
+        for row in forge_check(gen / "broadcast", out, args.before):
+            add(row)
     return 0
+
+
+ADVERSARIAL = REPO / "tests" / "verify" / "adversarial"
+BYPASS_STATIC = ("import sys; import kernelgen.verify.judge as j; j.check_source = lambda *a, **k: []; "
+                 "from kernelgen.cli import app; app(sys.argv[1:])")
+
+
+def _bench(op: Path, kernel: Path, out: Path, *, static: bool = True, repo: Path = REPO) -> tuple[int, dict, float, str]:
+    """`kernelgen bench` of `kernel` on `op` (static checks off: the CLI with them stubbed out)."""
+    cmd = [sys.executable, "-m", "kernelgen"] if static else [sys.executable, "-c", BYPASS_STATIC]
+    args = ["bench", str(op), "--kernel", str(kernel), "--no-compile", "--no-peers", "--json", str(out)]
+    t0 = time.monotonic()
+    p = subprocess.run([*cmd, *args], capture_output=True, text=True, cwd=repo,
+                       env={**os.environ, "PYTHONPATH": str(repo)})
+    perf = (json.loads(out.read_text()).get("performance") or {}) if out.is_file() else {}
+    return p.returncode, perf, time.monotonic() - t0, p.stdout + p.stderr
+
+
+def _cases(perf: dict) -> dict[str, float]:
+    return {f"{next(iter(c['shapes'].values()))} {c['dtype']}": c["kernel"]["ms"] for c in perf.get("cases", []) if c.get("kernel")}
+
+
+def forge_check(op: Path, out: Path, before: Path | None) -> list[tuple[str, str]]:
+    """The honest broadcast kernel and the same one with the elapsed_time patch, timed by `bench`."""
+    rows: list[tuple[str, str]] = []
+    rc, honest, secs, _ = _bench(op, ADVERSARIAL / "honest.py", out / "forge_honest.json")
+    timed = _cases(honest)
+    checks = {f"{next(iter(c['shapes'].values()))} {c['dtype']}": c.get("timing_check", "") for c in honest.get("cases", [])}
+    rows.append(("forge: honest kernel", f"rc {rc}, bench {secs:.1f} s, violations: "
+                 f"{[v['code'] for v in honest.get('violations', [])] or 'none'}"))
+    rows += [(f"  honest {case}", f"{ms:.4f} ms; {checks.get(case, '')}") for case, ms in timed.items()]
+    rc, perf, _, text = _bench(op, ADVERSARIAL / "forge_event_timer.py", out / "forge_static.json")
+    codes = sorted({v["code"] for v in perf.get("violations", [])}) or [line for line in text.splitlines() if "monkeypatch" in line][:1]
+    rows.append(("forge: patched, static checks on", f"rc {rc}, rejected by: {codes}"))
+    rc, perf, _, _ = _bench(op, ADVERSARIAL / "forge_event_timer.py", out / "forge_runtime.json", static=False)
+    codes = sorted({v["code"] for v in perf.get("violations", [])})
+    rows.append(("forge: patched, static checks off", f"rc {rc}, violations: {codes or 'none'}"))
+    for case, ms in _cases(perf).items():
+        ratio = ms / timed[case] if timed.get(case) else float("nan")
+        verdict = "forged-timing" if "forged-timing" in codes else ("true time" if ratio >= 0.95 else "FASTER: forged and not caught")
+        rows.append((f"  patched {case}", f"{ms:.4f} ms = x{ratio:.3f} of the honest time: {verdict}"))
+    if before is not None:  # an operator folder of its own: the integrity record names the tool that wrote it
+        kg("new", str(SPECS / "broadcast.yaml"), "--out", str(out / "before-generated"), "--force", "--backend", "offline",
+           "--no-bench", python_path=str(before), cwd=before)
+        rc, old, old_secs, _ = _bench(out / "before-generated" / "broadcast", ADVERSARIAL / "honest.py",
+                                      out / "forge_before.json", repo=before)
+        rows.append(("overhead: bench wall time", f"before {old_secs:.1f} s, after {secs:.1f} s (rc before {rc})"))
+        rows += [(f"  before/after {case}", f"{ms:.4f} -> {timed.get(case, float('nan')):.4f} ms")
+                 for case, ms in _cases(old).items()]
+    return rows
 
 
 def export_check(op: Path, out: Path) -> tuple[str, str]:

@@ -27,7 +27,7 @@ from kernelgen.verify.samples import median_ci, summarize
 MIN_NOISE = 0.01  # the keep rule's floor (kernelgen.optimize.decide.MIN_NOISE): under 1% nothing is decided
 MIN_REPS = 10  # per kernel: below this the p20-p80 spread is the difference of two samples
 PAIRED_ROUNDS = 3  # the pair noise is the range of per-round ratios: three rounds, as before
-REQUEST_MS = 5.0  # device work per timing request: 10x the wall-clock bound's absolute slack
+REQUEST_MS = 8.0  # device work per timing request: 8x the wall-clock bound's absolute slack (1 ms)
 WARMUP_MS = 5.0  # untimed calls before the first timed repetition of a request
 MAX_REQUEST_REPS = 400  # ~1600 queue entries at most: the launch queue blocks, nothing breaks
 CPU_REPS = 3  # the interpreter's dry run: three calls, as before (nothing is decided on them)

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from kernelgen.verify import timing, wallclock
-from kernelgen.verify.adaptive import MIN_REPS, Plan
+from kernelgen.verify.adaptive import MIN_REPS, REQUEST_MS, Plan
 from kernelgen.verify.samples import median_ci, summarize
 from kernelgen.verify.timing import LoopCost, Stopwatch, _c_level
 
@@ -127,8 +127,8 @@ def test_large_kernels_get_few_repetitions_and_small_ones_enough_for_the_bound()
     plan = Plan.paired(2, rounds=5, round_ms=30.0, interpreter=False)
     assert plan.min_rounds == 3 and plan.max_rounds == 5
     assert plan.reps(22.0, 0.09) == 2  # a 22 ms float32 matmul: the budget allows two per round
-    assert plan.reps(1.0, 0.09) == max(math.ceil(MIN_REPS / 3), math.ceil(5.0 / 1.09))
-    assert plan.reps(0.01, 0.09) * 0.1 >= 5.0  # each request carries >= 5 ms of device work
+    assert plan.reps(1.0, 0.09) == max(math.ceil(MIN_REPS / 3), math.ceil(REQUEST_MS / 1.09))
+    assert plan.reps(0.01, 0.09) * 0.1 >= REQUEST_MS  # each request carries that much device work
     assert Plan.paired(2, rounds=2, round_ms=20.0, interpreter=False).min_rounds == 2  # a search asks for two
 
 
