@@ -3,8 +3,10 @@
     python benchmarks/gpu_checks.py [--out DIR] [--old DIR] [--before DIR] [--only judge,sandbox,export,llm,forge]
 
 1. the sandboxed judge on CUDA: `kernelgen new` for broadcast, row_sum, row_max (65536x4096 fp32:
-   read-only kernels judged against the measured read ceiling, not the copy ceiling) and a matmul
-   spec without `flops:` (reported in TFLOP/s from PyTorch's flop counter);
+   read-only kernels judged against the measured read ceiling, the best of several read-only kernels
+   with Triton row sums among them, never above it for an honest kernel) and a matmul spec without
+   `flops:` in bf16 and float32 (TFLOP/s from PyTorch's flop counter, against the rate of its own
+   dtype: float32 against FP32 with TF32 off), and the ceilings per precision;
 2. the cost of the judge split and the sandbox: `kernelgen test` wall time with the sandbox on, with
    it off (KERNELGEN_SANDBOX=off), and, given --old, with the KernelGen before the split;
 3. an exported op (`kernelgen export`) captured in a CUDA graph and replayed, the result checked;
@@ -76,7 +78,7 @@ def main() -> int:
         "row_sum": spec_variant("row_sum.yaml", out / "row_sum.yaml", perf_cases=[{"x": [65536, 4096]}], perf_dtypes=["float32"]),
         "row_max": spec_variant("row_max.yaml", out / "row_max.yaml", perf_cases=[{"x": [65536, 4096]}], perf_dtypes=["float32"]),
         "matmul_noflops": spec_variant("matmul_leakyrelu.yaml", out / "matmul_noflops.yaml", name="matmul_noflops",
-                                       flops=None, perf_cases=[{"a": [4096, 4096], "b": [4096, 4096]}], perf_dtypes=["bfloat16"],
+                                       flops=None, perf_cases=[{"a": [4096, 4096], "b": [4096, 4096]}], perf_dtypes=["bfloat16", "float32"],
                                        reference="def matmul_noflops(a, b, negative_slope=0.01):\n    return F.leaky_relu(a @ b, negative_slope)\n"),
     }
     gen = out / "generated"
@@ -102,15 +104,19 @@ def main() -> int:
         add((f"new {name}", f"rc {rc}, {secs:.0f} s, accuracy {acc.get('correct')} "
                      f"({len(acc.get('checks', []))}/{acc.get('checks_expected')}), sandbox missing: {acc.get('sandbox') or 'none'}"))
         for c in perf.get("cases", []):
-            unit = f"{c.get('tflops') or 0:.0f} TFLOP/s ({c.get('flops_source')})" if c.get("bound") == "compute" else f"{c.get('gbps') or 0:.0f} GB/s"
+            unit = (f"{c.get('tflops') or 0:.0f} TFLOP/s ({c.get('flops_source')}, against {c.get('precision')})"
+                    if c.get("bound") == "compute" else f"{c.get('gbps') or 0:.0f} GB/s")
             peers = ", ".join(f"{k} {v['ms']:.4f}" for k, v in (c.get("peers") or {}).items()) or "none"
             add((f"  {name} {next(iter(c['shapes'].values()))} {c['dtype']}",
                          f"{c['kernel']['ms']:.4f} ms, {unit}, {100 * (c.get('frac_peak') or 0):.0f}% of the {c.get('ceiling')} "
                          f"ceiling, valid {c.get('valid')}, x eager {c.get('speedup_eager') or 0:.2f}, peers: {peers}"))
         if perf.get("peaks"):
             p = perf["peaks"]
-            add(("  ceilings", f"copy {p['copy_gbps']:.0f} GB/s, read {p.get('read_gbps') or 0:.0f} GB/s, "
-                                       f"matmul {p.get('matmul_tflops') or 0:.0f} TFLOP/s ({p['device_name']})"))
+            reads = p.get("read_by_kernel") or {}
+            best = max(reads, key=reads.get) if reads else "?"
+            rates = ", ".join(f"{k} {v:.0f}" for k, v in (p.get("matmul") or {}).items())
+            add(("  ceilings", f"copy {p['copy_gbps']:.0f} GB/s, read {p.get('read_gbps') or 0:.0f} GB/s ({best}), "
+                               f"matmul TFLOP/s {rates} ({p['device_name']}, TF32 {'on' if perf.get('tf32') else 'off'})"))
 
     # 2. the cost of the judge split and the sandbox, per `kernelgen test`
     op = gen / "broadcast"
