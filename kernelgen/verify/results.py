@@ -197,7 +197,8 @@ class PerfCase(_Model):
         if self.tflops is not None:
             parts.append(f"{self.tflops:.1f} TFLOP/s")
         if self.frac_peak is not None:
-            parts.append(f"{100 * self.frac_peak:.0f}% of the {self.bound}-bound ceiling")
+            rate = f" ({self.precision} matmul rate)" if self.bound == "compute" and self.precision else ""
+            parts.append(f"{100 * self.frac_peak:.0f}% of the {self.bound}-bound ceiling{rate}")
         if self.speedup_eager is not None:
             parts.append(f"x{self.speedup_eager:.2f} vs eager")
         if self.speedup_compile is not None:
