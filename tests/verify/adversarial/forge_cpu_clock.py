@@ -1,5 +1,5 @@
 # EXPECT: forbidden-import
-# Hostile: right answers; on its first call it slows the process's clock 1000x (time.perf_counter
+# Hostile: right answers; as it is imported it slows the process's clock 1000x (time.perf_counter
 # through functools.update_wrapper) and rebinds the worker's timing functions to return made-up
 # times, so a timing that looked anything up when it ran would come back 1000x short. The worker
 # bound its clock and loop before this file was imported: nothing the judge records changes.
@@ -39,6 +39,9 @@ def _patch():
         _PATCHED.append(True)
 
 
+_patch()  # at import: before any timing request
+
+
 @triton.jit
 def _broadcast_kernel(x_ptr, bias_ptr, out_ptr, n_rows, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     pid_m = tl.program_id(0)
@@ -53,7 +56,6 @@ def _broadcast_kernel(x_ptr, bias_ptr, out_ptr, n_rows, n_cols, BLOCK_M: tl.cons
 
 
 def broadcast(x, bias):
-    _patch()
     x = x.contiguous()
     bias = bias.contiguous()
     out = torch.empty_like(x)
