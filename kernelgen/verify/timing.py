@@ -114,13 +114,14 @@ def host_calls(fn: Callable[[], Any], clock: Clock, *, calls: int) -> float:
 
 class Seal:
     """The state of trusted functions and the clock when the worker started: code, defaults and
-    closure cells of each function, the identity of every field of the clock. `broken()` names what
-    changed since."""
+    closure cells of each function, the identity of every field of the clock, the flush buffer's
+    address and size. `broken()` names what changed since."""
 
     def __init__(self, functions: list[Callable[..., Any]], clock: Clock):
         self._functions = [(f, self._state(f)) for f in functions]
         self._clock = clock
         self._fields = [(f.name, getattr(clock, f.name)) for f in fields(clock)]
+        self._flush = self._buffer(clock)
 
     @staticmethod
     def _state(f: Any) -> tuple:
@@ -131,7 +132,13 @@ class Seal:
         changed = [f"{f.__qualname__} changed" for f, state in self._functions
                    if len(self._state(f)) != len(state) or any(a is not b for a, b in zip(self._state(f), state))]
         changed += [f"the clock's {name} replaced" for name, value in self._fields if getattr(self._clock, name) is not value]
+        if self._buffer(self._clock) != self._flush:  # a flush resized to nothing would leave the L2 warm
+            changed.append("the L2 flush buffer resized or moved")
         return changed
+
+    @staticmethod
+    def _buffer(clock: Clock) -> tuple[int, int] | None:
+        return None if clock.flush is None else (clock.flush.data_ptr(), clock.flush.numel())
 
 
 class Stopwatch:

@@ -68,6 +68,16 @@ def test_a_rewritten_loop_or_clock_breaks_the_seal():
     assert any("now" in b for b in watch.broken())
 
 
+def test_a_resized_flush_buffer_breaks_the_seal():
+    import torch
+
+    clock = timing.Clock(kind="cpu", now=time.perf_counter, flush=torch.empty(1024, dtype=torch.int32))
+    seal = timing.Seal([timing.run_reps], clock)
+    assert seal.broken() == []
+    clock.flush.resize_(0)  # the L2 would stay warm between repetitions
+    assert seal.broken() == ["the L2 flush buffer resized or moved"]
+
+
 # --- the judge's wall-clock bound -----------------------------------------------------------------
 def _gpu_request(reps: int, call_ms: float, host_call_ms: float, *, warmup: int = 0, empty_ms: float = 0.3) -> wallclock.Request:
     """The wall clock an honest worker's request takes: each repetition paced by the slower of the
