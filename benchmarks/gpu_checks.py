@@ -84,7 +84,7 @@ def main() -> int:
     gen = out / "generated"
     if "judge" not in only:
         specs = {}
-    if not (gen / "broadcast" / "state.json").is_file() and only & {"sandbox", "export", "forge"}:
+    if not (gen / "broadcast" / "state.json").is_file() and only & {"sandbox", "export"}:
         kg("new", str(SPECS / "broadcast.yaml"), "--out", str(gen), "--force", "--backend", "offline", "--no-bench")
     # the exported op in a CUDA graph and under torch.compile
     if "export" in only:
@@ -138,8 +138,10 @@ def main() -> int:
 
     if "llm" in only:
         add(llm_check(out))
-    if "forge" in only:
-        for row in forge_check(gen / "broadcast", out, args.before):
+    if "forge" in only:  # a folder of its own, written by this tree (the integrity record names the tool)
+        kg("new", str(SPECS / "broadcast.yaml"), "--out", str(out / "forge-generated"), "--force", "--backend", "offline",
+           "--no-bench")
+        for row in forge_check(out / "forge-generated" / "broadcast", out, args.before):
             add(row)
     return 0
 
@@ -181,7 +183,9 @@ def forge_check(op: Path, out: Path, before: Path | None) -> list[tuple[str, str
     rows.append(("forge: patched, static checks off", f"rc {rc}, violations: {codes or 'none'}"))
     for case, ms in _cases(perf).items():
         ratio = ms / timed[case] if timed.get(case) else float("nan")
-        verdict = "forged-timing" if "forged-timing" in codes else ("true time" if ratio >= 0.95 else "FASTER: forged and not caught")
+        # The patch halves every timing: a forged run reads ~x0.5, two honest runs differ by a few %.
+        verdict = ("forged-timing" if "forged-timing" in codes else "interpreter dry run, not a measurement"
+                   if not perf.get("measured", True) else "its true time" if ratio >= 0.8 else "FASTER: forged and not caught")
         rows.append((f"  patched {case}", f"{ms:.4f} ms = x{ratio:.3f} of the honest time: {verdict}"))
     if before is not None:  # an operator folder of its own: the integrity record names the tool that wrote it
         kg("new", str(SPECS / "broadcast.yaml"), "--out", str(out / "before-generated"), "--force", "--backend", "offline",
