@@ -1,15 +1,23 @@
 """The GPU facts the trust, artifact and LLM work must show, in one call, with a short table last.
 
-    python benchmarks/gpu_checks.py [--out DIR] [--old DIR] [--only judge,sandbox,export,llm]
+    python benchmarks/gpu_checks.py [--out DIR] [--old DIR] [--before DIR] [--only judge,sandbox,export,llm,forge]
 
 1. the sandboxed judge on CUDA: `kernelgen new` for broadcast, row_sum, row_max (65536x4096 fp32:
-   read-only kernels judged against the measured read ceiling, not the copy ceiling) and a matmul
-   spec without `flops:` (reported in TFLOP/s from PyTorch's flop counter);
+   read-only kernels judged against the measured read ceiling, the best of several read-only kernels
+   with Triton row sums among them, never above it for an honest kernel) and a matmul spec without
+   `flops:` in bf16 and float32 (TFLOP/s from PyTorch's flop counter, against the rate of its own
+   dtype: float32 against FP32 with TF32 off), and the ceilings per precision;
 2. the cost of the judge split and the sandbox: `kernelgen test` wall time with the sandbox on, with
    it off (KERNELGEN_SANDBOX=off), and, given --old, with the KernelGen before the split;
 3. an exported op (`kernelgen export`) captured in a CUDA graph and replayed, the result checked;
 4. an LLM generation through a local scripted OpenAI-compatible server: the recorded prompt's
-   device section (name, SMs, bandwidths, L2).
+   device section (name, SMs, bandwidths, L2);
+5. forged timings (`--only forge`): `kernelgen bench` of an honest broadcast kernel and of the same
+   kernel that halves `torch.cuda.Event.elapsed_time` through `functools.update_wrapper` on its first
+   call (tests/verify/adversarial/forge_event_timer.py) — refused by the static check, and with the
+   static check switched off timed at its true time or rejected as forged-timing, never faster; given
+   --before (a checkout of KernelGen before trusted timing), the honest kernel's timings and `bench`
+   wall time there, for the overhead.
 """
 
 from __future__ import annotations
@@ -52,7 +60,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("/tmp/kg-gpu-checks"))
     ap.add_argument("--old", type=Path, help="a checkout of KernelGen before the judge split, to time `test` with")
-    ap.add_argument("--only", default="judge,sandbox,export,llm", help="which checks, comma-separated")
+    ap.add_argument("--before", type=Path, help="a checkout of KernelGen before trusted timing, for the forge check's overhead")
+    ap.add_argument("--only", default="judge,sandbox,export,llm", help="which checks, comma-separated (also: forge)")
     args = ap.parse_args()
     only = set(args.only.split(","))
     out = args.out
@@ -69,7 +78,7 @@ def main() -> int:
         "row_sum": spec_variant("row_sum.yaml", out / "row_sum.yaml", perf_cases=[{"x": [65536, 4096]}], perf_dtypes=["float32"]),
         "row_max": spec_variant("row_max.yaml", out / "row_max.yaml", perf_cases=[{"x": [65536, 4096]}], perf_dtypes=["float32"]),
         "matmul_noflops": spec_variant("matmul_leakyrelu.yaml", out / "matmul_noflops.yaml", name="matmul_noflops",
-                                       flops=None, perf_cases=[{"a": [4096, 4096], "b": [4096, 4096]}], perf_dtypes=["bfloat16"],
+                                       flops=None, perf_cases=[{"a": [4096, 4096], "b": [4096, 4096]}], perf_dtypes=["bfloat16", "float32"],
                                        reference="def matmul_noflops(a, b, negative_slope=0.01):\n    return F.leaky_relu(a @ b, negative_slope)\n"),
     }
     gen = out / "generated"
@@ -95,15 +104,19 @@ def main() -> int:
         add((f"new {name}", f"rc {rc}, {secs:.0f} s, accuracy {acc.get('correct')} "
                      f"({len(acc.get('checks', []))}/{acc.get('checks_expected')}), sandbox missing: {acc.get('sandbox') or 'none'}"))
         for c in perf.get("cases", []):
-            unit = f"{c.get('tflops') or 0:.0f} TFLOP/s ({c.get('flops_source')})" if c.get("bound") == "compute" else f"{c.get('gbps') or 0:.0f} GB/s"
+            unit = (f"{c.get('tflops') or 0:.0f} TFLOP/s ({c.get('flops_source')}, against {c.get('precision')})"
+                    if c.get("bound") == "compute" else f"{c.get('gbps') or 0:.0f} GB/s")
             peers = ", ".join(f"{k} {v['ms']:.4f}" for k, v in (c.get("peers") or {}).items()) or "none"
             add((f"  {name} {next(iter(c['shapes'].values()))} {c['dtype']}",
                          f"{c['kernel']['ms']:.4f} ms, {unit}, {100 * (c.get('frac_peak') or 0):.0f}% of the {c.get('ceiling')} "
                          f"ceiling, valid {c.get('valid')}, x eager {c.get('speedup_eager') or 0:.2f}, peers: {peers}"))
         if perf.get("peaks"):
             p = perf["peaks"]
-            add(("  ceilings", f"copy {p['copy_gbps']:.0f} GB/s, read {p.get('read_gbps') or 0:.0f} GB/s, "
-                                       f"matmul {p.get('matmul_tflops') or 0:.0f} TFLOP/s ({p['device_name']})"))
+            reads = p.get("read_by_kernel") or {}
+            best = max(reads, key=reads.get) if reads else "?"
+            rates = ", ".join(f"{k} {v:.0f}" for k, v in (p.get("matmul") or {}).items())
+            add(("  ceilings", f"copy {p['copy_gbps']:.0f} GB/s, read {p.get('read_gbps') or 0:.0f} GB/s ({best}), "
+                               f"matmul TFLOP/s {rates} ({p['device_name']}, TF32 {'on' if perf.get('tf32') else 'off'})"))
 
     # 2. the cost of the judge split and the sandbox, per `kernelgen test`
     op = gen / "broadcast"
@@ -125,7 +138,64 @@ def main() -> int:
 
     if "llm" in only:
         add(llm_check(out))
+    if "forge" in only:  # a folder of its own, written by this tree (the integrity record names the tool)
+        kg("new", str(SPECS / "broadcast.yaml"), "--out", str(out / "forge-generated"), "--force", "--backend", "offline",
+           "--no-bench")
+        for row in forge_check(out / "forge-generated" / "broadcast", out, args.before):
+            add(row)
     return 0
+
+
+ADVERSARIAL = REPO / "tests" / "verify" / "adversarial"
+BYPASS_STATIC = ("import sys; import kernelgen.verify.judge as j; j.check_source = lambda *a, **k: []; "
+                 "from kernelgen.cli import app; app(sys.argv[1:])")
+
+
+def _bench(op: Path, kernel: Path, out: Path, *, static: bool = True, repo: Path = REPO) -> tuple[int, dict, float, str]:
+    """`kernelgen bench` of `kernel` on `op` (static checks off: the CLI with them stubbed out)."""
+    cmd = [sys.executable, "-m", "kernelgen"] if static else [sys.executable, "-c", BYPASS_STATIC]
+    args = ["bench", str(op), "--kernel", str(kernel), "--no-compile", "--no-peers", "--json", str(out)]
+    t0 = time.monotonic()
+    p = subprocess.run([*cmd, *args], capture_output=True, text=True, cwd=repo,
+                       env={**os.environ, "PYTHONPATH": str(repo)})
+    perf = (json.loads(out.read_text()).get("performance") or {}) if out.is_file() else {}
+    return p.returncode, perf, time.monotonic() - t0, p.stdout + p.stderr
+
+
+def _cases(perf: dict) -> dict[str, float]:
+    return {f"{next(iter(c['shapes'].values()))} {c['dtype']}": c["kernel"]["ms"] for c in perf.get("cases", []) if c.get("kernel")}
+
+
+def forge_check(op: Path, out: Path, before: Path | None) -> list[tuple[str, str]]:
+    """The honest broadcast kernel and the same one with the elapsed_time patch, timed by `bench`."""
+    rows: list[tuple[str, str]] = []
+    rc, honest, secs, _ = _bench(op, ADVERSARIAL / "honest.py", out / "forge_honest.json")
+    timed = _cases(honest)
+    checks = {f"{next(iter(c['shapes'].values()))} {c['dtype']}": c.get("timing_check", "") for c in honest.get("cases", [])}
+    rows.append(("forge: honest kernel", f"rc {rc}, bench {secs:.1f} s, violations: "
+                 f"{[v['code'] for v in honest.get('violations', [])] or 'none'}"))
+    rows += [(f"  honest {case}", f"{ms:.4f} ms; {checks.get(case, '')}") for case, ms in timed.items()]
+    rc, perf, _, text = _bench(op, ADVERSARIAL / "forge_event_timer.py", out / "forge_static.json")
+    codes = sorted({v["code"] for v in perf.get("violations", [])}) or [line for line in text.splitlines() if "monkeypatch" in line][:1]
+    rows.append(("forge: patched, static checks on", f"rc {rc}, rejected by: {codes}"))
+    rc, perf, _, _ = _bench(op, ADVERSARIAL / "forge_event_timer.py", out / "forge_runtime.json", static=False)
+    codes = sorted({v["code"] for v in perf.get("violations", [])})
+    rows.append(("forge: patched, static checks off", f"rc {rc}, violations: {codes or 'none'}"))
+    for case, ms in _cases(perf).items():
+        ratio = ms / timed[case] if timed.get(case) else float("nan")
+        # The patch halves every timing: a forged run reads ~x0.5, two honest runs differ by a few %.
+        verdict = ("forged-timing" if "forged-timing" in codes else "interpreter dry run, not a measurement"
+                   if not perf.get("measured", True) else "its true time" if ratio >= 0.8 else "FASTER: forged and not caught")
+        rows.append((f"  patched {case}", f"{ms:.4f} ms = x{ratio:.3f} of the honest time: {verdict}"))
+    if before is not None:  # an operator folder of its own: the integrity record names the tool that wrote it
+        kg("new", str(SPECS / "broadcast.yaml"), "--out", str(out / "before-generated"), "--force", "--backend", "offline",
+           "--no-bench", python_path=str(before), cwd=before)
+        rc, old, old_secs, _ = _bench(out / "before-generated" / "broadcast", ADVERSARIAL / "honest.py",
+                                      out / "forge_before.json", repo=before)
+        rows.append(("overhead: bench wall time", f"before {old_secs:.1f} s, after {secs:.1f} s (rc before {rc})"))
+        rows += [(f"  before/after {case}", f"{ms:.4f} -> {timed.get(case, float('nan')):.4f} ms")
+                 for case, ms in _cases(old).items()]
+    return rows
 
 
 def export_check(op: Path, out: Path) -> tuple[str, str]:

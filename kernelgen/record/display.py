@@ -7,6 +7,13 @@ from rich.table import Table
 from kernelgen.verify.results import PerfCase, PerformanceResult
 
 
+def tf32_label(perf: PerformanceResult) -> str:
+    """The precision mode, where a float32 case was timed (the log's heading and the terminal's title)."""
+    if perf.tf32 is None or not any(c.dtype == "float32" for c in perf.cases):
+        return ""
+    return f", float32 matmuls with TF32 {'on' if perf.tf32 else 'off'}"
+
+
 def _shape_label(shapes: dict[str, list[int]]) -> str:
     # The first input's shape names the case; the rest (bias, weight) follow from it.
     first = next(iter(shapes.values()))
@@ -14,7 +21,7 @@ def _shape_label(shapes: dict[str, list[int]]) -> str:
 
 
 def perf_table(perf: PerformanceResult) -> Table:
-    title = f"{perf.op} on {perf.device_name} (torch {perf.torch_version}, triton {perf.triton_version})"
+    title = f"{perf.op} on {perf.device_name} (torch {perf.torch_version}, triton {perf.triton_version})" + tf32_label(perf)
     if not perf.measured:
         title += " — interpreter dry run, NOT a measurement"
     t = Table(title=title, title_justify="left")

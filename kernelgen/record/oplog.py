@@ -13,6 +13,7 @@ from kernelgen.render import render
 from kernelgen.verify.results import PerfCase, RunRecord
 from kernelgen.spec import OperatorSpec
 from kernelgen.record.analysis import analyse_operator, latest_peaks, needs_ceilings, with_ceilings
+from kernelgen.record.display import tf32_label
 from kernelgen.record.state import CaseResult, OpState, RefreshRecord, RoundRecord, save_state
 
 LOG_FILE = "optimization_log.md"
@@ -53,6 +54,7 @@ def perf_text(run: RunRecord | None) -> str:
     if perf is None:
         return f"- Performance: **{run.status}** — {run.describe()}"
     head = f"- Performance on {perf.device_name} (torch {perf.torch_version}, triton {perf.triton_version})"
+    head += tf32_label(perf)
     if not perf.measured:
         head += " — **interpreter dry run: NOT a measurement**"
     headers = ("case", "dtype", *PerfCase.CELL_HEADERS, "valid")

@@ -11,6 +11,7 @@ from kernelgen.errors import UsageError
 from kernelgen.fsutil import atomic_write
 from kernelgen.opdir import is_operator_dir, operator_dirs_under, operator_status
 from kernelgen.record.state import load_state
+from kernelgen.verify.precision import ENV
 
 REPORT_FILE = "report.md"
 COLUMNS = ("operator", "correct", "best round", "x eager", "x compile", "% of peak", "rounds", "tokens", "stopped because")
@@ -29,6 +30,7 @@ class ReportRow:
     measured: bool
     stopped_because: str
     problem: str = ""  # a folder whose state cannot be read
+    tf32: bool | None = None  # whether float32 matmuls could use TF32 (None: no float32 case measured)
 
     def cells(self) -> list[str]:
         def x(v: float | None) -> str:
@@ -72,6 +74,7 @@ def report_row(op_dir: Path) -> ReportRow:
         rounds=sum(1 for r in state.rounds if r.round >= 1 and r.finished_at),
         tokens=state.tokens.prompt_tokens + state.tokens.completion_tokens,
         measured=perf.measured if perf else True, stopped_because=state.stopped_because,
+        tf32=perf.tf32 if perf and any(c.dtype == "float32" for c in perf.cases) else None,
     )
 
 
@@ -83,6 +86,10 @@ def render_markdown(rows: list[ReportRow], root: Path) -> str:
     lines = [f"# KernelGen report: `{root}`", ""]
     if any(not r.measured for r in rows):
         lines += [f"> Rows marked (dry run) ran on the CPU interpreter: {DRY_RUN_LABEL}.", ""]
+    on = [r.name for r in rows if r.tf32]
+    if any(r.tf32 is not None for r in rows):
+        lines += [f"> float32 matmuls: TF32 {'on for ' + ', '.join(on) if on else 'off'} "
+                  f"(eager, torch.compile and the kernels alike; {ENV}=1 allows it).", ""]
     lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for r in rows:
         lines.append("| " + " | ".join(c.replace("|", "/") for c in r.cells()) + " |")

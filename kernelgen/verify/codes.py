@@ -13,7 +13,7 @@ VIOLATION_CODES: dict[str, str] = {
     "forbidden-call": "calls a builtin that runs code, opens files or reaches objects by computed name",
     "forbidden-api": "reaches private or dangerous APIs (internals, sys/os through torch, frames, side streams, CUDA graphs, torch.compile, torch.save/load)",
     "reads-environment": "reads environment variables (where API keys live)",
-    "monkeypatch": "assigns or deletes an attribute of an imported module or class",
+    "monkeypatch": "assigns or deletes an attribute of an imported module or class (also through setattr, functools.update_wrapper, functools.wraps, dataclasses.dataclass and the like)",
     "introspection": "touches dunder attributes or names, or defines dunder hooks",
     "tensor-subclass": "defines a subclass of a torch class",
     "host-compute": "moves data to the host to compute there (.item/.tolist/.numpy)",
@@ -30,6 +30,7 @@ VIOLATION_CODES: dict[str, str] = {
     "stale-output": "wrong on the same buffers refilled with new values: a result cached from an earlier call",
     "timed-output-wrong": "the output of the last timed call is wrong",
     "deferred-work": "the worker still had device work queued after it said the timed calls were done",
+    "forged-timing": "the worker claimed less device time than the judge's own clock allows for the timed calls",
     "folder-changed": "the operator folder changed while the candidate ran",
     # evidence from the worker's in-process guard (kernelgen.verify.guard, tamper)
     "torch-compute-in-wrapper": "PyTorch computed in the wrapper",
@@ -39,5 +40,5 @@ VIOLATION_CODES: dict[str, str] = {
     "output-not-fresh": "an output was not allocated during the call",
     "thread-started": "a thread was started during the call",
     "timed-call-no-launch": "a timed call launched no Triton kernel",
-    "harness-tampering": "torch, builtins or the worker's guard were modified by the candidate",
+    "harness-tampering": "torch, builtins, the worker's guard or its timing loop were modified by the candidate",
 }

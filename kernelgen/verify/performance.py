@@ -13,8 +13,10 @@ Per perf case x dtype, on inputs the judge draws on the device:
   counted by PyTorch's flop counter on the reference when the spec gives none (a matmul is then
   judged in TFLOP/s);
 - the right ceiling: read bandwidth for read-dominated kernels (a reduction writes almost nothing),
-  copy bandwidth for read + write, the matmul rate for compute-bound ones. A timing beyond its ceiling
-  by more than 5% is invalid, never a win.
+  copy bandwidth for read + write, the matmul rate of the case's dtype and precision mode for
+  compute-bound ones (float32 against FP32, or TF32 where the user allows it: kernelgen.verify.precision,
+  applied alike to eager, torch.compile and the candidate). A timing beyond its ceiling by more than 5%
+  is invalid, never a win.
 Under the CPU interpreter all of this is a dry run on the first test case, labelled as such.
 """
 
@@ -29,12 +31,17 @@ from kernelgen.verify.devicelock import device_lock
 from kernelgen.verify.inputs import PERF_SEED, checkable_dtypes
 from kernelgen.verify.judge import Judge, KernelSource, LoadError, static_problems
 from kernelgen.verify.peerproc import peer_timings
+from kernelgen.verify.precision import describe, matmul_precision, tf32_enabled
 from kernelgen.verify.results import DevicePeaks, PerfCase, PerformanceResult, Violation
 from kernelgen.verify.timed import paired, time_case
 from kernelgen.verify.timing import host_overhead_us, rep_times, summarize
+from kernelgen.verify.wallclock import describe as describe_check
 
-ROUNDS = 3  # interleaved rounds of candidate and best
-REP_MS = 40.0  # per kernel per round: ~100+ repetitions of a 0.3 ms kernel
+# Timing stops as soon as every median is as sharp as the keep rule can use (kernelgen.verify.adaptive);
+# these only cap it: at most ROUNDS interleaved rounds (three at least when paired with the best), and
+# ROUNDS x REP_MS of timed device time per kernel (fixed rounds cost 3 x 40 ms, whatever the kernel).
+ROUNDS = 5
+REP_MS = 30.0
 CEILING_SLACK = 1.05  # 5% above a measured ceiling is beyond noise: the kernel skipped work
 READ_DOMINATED = 0.1  # writes under 10% of the bytes: judged against the read ceiling
 
@@ -59,17 +66,22 @@ def counted_flops(reference: Callable[..., Any], inputs: list[Any], params: dict
     return int(total) if total else None
 
 
-def judge_against_peaks(pc: PerfCase, peaks: DevicePeaks | None, read_bytes: int, write_bytes: int) -> None:
+def judge_against_peaks(pc: PerfCase, peaks: DevicePeaks | None, read_bytes: int, write_bytes: int, *,
+                        tf32: bool = False) -> None:
     """Classify the case (memory- or compute-bound), pick its ceiling, reject impossible timings."""
     if peaks is None or pc.kernel is None:
         return
-    ridge = (peaks.matmul_tflops * 1e12) / (peaks.copy_gbps * 1e9) if peaks.matmul_tflops else None
+    rate, precision = peaks.matmul_rate(pc.dtype, tf32=tf32)
+    ridge = (rate * 1e12) / (peaks.copy_gbps * 1e9) if rate else None
     intensity = (pc.flops / pc.bytes) if pc.flops and pc.bytes else 0.0
-    if ridge and intensity > ridge:
-        pc.bound, pc.ceiling = "compute", "matmul"
-        pc.frac_peak = (pc.tflops or 0) / peaks.matmul_tflops
-        limit, what = peaks.matmul_tflops, f"{pc.tflops or 0:.0f} TFLOP/s exceeds the measured matmul rate {peaks.matmul_tflops:.0f}"
+    if rate and ridge and intensity > ridge:
+        pc.bound, pc.ceiling, pc.precision = "compute", "matmul", precision
         value = pc.tflops or 0
+        pc.frac_peak = value / rate
+        limit, what = rate, f"{value:.0f} TFLOP/s exceeds the measured {precision} matmul rate {rate:.0f}"
+        tf32_rate = peaks.matmul.get("tf32")
+        if pc.dtype == "float32" and not tf32 and tf32_rate and value <= CEILING_SLACK * tf32_rate:
+            what += " (as fast as TF32, which is off: the kernel multiplies in reduced precision; KERNELGEN_TF32=1 allows it)"
     else:
         read_only = write_bytes < READ_DOMINATED * (read_bytes + write_bytes) and peaks.read_gbps
         pc.bound, pc.ceiling = "memory", "read" if read_only else "copy"
@@ -101,9 +113,10 @@ def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: Ker
     import triton
 
     spec, device = judge.spec, judge.device
+    tf32 = tf32_enabled()
     res = PerformanceResult(op=spec.name, kernel=kernel.name, kernel_sha256=kernel.sha256, device=device.kind,
                             device_name=torch.cuda.get_device_name() if device.kind == "cuda" else device.kind,
-                            interpreter=device.interpreter, measured=not device.interpreter, peaks=peaks,
+                            interpreter=device.interpreter, measured=not device.interpreter, peaks=peaks, tf32=tf32,
                             torch_version=torch.__version__, triton_version=triton.__version__)
     static = static_problems(spec, kernel)
     if static:
@@ -120,8 +133,11 @@ def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: Ker
     for code, message in judge.load_violations.get(kernel.sha256, []):
         res.violations.append(Violation(code=code, message=message))
     cases, dtypes = timed_cases(judge)
+    if "float32" in dtypes:
+        res.note = describe(tf32) + "."
     if device.interpreter:
-        res.note = INTERPRETER_WARNING + " Dry run on test_cases[0] instead of perf_cases; torch.compile and peers not timed."
+        res.note = (INTERPRETER_WARNING + " Dry run on test_cases[0] instead of perf_cases; torch.compile and peers not timed. "
+                    + res.note).strip()
         with_compile, with_peers = False, False
     else:
         with_compile = True if with_compile is None else with_compile
@@ -130,7 +146,7 @@ def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: Ker
     for ci, case in enumerate(cases):
         for dtype in dtypes:
             pc = _measure_case(judge, res, kernels, ci, case, dtype, compiled_ref=compiled_ref, with_eager=with_eager,
-                               rounds=rounds)
+                               rounds=rounds, tf32=tf32)
             res.cases.append(pc)
             log(", ".join([pc.label, *pc.facts()]) + ("" if res.measured else " [interpreter: not a measurement]"))
     if with_peers and res.cases:
@@ -171,7 +187,7 @@ def resident_key(judge: Judge, ci: int, dtype: str) -> str | None:
 
 
 def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSource], ci: int, case: Case, dtype: str, *,
-                  compiled_ref: Any, with_eager: bool, rounds: int) -> PerfCase:
+                  compiled_ref: Any, with_eager: bool, rounds: int, tf32: bool) -> PerfCase:
     import torch
 
     spec, device = judge.spec, judge.device
@@ -183,8 +199,7 @@ def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSour
         flops, source = counted_flops(judge.baseline, inputs, params), "counted"
     pc = PerfCase(case=ci, shapes=case, dtype=dtype, bytes=read_b + write_b, flops=flops,
                   flops_source=source if flops else "")
-    timed = time_case(judge, kernels, inputs, expected, dtype, rounds=rounds, rep_ms=REP_MS, host=True,
-                      key=resident_key(judge, ci, dtype))
+    timed = time_case(judge, kernels, inputs, expected, dtype, rounds=rounds, rep_ms=REP_MS, key=resident_key(judge, ci, dtype))
     mine = timed[0]
     for code, message in [v for t in timed for v in t.violations]:
         if not any(x.code == code for x in res.violations):
@@ -194,16 +209,19 @@ def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSour
         pc.invalid_reason = f"wrong at the perf shape: {mine.wrong}"
     pc.kernel = summarize(mine.reps) if mine.timed else None
     pc.host_us = mine.host_us
+    pc.launches_per_call = mine.launches / mine.calls if mine.calls else None
+    pc.timing_check = describe_check(mine.claimed_ms, mine.floor_ms) if mine.timed else ""
     if len(timed) > 1 and timed[1].timed and mine.timed:
         pc.compare = summarize(timed[1].reps)
         pc.speedup_vs_compare, pc.pair_noise = paired(timed[1], mine)
     if compiled_ref is not None:
         try:
-            compiled_ref(*inputs, **params)  # compile outside the timed region (seconds of CPU work)
+            with matmul_precision(tf32):  # Inductor's matmul templates read the mode when they compile
+                compiled_ref(*inputs, **params)  # compile outside the timed region (seconds of CPU work)
         except Exception as e:  # noqa: BLE001 - a compile failure is reported, not fatal
             res.note = (res.note + f" torch.compile failed on case {ci} {dtype}: {type(e).__name__}.").strip()
             compiled_ref = None
-    with device_lock(exclusive=True, path=device.lock):
+    with device_lock(exclusive=True, path=device.lock), matmul_precision(tf32):
         if with_eager:
             pc.eager = summarize(rep_times(lambda: judge.baseline(*inputs, **params), device.kind))
             if not device.interpreter:
@@ -216,7 +234,7 @@ def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSour
         pc.tflops = pc.flops / secs / 1e12 if pc.flops else None
         pc.speedup_eager = pc.eager.ms / pc.kernel.ms if pc.eager else None
         pc.speedup_compile = pc.compiled.ms / pc.kernel.ms if pc.compiled else None
-    judge_against_peaks(pc, res.peaks, read_b, write_b)
+    judge_against_peaks(pc, res.peaks, read_b, write_b, tf32=tf32)
     del inputs, expected
     if device.kind == "cuda":
         torch.cuda.empty_cache()  # eager's, torch.compile's and the peers' outputs (kept inputs stay allocated)

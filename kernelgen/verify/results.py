@@ -91,22 +91,40 @@ class AccuracyResult(_Model):
 
 
 class DevicePeaks(_Model):
-    """A device's measured ceilings (not datasheet figures)."""
+    """A device's measured ceilings (not datasheet figures; kernelgen.verify.peaks)."""
 
+    schema_version: int = 1  # what was measured (kernelgen.verify.peaks.PEAKS_SCHEMA); a cache of another is measured again
     device_name: str
     copy_gbps: float  # bytes read + written per second / 1e9, large device-to-device copy
-    read_gbps: float | None = None  # bytes read per second / 1e9, a large read-only reduction
+    read_gbps: float | None = None  # bytes read per second / 1e9: the best of several read-only kernels
+    read_by_kernel: dict[str, float] = Field(default_factory=dict)  # each read-only kernel's GB/s, the best is read_gbps
     matmul_tflops: float | None = None  # large bf16 cuBLAS matmul
+    # TFLOP/s of large cuBLAS matmuls per precision: "bfloat16", "float16", "float32" (TF32 off), "tf32"
+    matmul: dict[str, float] = Field(default_factory=dict)
     measured_at: str  # ISO date
     torch_version: str
 
+    def matmul_rate(self, dtype: str, *, tf32: bool) -> tuple[float | None, str]:
+        """The matmul ceiling for `dtype` in this precision mode, and its name: float32 against the
+        FP32 rate (or TF32's, when TF32 is on), 16-bit types against their tensor-core rate; a dtype
+        with no rate of its own against the fastest measured one (never an honest kernel invalid)."""
+        key = "tf32" if dtype == "float32" and tf32 else dtype
+        rates = dict(self.matmul) or ({"bfloat16": self.matmul_tflops} if self.matmul_tflops else {})
+        if key in rates:
+            return rates[key], {"float32": "FP32, TF32 off", "tf32": "TF32"}.get(key, key)
+        if not rates:
+            return None, ""
+        best = max(rates, key=lambda k: rates[k])
+        return rates[best], f"{best}: the fastest measured, none for {dtype}"
+
 
 class KernelTiming(_Model):
-    ms: float  # the mean of the faster half of the repetitions (kernelgen.verify.timing.summarize)
+    ms: float  # the mean of the faster half of the repetitions (kernelgen.verify.samples.summarize)
     ms_min: float
     ms_max: float
     spread: float  # (p80 - p20) / ms: the run-to-run noise this number carries
     reps: int = 0
+    ci: float | None = None  # relative half-width of the median's 95% confidence interval (what timing stops on)
 
 
 class PerfCase(_Model):
@@ -124,6 +142,7 @@ class PerfCase(_Model):
     frac_peak: float | None = None  # of the right ceiling: read, copy (read + write) or matmul
     bound: Literal["memory", "compute", "unknown"] = "unknown"
     ceiling: Literal["read", "copy", "matmul", ""] = ""  # which measured ceiling frac_peak is against
+    precision: str = ""  # which matmul rate, for a compute-bound case: "FP32, TF32 off", "TF32", "bfloat16", ...
     flops_source: Literal["spec", "counted", ""] = ""  # the spec's `flops`, or PyTorch's flop counter on the reference
     peers: dict[str, KernelTiming] = Field(default_factory=dict)  # peer libraries (Liger-Kernel, FlagGems) on the same inputs
     speedup_eager: float | None = None
@@ -134,9 +153,12 @@ class PerfCase(_Model):
     invalid_reason: str = ""
     spot_check: str = ""  # "" when the output at this shape matched the reference
     # Host time to issue one call (Python wrapper + launch), no device sync: what dominates at
-    # small shapes, where the kernel itself takes a few microseconds.
+    # small shapes, where the kernel itself takes a few microseconds. The kernel's is the judge's
+    # clock around the worker's calls (the worker's own figure is not used).
     host_us: float | None = None
     eager_host_us: float | None = None
+    launches_per_call: float | None = None  # Triton launches per timed call: the worker's own count, a claim
+    timing_check: str = ""  # the judge's clock against the device time the worker claimed (kernelgen.verify.wallclock)
 
     @property
     def label(self) -> str:
@@ -175,7 +197,8 @@ class PerfCase(_Model):
         if self.tflops is not None:
             parts.append(f"{self.tflops:.1f} TFLOP/s")
         if self.frac_peak is not None:
-            parts.append(f"{100 * self.frac_peak:.0f}% of the {self.bound}-bound ceiling")
+            rate = f" ({self.precision} matmul rate)" if self.bound == "compute" and self.precision else ""
+            parts.append(f"{100 * self.frac_peak:.0f}% of the {self.bound}-bound ceiling{rate}")
         if self.speedup_eager is not None:
             parts.append(f"x{self.speedup_eager:.2f} vs eager")
         if self.speedup_compile is not None:
@@ -196,6 +219,7 @@ class PerformanceResult(_Model):
     torch_version: str
     triton_version: str
     peaks: DevicePeaks | None = None
+    tf32: bool | None = None  # float32 matmuls may use TF32 (KERNELGEN_TF32): eager, torch.compile and the kernel alike
     kernel_sha256: str = ""
     cases: list[PerfCase] = Field(default_factory=list)
     violations: list[Violation] = Field(default_factory=list)

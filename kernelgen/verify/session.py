@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelgen.devices import PIN_VARS, DeviceInfo
-from kernelgen.verify import sandbox
+from kernelgen.verify import precision, sandbox
 from kernelgen.verify.protocol import Arena, ProtocolError, Reply, parse_reply, recv, send
 from kernelgen.verify.scrub import scrub
 
@@ -71,6 +71,7 @@ class _Capture:
 
 def worker_environment(device: DeviceInfo, scratch: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in ENV_ALLOW or k.startswith(("LC_", "NCCL_", "TORCH_SYMM", "NVSHMEM_"))}
+    env.update(precision.worker_env())  # the user's TF32 setting, for the candidate's tl.dot
     env.update({
         "PYTHONPATH": os.pathsep.join(sandbox.worker_python_path()),
         "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "PYTHONNOUSERSITE": "1",

@@ -13,7 +13,8 @@ kernelgen/verify/codes.py.
   forbidden-api             reaches private or dangerous APIs: torch._C, torch.sys, torch.os,
                             frames, side streams, CUDA graphs, torch.compile, torch.save/load, ...
   reads-environment         touches os.environ / getenv (through any path): API keys live there
-  monkeypatch               assigns or deletes an attribute of an imported module or class
+  monkeypatch               assigns or deletes an attribute of an imported module or class, also
+                            through library functions that set attributes (SETTERS)
   introspection             touches dunder attributes/names or defines dunder hooks
   tensor-subclass           defines a class deriving from a torch class
   host-compute              .item() / .tolist() / .numpy(): computing on the host
@@ -27,6 +28,7 @@ kernelgen/verify/codes.py.
 from __future__ import annotations
 
 import ast
+from typing import Callable
 
 from kernelgen.verify.results import Violation
 
@@ -159,6 +161,70 @@ def _binds_module_name(node: ast.AST) -> bool:
     return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == "__name__"
 
 
+# Library functions that set attributes on an object they are given: `update_wrapper(torch.cuda.Event,
+# Faster, assigned=("elapsed_time",), updated=())` is a `setattr` on torch.cuda.Event in one call.
+# Each may only be applied to a function or class the file defines itself (as a decorator, or called
+# on one), and never passed around as a value. `dataclasses.replace`, `functools.partial`, `lru_cache`
+# and `cache` are not routes: they build new objects and set nothing on what they are given.
+SETTERS = {  # called on the target directly
+    "functools.update_wrapper": "copies attributes onto its first argument",
+    "functools.total_ordering": "adds comparison methods to the class",
+    "dataclasses.dataclass": "rewrites the class's methods",
+    "typing.final": "sets __final__ on its argument",
+    "typing.no_type_check": "sets __no_type_check__ on its argument and its methods",
+    "typing.runtime_checkable": "sets attributes on the class",
+}
+SETTER_FACTORIES = {  # return a decorator that does it: `wraps(f)(target)`
+    "functools.wraps": "copies attributes onto what it is applied to",
+    "dataclasses.dataclass": "rewrites the class it is applied to",
+    "typing.dataclass_transform": "sets __dataclass_transform__ on what it is applied to",
+}
+SETATTR_NAMES = {"setattr", "delattr"}  # as values (`map(setattr, ...)`, `partial(setattr, ...)`), not only called
+
+
+def _setattr_routes(tree: ast.Module, resolve: Callable[[str], str]) -> list[tuple[int, str]]:
+    """(line, what) for every attribute store through a library function onto something the file
+    does not define, and every such function (or setattr itself) passed around as a value."""
+    own = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    placed: set[int] = set()  # nodes in a call's or a decorator's function position
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call):
+            placed.add(id(n.func))
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            placed.update(id(d) for d in n.decorator_list)
+
+    def name_of(node: ast.AST) -> str:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(node.args) == 2 \
+                and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+            return f"{name_of(node.args[0])}.{node.args[1].value}"  # getattr(functools, "update_wrapper")
+        dotted = _dotted(node)
+        return resolve(dotted) if dotted else ""
+
+    def foreign(target: ast.AST | None) -> str | None:
+        if target is None or (isinstance(target, ast.Name) and target.id in own):
+            return None
+        return resolve(_dotted(target) or "") or "an object it did not define"
+
+    found = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and n.id in SETATTR_NAMES and isinstance(n.ctx, ast.Load) and id(n) not in placed:
+            found.append((n.lineno, f"passes {n.id} as a value"))
+        elif isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in placed and isinstance(n.ctx, ast.Load):
+            fn = name_of(n)
+            if fn in SETTERS or fn in SETTER_FACTORIES:
+                found.append((n.lineno, f"passes {fn} as a value"))
+        if not isinstance(n, ast.Call):
+            continue
+        fn = name_of(n.func)
+        target = n.args[0] if n.args else next((k.value for k in n.keywords if k.arg == "wrapper"), None)
+        if fn in SETTERS and target is not None and foreign(target):
+            found.append((n.lineno, f"{fn} {SETTERS[fn]}: {foreign(target)}"))
+        factory = name_of(n.func.func) if isinstance(n.func, ast.Call) else ""
+        if factory in SETTER_FACTORIES and foreign(target):
+            found.append((n.lineno, f"{factory}(...) {SETTER_FACTORIES[factory]}: {foreign(target)}"))
+    return found
+
+
 def check_source(source: str, entry: str, *, baseline_module: str | None = None) -> list[Violation]:
     """Return the violations found in a kernel file's source (empty: passes)."""
     try:
@@ -267,6 +333,9 @@ def check_source(source: str, entry: str, *, baseline_module: str | None = None)
                     add("tensor-subclass", f"line {node.lineno}: class {node.name} derives from {resolve(dotted)}")
                 elif dotted is None or dotted in {"type"}:
                     add("introspection", f"line {node.lineno}: class {node.name} has an unusual base or metaclass")
+
+    for line, what in _setattr_routes(tree, resolve):
+        add("monkeypatch", f"line {line}: {what}: a kernel file may not set attributes (of torch, triton, or anything else it did not define)")
 
     funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == entry]

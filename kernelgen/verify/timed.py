@@ -1,29 +1,37 @@
 """Several kernels timed on one case, in their workers, the way every timing of KernelGen is taken.
 
 For each kernel: a spot check (a guarded call at this shape, compared with the baseline in the judge,
-its launch configurations recorded), then rounds of timing interleaved across the kernels (who goes
-first rotates per round, so none always runs after a cold cache or a clock change), every timed
-call counted for launches, the worker's queue checked empty after each timing, and the last timed
-output compared again. The paired ratio of two kernels is taken per round and the median kept: both
-saw the same round's conditions.
+its launch configurations recorded); its host time per call, on the judge's clock; a short probe for
+how long a call takes; then rounds of timing interleaved across the kernels (who goes first rotates
+per round, so none always runs after a cold cache or a clock change) until every median is as sharp
+as the keep rule can use (kernelgen.verify.adaptive). Every timing request is bounded by the judge's
+own clock (kernelgen.verify.wallclock: a claim below it is `forged-timing`), every timed call counted
+for launches (the worker's claim: it can only count against it), the worker's queue checked empty
+after each request, and the last timed output compared again. The paired ratio of two kernels is
+taken per round and the median kept: both saw the same round's conditions.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelgen.verify import wallclock
+from kernelgen.verify.adaptive import Plan
 from kernelgen.verify.compare import compare
 from kernelgen.verify.devicelock import device_lock
 from kernelgen.verify.judge import Judge, KernelSource
 from kernelgen.verify.poison import draw_fills
-from kernelgen.verify.protocol import OtherValue
+from kernelgen.verify.protocol import OtherValue, Reply
 from kernelgen.verify.session import WorkerSession
-from kernelgen.verify.timing import summarize
+from kernelgen.verify.timing import LoopCost, judge_clock, loop_cost, median, summarize
 
 DEFERRED_MS = 5.0  # a worker with nothing queued answers a sync in well under a millisecond
+HOST_CALLS = 50  # calls in the host-time request: far below the launch queue's depth (~1000)
+HOST_BUDGET_MS = 20.0  # ...fewer for long kernels: their device work drains after the request
 
 
 @dataclass
@@ -35,7 +43,11 @@ class KernelOnCase:
     reps: list[float] = field(default_factory=list)  # every timed repetition, ms
     round_ms: list[float] = field(default_factory=list)  # each round's summary, ms
     violations: list[tuple[str, str]] = field(default_factory=list)
-    host_us: float | None = None
+    host_us: float | None = None  # host time per call on the judge's clock (the worker's own figure is not used)
+    calls: int = 0  # timed calls, and the Triton launches the worker says they made: its claim,
+    launches: int = 0  # which can only count against it (timed-call-no-launch)
+    claimed_ms: float = 0.0  # device time its timing requests claimed, warm-up included...
+    floor_ms: float = 0.0  # ...and the least the judge's clock allowed them (kernelgen.verify.wallclock)
 
     @property
     def timed(self) -> bool:
@@ -65,19 +77,112 @@ def _wrong(judge: Judge, worker: WorkerSession, values: list[Any] | None, expect
     return ""
 
 
+class _Requests:
+    """One kernel's requests on one case, each timing checked against the judge's clock."""
+
+    def __init__(self, judge: Judge, worker: WorkerSession, slot: str, key: str, res: KernelOnCase, cost: LoopCost):
+        self.worker, self.slot, self.key, self.res, self.cost = worker, slot, key, res, cost
+        self.cpu = judge.device.interpreter
+        self.params = judge.spec.param_defaults
+        self.now = judge_clock("cpu").now
+        self.rtt = math.inf
+        self.empty_ms = math.inf
+        self.host_call_ms: float | None = None
+        self.est = 0.0
+
+    def sync(self) -> float:
+        """How long the worker took to answer a sync, ms: its queued device work, plus the round trip
+        (the fastest one seen is the round trip every bound uses)."""
+        t0 = self.now()
+        self.worker.request({"op": "sync"})
+        ms = (self.now() - t0) * 1e3
+        self.rtt = min(self.rtt, ms)
+        return ms
+
+    def empty(self) -> None:
+        """The judge's clock around an empty timing request (no call: no candidate code runs in it),
+        after a sync has drained anything queued; the larger of two, an upper estimate."""
+        self.sync()
+        walls = []
+        for _ in range(2):
+            t0 = self.now()
+            self.worker.request({"op": "time", "slot": self.slot, "key": self.key, "params": self.params, "reps": 0, "warmup": 0})
+            walls.append((self.now() - t0) * 1e3)
+        self.empty_ms = max(walls)
+
+    def host(self, calls: int) -> None:
+        """The candidate's host time per call: the judge's clock around `calls` calls the worker makes
+        without waiting for the device (then drained, outside the measurement)."""
+        self.sync()
+        self.sync()
+        t0 = self.now()
+        reply = self.worker.request({"op": "host", "slot": self.slot, "key": self.key, "params": self.params, "calls": calls})
+        wall = (self.now() - t0) * 1e3
+        self.sync()
+        if reply.ok:
+            # For the bound an upper estimate (less the round trip only); reported, less the whole
+            # fixed cost of a request (the empty one), as the judge's own host_overhead_us would be.
+            self.host_call_ms = max(0.0, wall - self.rtt) / calls
+            self.res.host_us = max(0.0, wall - self.empty_ms) / calls * 1e3
+
+    def time(self, reps: int, warmup: int, *, out_limit: int = 0) -> Reply:
+        """One timing request (`out_limit`: also return the last call's outputs; such a request carries
+        their copy-out, so its times are not bounded and not kept). Retried once when its answer came
+        with work still queued or below the judge's clock: a host hiccup happens once, a lie every time."""
+        req = {"op": "time", "slot": self.slot, "key": self.key, "params": self.params, "reps": reps, "warmup": warmup,
+               "outputs": bool(out_limit), "out_offset": 0, "out_limit": out_limit}
+        for _ in range(2):
+            t0 = self.now()
+            reply = self.worker.request(req)
+            wall = (self.now() - t0) * 1e3
+            if not reply.ok:
+                return reply
+            waited = self.sync()
+            deferred = waited > DEFERRED_MS and not self.cpu
+            seen = wallclock.Request(reps=reps, warmup=warmup, wall_ms=wall + max(0.0, waited - self.rtt),
+                                     empty_ms=self.empty_ms, host_call_ms=self.host_call_ms)
+            forged = None if out_limit else self._forged(reply, seen)
+            if not (deferred or forged):
+                break
+        if deferred:
+            self.res.violations.append(("deferred-work", f"the worker still had {waited:.1f} ms of work queued after "
+                                        "saying it was done, twice in a row"))
+        if forged:
+            self.res.violations.append(("forged-timing", forged))
+        if reply.launches < reply.calls:
+            self.res.violations.append(("timed-call-no-launch", f"{reply.calls} timed calls launched only "
+                                        f"{reply.launches} Triton kernels: a call that launches nothing returned "
+                                        "a cached or host-computed result"))
+        if not out_limit:
+            self.res.calls += reply.calls
+            self.res.launches += reply.launches
+            self.res.claimed_ms += wallclock.claimed_ms(reply.times_ms, warmup)
+            self.res.floor_ms += max(0.0, seen.wall_ms - wallclock.overhead_ms(seen, self.cost, cpu=self.cpu))
+        return reply
+
+    def _forged(self, reply: Reply, seen: wallclock.Request) -> str | None:
+        if len(reply.times_ms) != seen.reps or any(not (t >= 0 and math.isfinite(t)) for t in reply.times_ms):
+            return f"the worker answered {len(reply.times_ms)} timings for {seen.reps} timed calls, or timings that are no durations"
+        return wallclock.check(reply.times_ms, seen, self.cost, cpu=self.cpu)
+
+
+def _error_line(reply: Reply) -> str:
+    return reply.error.strip().splitlines()[-1] if reply.error.strip() else "an error"
+
+
 def time_case(judge: Judge, kernels: list[KernelSource], inputs: list[Any], expected: tuple, dtype: str, *,
-              rounds: int, rep_ms: float, host: bool = False, key: str | None = None,
-              check_last: bool = True) -> list[KernelOnCase]:
+              rounds: int, rep_ms: float, key: str | None = None, check_last: bool = True) -> list[KernelOnCase]:
     """Spot-check and time every kernel on these inputs; results in the order of `kernels`.
-    `key`: the inputs are a perf case the judge keeps resident (Judge.keep), so a worker that already
-    holds them is not sent them again. `check_last=False` (a search, whose winner is checked and
-    timed again in full) skips reading back the last timed call's outputs."""
+    `rounds`, `rep_ms`: at most that many interleaved rounds, within rounds x rep_ms of timed device
+    time per kernel (kernelgen.verify.adaptive.Plan.paired). `key`: the inputs are a perf case the
+    judge keeps resident (Judge.keep), so a worker that already holds them is not sent them again.
+    `check_last=False` (a search, whose winner is checked and timed again in full) skips reading back
+    the last timed call's outputs."""
     placed = [judge.load(k) for k in kernels]
     results = [KernelOnCase() for _ in kernels]
     resident = key is not None
     key = key or "timed-case"
     out_limit = judge.arena_bytes // 2
-    params = judge.spec.param_defaults
     # Everything but the timing holds the device lock shared: other KernelGen processes on this GPU
     # (a batch's --per-gpu workers) may check beside it, but none of them times while it runs.
     with device_lock(exclusive=False, path=judge.device.lock):
@@ -89,50 +194,22 @@ def time_case(judge: Judge, kernels: list[KernelSource], inputs: list[Any], expe
             for (worker, slot), res in zip(placed, results):
                 reply = judge.call(worker, slot, key, mode="guarded", fill=fill, out_limit=out_limit)
                 if not reply.ok:
-                    res.wrong = f"raised: {reply.error.strip().splitlines()[-1] if reply.error.strip() else 'an error'}"
+                    res.wrong = f"raised: {_error_line(reply)}"
                     continue
                 if reply.report is not None:
                     res.configs = list(reply.report.configs)
                     res.violations += [(v.get("code", "worker-report"), v.get("message", "")) for v in reply.report.violations]
                 res.wrong = _wrong(judge, worker, reply.outputs, expected, dtype, fill)
         live = [i for i, r in enumerate(results) if not r.wrong]
-        last: dict[int, Any] = {}
         with device_lock(exclusive=True, path=judge.device.lock):  # nothing else of ours on that device while timing
-            for r in range(rounds):
-                for i in [live[(r + j) % len(live)] for j in range(len(live))] if live else []:
-                    worker, slot = placed[i]
-                    for attempt in range(2):
-                        reply = worker.request({"op": "time", "slot": slot, "key": key, "params": params, "rep_ms": rep_ms,
-                                                "warmup_ms": 10, "out_offset": 0, "out_limit": out_limit})
-                        if not reply.ok:
-                            break
-                        waited = _sync_ms(worker)
-                        # A slow answer once can be the host (a page fault, the scheduler: 7.7 ms was seen on an
-                        # honest kernel on an H100); work really deferred past the timing is slow every time.
-                        if waited <= DEFERRED_MS or judge.device.interpreter:
-                            break
-                        if attempt == 1:
-                            results[i].violations.append(("deferred-work", f"the worker still had {waited:.1f} ms of work "
-                                                          "queued after saying it was done, twice in a row"))
-                    if not reply.ok:
-                        results[i].wrong = f"raised while timed: {reply.error.strip().splitlines()[-1] if reply.error.strip() else ''}"
-                        continue
-                    if reply.launches < reply.calls:
-                        results[i].violations.append(("timed-call-no-launch", f"{reply.calls} timed calls launched only "
-                                                      f"{reply.launches} Triton kernels: a call that launches nothing returned "
-                                                      "a cached or host-computed result"))
-                    results[i].reps += reply.times_ms
-                    results[i].round_ms.append(summarize(reply.times_ms).ms)
-                    last[i] = reply.outputs
+            _time_rounds(judge, placed, results, live, key, rounds=rounds, rep_ms=rep_ms)
+            live = [i for i in live if not results[i].wrong]
+            last = {i: _last_outputs(judge, placed[i], results[i], key, out_limit) for i in live} if check_last else {}
         with device_lock(exclusive=False, path=judge.device.lock):
-            for i, outputs in last.items() if check_last else ():
-                wrong = _wrong(judge, placed[i][0], outputs, expected, dtype, None)
+            for i, outputs in last.items():
+                wrong = _wrong(judge, placed[i][0], outputs, expected, dtype, None) if outputs is not None else ""
                 if wrong:
                     results[i].violations.append(("timed-output-wrong", f"the output of the last timed call is wrong: {wrong}"))
-        if host and live and not judge.device.interpreter:
-            worker, slot = placed[live[0]]
-            with device_lock(exclusive=True, path=judge.device.lock):
-                results[live[0]].host_us = worker.request({"op": "host", "slot": slot, "key": key, "params": params}).host_us
     finally:
         for worker in {id(w): w for w, _ in placed}.values() if not resident else ():
             if not worker.closed:
@@ -140,8 +217,52 @@ def time_case(judge: Judge, kernels: list[KernelSource], inputs: list[Any], expe
     return results
 
 
-def _sync_ms(worker: WorkerSession) -> float:
-    """How long the worker took to answer a sync, ms: its queued device work, plus the round trip."""
-    t0 = time.perf_counter()
-    worker.request({"op": "sync"})
-    return (time.perf_counter() - t0) * 1e3
+def _time_rounds(judge: Judge, placed: list[tuple[WorkerSession, str]], results: list[KernelOnCase], live: list[int],
+                 key: str, *, rounds: int, rep_ms: float) -> None:
+    """Host time and a probe per kernel, then interleaved rounds until the plan is done."""
+    cpu = judge.device.interpreter
+    cost = loop_cost(judge_clock(judge.device.kind))
+    plan = Plan.paired(len(live), rounds=rounds, round_ms=rep_ms, interpreter=cpu)
+    requests = {i: _Requests(judge, *placed[i], key, results[i], cost) for i in live}
+    for i, r in requests.items():
+        r.empty()
+        if cpu:
+            continue  # host time and a probe mean nothing here
+        probe = r.time(2, 1)
+        if not _ok(probe, results[i]):
+            continue
+        r.est = median(probe.times_ms)
+        r.host(max(3, min(HOST_CALLS, math.floor(HOST_BUDGET_MS / max(r.est, 1e-3)))))
+    timing = [i for i in live if not _stopped(results[i])]
+    done = 0
+    while timing and not plan.done([results[i].reps for i in timing], done):
+        for i in [timing[(done + j) % len(timing)] for j in range(len(timing))]:
+            r = requests[i]
+            reply = r.time(plan.reps(r.est, cost.per_rep_ms), plan.warmup(r.est))
+            if _ok(reply, results[i]) and reply.times_ms:
+                results[i].reps += reply.times_ms
+                results[i].round_ms.append(summarize(reply.times_ms).ms)
+        timing = [i for i in timing if not _stopped(results[i])]
+        done += 1
+
+
+def _ok(reply: Reply, res: KernelOnCase) -> bool:
+    """Whether a timing answer is one to keep; a failed one makes the kernel wrong here, with the
+    violations the worker reported with it (a timing loop it found changed)."""
+    if reply.ok:
+        return True
+    res.wrong = f"raised while timed: {_error_line(reply)}"
+    if reply.report is not None:
+        res.violations += [(v.get("code", "worker-report"), v.get("message", "")) for v in reply.report.violations]
+    return False
+
+
+def _stopped(res: KernelOnCase) -> bool:
+    """No more timing for a kernel that failed, or whose timings the judge's clock contradicts."""
+    return bool(res.wrong) or any(code == "forged-timing" for code, _ in res.violations)
+
+
+def _last_outputs(judge: Judge, placed: tuple[WorkerSession, str], res: KernelOnCase, key: str, out_limit: int) -> Any:
+    """The outputs of one more timed call (not kept as a timing), for the judge to compare."""
+    reply = _Requests(judge, *placed, key, res, loop_cost(judge_clock(judge.device.kind))).time(1, 0, out_limit=out_limit)
+    return reply.outputs if _ok(reply, res) else None

@@ -229,6 +229,34 @@ def test_static_rules(snippet, code):
     assert code in _codes(HONEST + "\n\n" + snippet + "\n")
 
 
+EVENT_PATCH = ("import functools\nclass Faster:\n    def elapsed_time(self, end):\n        return 0.0\n"
+               "functools.update_wrapper(torch.cuda.Event, Faster, assigned=('elapsed_time',), updated=())")
+
+
+@pytest.mark.parametrize("snippet", [
+    EVENT_PATCH,
+    "from functools import update_wrapper as uw\nuw(torch.cuda.Event, torch.cuda.Event)",
+    "import functools\ng = getattr(functools, 'update_wrapper')(torch.cuda.Event, torch)",
+    "import functools\nfunctools.wraps(broadcast)(torch.cuda.Event)",
+    "import dataclasses\ndataclasses.dataclass(torch.cuda.Event)",
+    "import dataclasses\ndataclasses.dataclass(eq=False)(torch.Tensor)",
+    "import functools\nfunctools.total_ordering(torch.cuda.Event)",
+    "import typing\ntyping.no_type_check(torch.cuda.Event)",
+    "import functools\nf = functools.update_wrapper",
+    "x = list(map(setattr, [torch.cuda.Event], ['elapsed_time'], [None]))",
+])
+def test_setattr_through_library_functions_is_a_monkeypatch(snippet):
+    assert "monkeypatch" in _codes(HONEST + "\n\n" + snippet + "\n")
+
+
+def test_library_setters_on_the_files_own_functions_and_classes_pass():
+    own = ("import dataclasses\nimport functools\n\n\n@dataclasses.dataclass\nclass Cfg:\n    block: int = 4\n\n\n"
+           "def deco(fn):\n    @functools.wraps(fn)\n    def inner(*a):\n        return fn(*a)\n\n"
+           "    def other(*a):\n        return fn(*a)\n    functools.update_wrapper(other, fn)\n    return inner\n\n\n"
+           "CFG = dataclasses.replace(Cfg(), block=8)\n")
+    assert _codes(HONEST + "\n\n" + own) == set()
+
+
 def test_entry_rebound_at_module_level():
     assert "entry-rebound" in _codes(HONEST + "\n\nbroadcast = lambda x, bias: x + bias\n")
 

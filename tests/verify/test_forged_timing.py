@@ -1,0 +1,54 @@
+"""End to end on the CPU interpreter: a candidate that rebinds the process's clock or the worker's timing
+functions changes nothing the judge records; one that rewrites the loop's code is refused a timing; a
+worker whose answer claims less time than the judge's own clock saw is `forged-timing`. The static
+checks are switched off where a kernel would not get past them, to show the runtime holds alone."""
+
+from __future__ import annotations
+
+import json
+
+from kernelgen.devices import resolve_device
+from kernelgen.opdir import open_operator
+from kernelgen.verify.runner import run_performance
+from kernelgen.verify.session import WorkerSession
+
+from test_hostile_kernels import ADVERSARIAL, HONEST, _harness, make_op_dir
+
+
+def test_a_slowed_clock_and_rebound_timing_functions_change_nothing_recorded(tmp_path):
+    op = make_op_dir(tmp_path, ADVERSARIAL / "forge_cpu_clock.py")
+    out = tmp_path / "perf.json"
+    r = _harness("performance", op, "--no-compile", "--json", str(out), bypass_static=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "VIOLATION" not in r.stdout
+    case = json.loads(out.read_text())["performance"]["cases"][0]
+    # An interpreter call of this kernel takes milliseconds; the forged clock would have said microseconds.
+    assert case["kernel"]["ms"] > 0.2, case["kernel"]
+    assert case["timing_check"].startswith("claimed")
+
+
+def test_a_rewritten_timing_loop_is_refused(tmp_path):
+    op = make_op_dir(tmp_path, ADVERSARIAL / "forge_timing_code.py")
+    r = _harness("performance", op, "--no-compile", bypass_static=True)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "VIOLATION harness-tampering" in r.stdout and "run_reps changed" in r.stdout, r.stdout
+
+
+def test_a_worker_claiming_impossible_times_is_forged_timing(tmp_path, monkeypatch):
+    """The worker's answers are rewritten on their way to the judge (as a candidate that owned the
+    worker could): 1000x shorter than the calls took."""
+    real = WorkerSession.request
+
+    def forging(self, payload, **kw):
+        reply = real(self, payload, **kw)
+        if payload.get("op") == "time" and not payload.get("outputs"):
+            reply.times_ms = [t / 1000 for t in reply.times_ms]
+        return reply
+
+    monkeypatch.setattr(WorkerSession, "request", forging)
+    op = make_op_dir(tmp_path, HONEST)
+    record = run_performance(open_operator(op), resolve_device("cpu"), no_compile=True)
+    perf = record.performance
+    assert record.status == "failed" and perf is not None and not perf.ok
+    forged = [v for v in perf.violations if v.code == "forged-timing"]
+    assert forged and "judge's own clock" in forged[0].message, perf.violations
