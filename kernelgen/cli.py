@@ -103,6 +103,8 @@ def bench(
     no_compile: Annotated[bool, typer.Option("--no-compile", help="skip the torch.compile baseline")] = False,
     no_peers: Annotated[bool, typer.Option("--no-peers", help="skip the peer libraries (Liger-Kernel, FlagGems)")] = False,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="also write the typed result (JSON) here")] = None,
+    fresh: Annotated[bool, typer.Option("--fresh", help="time eager, torch.compile and the peers again instead of "
+                                        "taking them from the cache")] = False,
 ) -> None:
     """Performance only: the kernel against PyTorch eager, torch.compile and the peer libraries."""
     from kernelgen.devices import INTERPRETER_WARNING, resolve_device
@@ -115,7 +117,7 @@ def bench(
         if dev.interpreter:
             err.print(f"[bold yellow]WARNING:[/] {INTERPRETER_WARNING}")
         step(f"{op.name}: timing on {dev.kind}")
-        record = run_performance(op, dev, kernel=kernel, no_compile=no_compile, no_peers=no_peers)
+        record = run_performance(op, dev, kernel=kernel, no_compile=no_compile, no_peers=no_peers, fresh=fresh)
         if json_out is not None:
             from kernelgen.verify.runner import save_record
 

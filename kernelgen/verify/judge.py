@@ -16,9 +16,10 @@ from typing import Any, Callable, Literal
 
 from kernelgen.devices import DeviceInfo
 from kernelgen.spec import OperatorSpec, torch_dtype
+from kernelgen.verify import compilecache
 from kernelgen.verify.poison import Fill
 from kernelgen.verify.protocol import DTYPE_SIZES, OtherValue, Reply, TensorRef
-from kernelgen.verify.session import WorkerFailure, WorkerSession
+from kernelgen.verify.session import WorkerFailure, WorkerSession, spare_worker
 from kernelgen.verify.staticcheck import check_source
 
 Origin = Literal["offline", "llm", "file"]
@@ -67,11 +68,17 @@ def _nbytes(shape: list[int], dtype: str) -> int:
 class Judge:
     def __init__(self, spec: OperatorSpec, device: DeviceInfo, baseline: Callable[..., Any], *,
                  extra_cases: list[dict[str, list[int]]] | None = None, arena_bytes: int | None = None,
-                 owns_baseline: bool = True):
+                 owns_baseline: bool = True, spare: WorkerSession | None = None, prestart: bool = False,
+                 baseline_sha256: str | None = None):
+        """`spare` (or `prestart`: one started here, before the arena is sized) is the first worker this
+        judge needs, already importing torch and starting the device while the judge starts.
+        `baseline_sha256`: the baseline file's bytes, which key its cached timings (none without)."""
+        self._spare = spare if spare is not None else (spare_worker(device) if prestart else None)
         exact_reductions()
         self.spec = spec
         self.device = device
         self.baseline = baseline
+        self.baseline_sha256 = baseline_sha256
         self._owns_baseline = owns_baseline
         self.arena_bytes = arena_bytes or self._arena_size(extra_cases or [])
         self._shared: WorkerSession | None = None
@@ -127,7 +134,10 @@ class Judge:
             worker = self._own.get(key)
             if worker is None or worker.closed:
                 worker = self._own[key] = self._start(kernel.name)
-        slot = f"k{len(self._slots)}"
+        if worker.compile_store is None:  # its first kernel: the worker's compile-cache key is set
+            worker.compile_store = compilecache.store_folder(self.spec.name, "offline" if kernel.origin == "offline" else key)
+            compilecache.seed(worker.compile_store, worker.scratch / "triton")
+        slot = f"k{key[:16]}"  # the same module name in every run: nothing in Triton's cache keys differs
         reply = worker.request({"op": "load", "slot": slot, "entry": self.spec.name, "filename": kernel.name,
                                 "source": kernel.source})
         if not reply.ok:
@@ -138,7 +148,11 @@ class Judge:
         return worker, slot
 
     def _start(self, label: str) -> WorkerSession:
-        worker = WorkerSession(self.device, arena_bytes=self.arena_bytes, label=label)
+        spare, self._spare = self._spare, None
+        if spare is not None and spare.take(label, self.arena_bytes):
+            worker = spare
+        else:
+            worker = WorkerSession(self.device, arena_bytes=self.arena_bytes, label=label)
         for note in worker.sandbox_missing:
             if note not in self.sandbox_notes:
                 self.sandbox_notes.append(note)
@@ -161,10 +175,10 @@ class Judge:
                 self._own.pop(key, None)
 
     def close(self) -> None:
-        for w in [self._shared, *self._own.values()]:
+        for w in [self._spare, self._shared, *self._own.values()]:
             if w is not None:
                 w.close()
-        self._shared, self._own, self._slots, self._placed = None, {}, {}, {}
+        self._spare, self._shared, self._own, self._slots, self._placed = None, None, {}, {}, {}
         self._kept, self._kept_bytes = {}, 0
         closer = getattr(self.baseline, "close", None) if self._owns_baseline else None
         if closer is not None:
@@ -175,7 +189,8 @@ class Judge:
         (`device.pin`, under `device.lock`): the same spec and baseline (this judge's, which the new
         one leaves open when it closes), its own workers. Inputs and outputs still live on this
         process's device; they reach the other GPU's workers through the host-memory arena."""
-        return Judge(self.spec, device, self.baseline, arena_bytes=self.arena_bytes, owns_baseline=False)
+        return Judge(self.spec, device, self.baseline, arena_bytes=self.arena_bytes, owns_baseline=False,
+                     baseline_sha256=self.baseline_sha256)
 
     def __enter__(self) -> "Judge":
         return self

@@ -24,12 +24,13 @@ from typing import Any, Callable
 
 from kernelgen.devices import INTERPRETER_WARNING
 from kernelgen.spec import Case
+from kernelgen.verify.baselines import BaselineCache, BaselineEntry, Kind, spec_recipe
 from kernelgen.verify.compare import as_tuple
 from kernelgen.verify.devicelock import device_lock
 from kernelgen.verify.inputs import PERF_SEED, checkable_dtypes
 from kernelgen.verify.judge import Judge, KernelSource, LoadError, static_problems
 from kernelgen.verify.peerproc import peer_timings
-from kernelgen.verify.results import DevicePeaks, PerfCase, PerformanceResult, Violation
+from kernelgen.verify.results import DevicePeaks, KernelTiming, PerfCase, PerformanceResult, Violation
 from kernelgen.verify.timed import paired, time_case
 from kernelgen.verify.timing import host_overhead_us, rep_times, summarize
 
@@ -94,9 +95,11 @@ def timed_cases(judge: Judge) -> tuple[list[Case], list[str]]:
 
 def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: KernelSource | None = None,
                         with_eager: bool = True, with_compile: bool | None = None, with_peers: bool | None = None,
-                        peaks: DevicePeaks | None = None, rounds: int = ROUNDS,
+                        peaks: DevicePeaks | None = None, rounds: int = ROUNDS, fresh: bool = False,
                         log: Callable[[str], None] = lambda s: None) -> PerformanceResult:
-    """Time `kernel` (against `compare_with`, the current best, when given) on every perf case."""
+    """Time `kernel` (against `compare_with`, the current best, when given) on every perf case. The
+    baselines (eager, torch.compile, peers) come from the per-user cache where it has them, unless
+    `fresh` (kernelgen.verify.baselines)."""
     import torch
     import triton
 
@@ -126,21 +129,110 @@ def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: Ker
     else:
         with_compile = True if with_compile is None else with_compile
         with_peers = True if with_peers is None else with_peers
-    compiled_ref = torch.compile(judge.baseline) if with_compile else None
+    refs = _References(judge, fresh=fresh, with_eager=with_eager, with_compile=with_compile)
     for ci, case in enumerate(cases):
         for dtype in dtypes:
-            pc = _measure_case(judge, res, kernels, ci, case, dtype, compiled_ref=compiled_ref, with_eager=with_eager,
-                               rounds=rounds)
+            pc = _measure_case(judge, res, kernels, ci, case, dtype, refs, rounds=rounds)
             res.cases.append(pc)
             log(", ".join([pc.label, *pc.facts()]) + ("" if res.measured else " [interpreter: not a measurement]"))
     if with_peers and res.cases:
-        log("timing the peer libraries (FlagGems, Liger-Kernel) in a process of their own")
-        run = peer_timings(spec, device.torch_device, [(pc.case, pc.shapes, pc.dtype) for pc in res.cases], device.lock)
-        for pc in res.cases:
-            pc.peers = run.timings.get((pc.case, pc.dtype), {})
-        for note in run.notes:
-            res.note = (res.note + f" {note}.").strip()
+        _peers(judge, res, refs.cache, log)
+    _say_cached(res)
     return res
+
+
+class _References:
+    """Eager and torch.compile of the reference on one case: from the cache, or timed here (and cached)."""
+
+    def __init__(self, judge: Judge, *, fresh: bool, with_eager: bool, with_compile: bool):
+        self.judge, self.with_eager, self.with_compile = judge, with_eager, with_compile
+        self.cache = baseline_cache(judge, fresh=fresh)
+        self._compiled: Any = None
+
+    def compiled(self) -> Any:
+        import torch
+
+        if self._compiled is None:  # built only when a case needs it timed: nothing compiles on a cache hit
+            self._compiled = torch.compile(self.judge.baseline)
+        return self._compiled
+
+    def _cached(self, kind: Kind, pc: PerfCase) -> BaselineEntry | None:
+        return self.cache.get(kind, pc.shapes, pc.dtype) if self.cache is not None else None
+
+    def _store(self, kind: Kind, pc: PerfCase, timing: KernelTiming, host_us: float | None = None) -> BaselineEntry:
+        if self.cache is not None:
+            return self.cache.put(kind, pc.shapes, pc.dtype, timing=timing, host_us=host_us)
+        return BaselineEntry(kind=kind, measured_at="", device_name="", timing=timing, host_us=host_us)
+
+    def time(self, res: PerformanceResult, pc: PerfCase, inputs: list[Any]) -> None:
+        judge = self.judge
+        device, params = judge.device, judge.spec.param_defaults
+        eager = self._cached("eager", pc) if self.with_eager else None
+        compiled = self._cached("compile", pc) if self.with_compile else None
+        from_cache = [e.measured_at for e in (eager, compiled) if e is not None]
+        time_compile = self.with_compile and compiled is None
+        if time_compile:
+            try:
+                self.compiled()(*inputs, **params)  # compile outside the timed region (seconds of CPU work)
+            except Exception as e:  # noqa: BLE001 - a compile failure is reported, not fatal
+                res.note = (res.note + f" torch.compile failed on case {pc.case} {pc.dtype}: {type(e).__name__}.").strip()
+                time_compile = False
+        with device_lock(exclusive=True, path=device.lock):
+            if self.with_eager and eager is None:
+                call = lambda: judge.baseline(*inputs, **params)  # noqa: E731
+                eager = self._store("eager", pc, summarize(rep_times(call, device.kind)),
+                                    None if device.interpreter else host_overhead_us(call, device.kind))
+            if time_compile:
+                compiled = self._store("compile", pc, summarize(rep_times(lambda: self.compiled()(*inputs, **params), device.kind)))
+        if eager is not None:
+            pc.eager, pc.eager_host_us = eager.timing, eager.host_us
+        if compiled is not None:
+            pc.compiled = compiled.timing
+        pc.baselines_measured_at = min(from_cache, default="")
+
+
+def baseline_cache(judge: Judge, *, fresh: bool) -> BaselineCache | None:
+    """The judge's baseline cache; None for a baseline whose bytes the judge was not told (nothing
+    to key it by). Under the interpreter it keeps dry runs, labelled as such like every number there."""
+    if not judge.baseline_sha256:
+        return None
+    return BaselineCache(judge.baseline_sha256, spec_recipe(judge.spec), judge.device.kind, fresh=fresh)
+
+
+def _peers(judge: Judge, res: PerformanceResult, cache: BaselineCache | None, log: Callable[[str], None]) -> None:
+    """The peers' timings per case: cached, or timed in a child process (one for every case missing)."""
+    notes: list[str] = []
+    todo = []
+    for pc in res.cases:
+        entry = cache.get("peers", pc.shapes, pc.dtype) if cache else None
+        if entry is None:
+            todo.append(pc)
+            continue
+        pc.peers = dict(entry.peers)
+        pc.baselines_measured_at = min(filter(None, [pc.baselines_measured_at, entry.measured_at]))
+        notes += entry.notes
+    if todo:
+        log("timing the peer libraries (FlagGems, Liger-Kernel) in a process of their own")
+        spec, device = judge.spec, judge.device
+        run = peer_timings(spec, device.torch_device, [(pc.case, pc.shapes, pc.dtype) for pc in todo], device.lock)
+        notes += run.notes
+        for pc in todo:
+            pc.peers = run.timings.get((pc.case, pc.dtype), {})
+            if cache is not None and (pc.case, pc.dtype) in run.timings:
+                cache.put("peers", pc.shapes, pc.dtype, peers=pc.peers, notes=run.notes)
+    for note in dict.fromkeys(notes):
+        res.note = (res.note + f" {note}.").strip()
+
+
+def _say_cached(res: PerformanceResult) -> None:
+    """One line in the result's note: which baselines came from the cache, and when they were timed."""
+    cached = sorted({pc.baselines_measured_at for pc in res.cases if pc.baselines_measured_at})
+    if not cached:
+        return
+    when = cached[0] if len(cached) == 1 else f"{cached[0]} to {cached[-1]}"
+    n = sum(1 for pc in res.cases if pc.baselines_measured_at)
+    res.note = (res.note + f" Baselines (eager, torch.compile, peers) of {n} of {len(res.cases)} case(s) from the "
+                f"cache, timed {when} on this device with these versions; `kernelgen bench --fresh` times them again.").strip()
 
 
 def perf_inputs(judge: Judge, ci: int, case: Case, dtype: str) -> tuple[list[Any], tuple]:
@@ -170,8 +262,8 @@ def resident_key(judge: Judge, ci: int, dtype: str) -> str | None:
     return key if judge.kept(key) is not None else None
 
 
-def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSource], ci: int, case: Case, dtype: str, *,
-                  compiled_ref: Any, with_eager: bool, rounds: int) -> PerfCase:
+def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSource], ci: int, case: Case, dtype: str,
+                  refs: _References, *, rounds: int) -> PerfCase:
     import torch
 
     spec, device = judge.spec, judge.device
@@ -197,19 +289,7 @@ def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSour
     if len(timed) > 1 and timed[1].timed and mine.timed:
         pc.compare = summarize(timed[1].reps)
         pc.speedup_vs_compare, pc.pair_noise = paired(timed[1], mine)
-    if compiled_ref is not None:
-        try:
-            compiled_ref(*inputs, **params)  # compile outside the timed region (seconds of CPU work)
-        except Exception as e:  # noqa: BLE001 - a compile failure is reported, not fatal
-            res.note = (res.note + f" torch.compile failed on case {ci} {dtype}: {type(e).__name__}.").strip()
-            compiled_ref = None
-    with device_lock(exclusive=True, path=device.lock):
-        if with_eager:
-            pc.eager = summarize(rep_times(lambda: judge.baseline(*inputs, **params), device.kind))
-            if not device.interpreter:
-                pc.eager_host_us = host_overhead_us(lambda: judge.baseline(*inputs, **params), device.kind)
-        if compiled_ref is not None:
-            pc.compiled = summarize(rep_times(lambda: compiled_ref(*inputs, **params), device.kind))
+    refs.time(res, pc, inputs)
     secs = pc.kernel.ms * 1e-3 if pc.kernel else None
     if secs:
         pc.gbps = pc.bytes / secs / 1e9

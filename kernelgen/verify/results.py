@@ -137,6 +137,9 @@ class PerfCase(_Model):
     # small shapes, where the kernel itself takes a few microseconds.
     host_us: float | None = None
     eager_host_us: float | None = None
+    # When eager, torch.compile and the peers were timed, where they came from the per-user cache
+    # (kernelgen.verify.baselines); "" when they were timed in this run.
+    baselines_measured_at: str = ""
 
     @property
     def label(self) -> str:
