@@ -28,6 +28,7 @@ from kernelgen.record.state import STATE_FILE, OpState, RoundRecord, save_state
 from kernelgen.spec import load_spec
 from kernelgen.verify import integrity
 from kernelgen.verify.runner import open_judge, run_accuracy, run_performance
+from kernelgen.verify.session import WorkerSession, spare_worker
 
 Step = Callable[[str], None]
 
@@ -41,11 +42,12 @@ class NewResult:
     replaced_incomplete: bool = False  # the folder moved aside was a half-made one (round 0 never finished)
 
 
-def _check_and_time(op: OperatorDir, record: RoundRecord, device: DeviceInfo, *, measure: bool, on_step: Step) -> None:
+def _check_and_time(op: OperatorDir, record: RoundRecord, device: DeviceInfo, *, measure: bool, on_step: Step,
+                    spare: WorkerSession | None = None) -> None:
     """Accuracy first; performance only for a kernel that passed (a wrong kernel has no speed)."""
     # One judge for both: its worker compiles the kernel once and the timing reuses it (a second
     # worker would pay the torch import, the device context and every JIT compile again).
-    with open_judge(op, device) as judge:
+    with open_judge(op, device, spare=spare) as judge:
         on_step(f"{op.name}: checking accuracy of {record.kernel_file} on {device.kind}")
         record.accuracy = run_accuracy(op, device, judge=judge)
         if record.accuracy.passed and measure:
@@ -129,10 +131,13 @@ def new_operator(
     os.umask(umask)
     staging.chmod(0o777 & ~umask)  # mkdtemp's 0700 would make the operator folder private once renamed
     moved: Path | None = None
+    # The worker that will check the kernel starts now: its imports and device start (~5 s) run
+    # while the kernel is generated, instead of after.
+    spare = spare_worker(dev)
     try:
         op = OperatorDir(staging, spec)
         state, record = _round0(op, spec_text, writer, dev, on_step)
-        _check_and_time(op, record, dev, measure=measure, on_step=on_step)
+        _check_and_time(op, record, dev, measure=measure, on_step=on_step, spare=spare)
         record.finished_at = now()
         correct = bool(record.accuracy and record.accuracy.passed)
         record.kept = correct
@@ -149,6 +154,9 @@ def new_operator(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    finally:
+        if spare is not None:
+            spare.close()  # unused (the generation failed) or already closed with its judge: a no-op
     return NewResult(op=OperatorDir(final, spec), state=state, correct=correct, moved_aside=moved, replaced_incomplete=half_made)
 
 

@@ -19,6 +19,7 @@ from kernelgen.spec import OperatorSpec, torch_dtype
 from kernelgen.verify import compilecache
 from kernelgen.verify.poison import Fill
 from kernelgen.verify.protocol import DTYPE_SIZES, OtherValue, Reply, TensorRef
+from kernelgen.verify.scrub import scrub
 from kernelgen.verify.session import WorkerFailure, WorkerSession, spare_worker
 from kernelgen.verify.staticcheck import check_source
 
@@ -225,13 +226,18 @@ class Judge:
 
     # --- moving tensors ----------------------------------------------------------------------------
     @staticmethod
-    def put(worker: WorkerSession, key: str, inputs: list[Any], *, refill: bool = False) -> None:
-        refs, offset = [], 0
+    def stage(worker: WorkerSession, key: str, inputs: list[Any], *, refill: bool = False, offset: int = 0) -> dict[str, Any]:
+        """`inputs` written into the worker's arena from `offset`; the request that stores them."""
+        refs = []
         for t in inputs:
             ref = worker.arena.write(t, offset)
             refs.append(ref.model_dump())
             offset += -(-ref.nbytes // ALIGN) * ALIGN
-        reply = worker.request({"op": "refill" if refill else "put", "key": key, "tensors": refs})
+        return {"op": "refill" if refill else "put", "key": key, "tensors": refs}
+
+    @staticmethod
+    def put(worker: WorkerSession, key: str, inputs: list[Any], *, refill: bool = False) -> None:
+        reply = worker.request(Judge.stage(worker, key, inputs, refill=refill))
         if not reply.ok:
             raise WorkerFailure("error", f"the worker could not take the inputs: {reply.error}")
 
@@ -239,11 +245,26 @@ class Judge:
     def drop(worker: WorkerSession, key: str) -> None:
         worker.request({"op": "drop", "key": key})
 
+    def call_request(self, slot: str, key: str, *, mode: str, fill: Fill, order: str = "forward", seed: int = 0,
+                     out_offset: int = 0, out_limit: int, return_inputs: bool = False) -> dict[str, Any]:
+        return {"op": "call", "slot": slot, "key": key, "params": self.spec.param_defaults, "mode": mode,
+                "fill": fill.model_dump(), "order": order, "seed": seed, "out_offset": out_offset,
+                "out_limit": out_limit, "return_inputs": return_inputs}
+
     def call(self, worker: WorkerSession, slot: str, key: str, *, mode: str, fill: Fill, order: str = "forward",
              seed: int = 0, out_limit: int, return_inputs: bool = False) -> Reply:
-        return worker.request({"op": "call", "slot": slot, "key": key, "params": self.spec.param_defaults,
-                               "mode": mode, "fill": fill.model_dump(), "order": order, "seed": seed,
-                               "out_offset": 0, "out_limit": out_limit, "return_inputs": return_inputs})
+        return worker.request(self.call_request(slot, key, mode=mode, fill=fill, order=order, seed=seed,
+                                                out_limit=out_limit, return_inputs=return_inputs))
+
+    @staticmethod
+    def batch(worker: WorkerSession, requests: list[dict[str, Any]]) -> list[Reply]:
+        """Several requests in one round trip; their replies in order, up to the first that failed."""
+        reply = worker.request({"op": "batch", "requests": requests})
+        if not reply.ok or len(reply.replies) > len(requests):
+            raise WorkerFailure("error", f"the worker broke the protocol answering a batch: {reply.error or 'too many replies'}")
+        for r in reply.replies:
+            r.error = scrub(r.error)
+        return reply.replies
 
     def read(self, worker: WorkerSession, value: TensorRef | OtherValue, *, max_bytes: int) -> Any:
         """A private copy of one returned value, on the judge's device; a description for a non-tensor."""

@@ -28,6 +28,7 @@ from kernelgen.verify import sandbox
 from kernelgen.verify.protocol import Arena, OtherValue, ProtocolError, TensorRef, recv, send
 
 ALIGN = 64  # bytes between tensors in the arena
+BATCHABLE = ("put", "refill", "call", "drop")
 
 
 def _short_tb(exc: BaseException, limit: int = 8) -> str:
@@ -87,35 +88,52 @@ class Worker:
                 req = recv(self.sock)
             except EOFError:
                 return
-            op = req.get("op")
-            if op == "bye":
+            if req.get("op") == "bye":
                 send(self.sock, {"ok": True, "kind": "bye"})
                 return
-            handler = getattr(self, f"op_{op}", None)
-            if handler is None:
-                send(self.sock, {"ok": False, "error": f"unknown request {op!r}"})
-                continue
-            try:
-                if self.start_error:
-                    raise RuntimeError(self.start_error)
-                if op != "arena" and self.arena is None:
-                    raise ProtocolError("no arena yet: the judge sends one before any other request")
-                reply = handler(req)
-            except ProtocolError as e:
-                reply = {"ok": False, "error": f"protocol: {e}"}
-            except BaseException as e:  # noqa: BLE001 - the candidate's failure is a reply, not the worker's end
-                if isinstance(e, KeyboardInterrupt):
-                    raise
-                reply = {"ok": False, "error": _short_tb(e)}
-            changed = self.tamper.changed() if self.tamper is not None else []
-            if changed:
-                from kernelgen.verify.tamper import describe
+            send(self.sock, self._handle(req))
 
-                code, message = describe(changed, f"after the {op} request")
-                report = reply.setdefault("report", {})
-                report.setdefault("violations", []).append({"code": code, "message": message})
-                self.tamper.rebase()
-            send(self.sock, reply)
+    def _handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        """One request's reply; the candidate's failure is a reply, and any tampering seen after it
+        is reported in it."""
+        op = req.get("op")
+        handler = getattr(self, f"op_{op}", None)
+        if handler is None:
+            return {"ok": False, "error": f"unknown request {op!r}"}
+        try:
+            if self.start_error:
+                raise RuntimeError(self.start_error)
+            if op != "arena" and self.arena is None:
+                raise ProtocolError("no arena yet: the judge sends one before any other request")
+            reply = handler(req)
+        except ProtocolError as e:
+            reply = {"ok": False, "error": f"protocol: {e}"}
+        except BaseException as e:  # noqa: BLE001 - the candidate's failure is a reply, not the worker's end
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            reply = {"ok": False, "error": _short_tb(e)}
+        changed = self.tamper.changed() if self.tamper is not None else []
+        if changed:
+            from kernelgen.verify.tamper import describe
+
+            code, message = describe(changed, f"after the {op} request")
+            report = reply.setdefault("report", {})
+            report.setdefault("violations", []).append({"code": code, "message": message})
+            self.tamper.rebase()
+        return reply
+
+    def op_batch(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Several requests in one round trip (one accuracy seed: its inputs, then its four calls),
+        each handled and answered exactly as if it came alone; the first that fails ends the batch."""
+        replies = []
+        for sub in req["requests"]:
+            if sub.get("op") not in BATCHABLE:
+                replies.append({"ok": False, "error": f"protocol: {sub.get('op')!r} cannot be batched"})
+                break
+            replies.append(self._handle(sub))
+            if not replies[-1].get("ok"):
+                break
+        return {"ok": True, "kind": "batch", "replies": replies}
 
     def op_arena(self, req: dict[str, Any]) -> dict[str, Any]:  # noqa: ARG002 - every request carries one dict
         """The shared-memory arena, its fd passed through the handoff socket just before this request."""
