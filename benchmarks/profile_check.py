@@ -1,6 +1,6 @@
 """Where the seconds of one operator's commands go, step by step, and (with --old) beside an older tree.
 
-    python benchmarks/profile_check.py [--specs SPEC ...] [--old PATH] [--out DIR]
+    python benchmarks/profile_check.py [--specs SPEC ...] [--old PATH] [--rounds N] [--out DIR]
 
 Per operator (default: broadcast, softmax, and a KernelBench-size float32 matmul, A.T @ B with A
 8192x2048 and B 8192x4096: benchmarks/specs/matmul_fp32.yaml), each command in a fresh process as a
@@ -14,7 +14,7 @@ user has them after their first bench):
   new (with measurement)     check and bench in one command, the baselines cached
 then, in one process, against a fresh cache: judge + worker start + kernel import; accuracy cold and
 warm (a second run in the same judge); performance (eager, torch.compile, peers, kernel); the kernel
-alone, warm. `--old PATH` (a checkout of an older tree, e.g. `git worktree add ../old 3f3dac2`) runs
+alone, warm; with --rounds N, `optimize --rounds N --backend offline` last. `--old PATH` (a checkout of an older tree, e.g. `git worktree add ../old 3f3dac2`) runs
 the same in that tree and prints its seconds beside. The table comes last; also DIR/profile.md.
 """
 
@@ -38,7 +38,7 @@ DEFAULT_SPECS = [REPO / "operator_specs" / "broadcast.yaml", REPO / "operator_sp
                  REPO / "benchmarks" / "specs" / "matmul_fp32.yaml"]
 ROWS = ["new --no-bench (cold)", "new --no-bench (again)", "test", "bench (first)", "bench (cached)",
         "new (with measurement)", "judge + worker start + import", "accuracy cold", "accuracy warm",
-        "performance: eager, compile, peers, kernel", "performance: kernel only, warm"]
+        "performance: eager, compile, peers, kernel", "performance: kernel only, warm", "optimize (offline rounds)"]
 
 
 def _fresh_cache(root: Path) -> Path:
@@ -58,7 +58,7 @@ def _cli(tree: Path, cache: Path, *args: str) -> tuple[float, int]:
     return time.monotonic() - t0, rc
 
 
-def measure(tree: Path, spec: Path, out: Path) -> dict[str, float | str]:
+def measure(tree: Path, spec: Path, out: Path, rounds: int) -> dict[str, float | str]:
     """Every row for one spec with the kernelgen of `tree` (this process imports only that one)."""
     sys.path.insert(0, str(tree))
     os.environ["PYTHONPATH"] = str(tree)
@@ -102,6 +102,10 @@ def measure(tree: Path, spec: Path, out: Path) -> dict[str, float | str]:
         row["performance: kernel only, warm"] = time.monotonic() - t0 if rec.passed else f"FAIL {rec.status}"
     finally:
         judge.close()
+    if rounds:  # last: it changes the operator's kernel
+        secs, rc = _cli(tree, Path(os.environ["KERNELGEN_CACHE_DIR"]), "optimize", op_dir, "--rounds", str(rounds),
+                        "--backend", "offline")
+        row["optimize (offline rounds)"] = secs if rc == 0 else f"{secs:.1f} (exit {rc})"
     return row
 
 
@@ -124,12 +128,13 @@ def main() -> int:
     ap.add_argument("--specs", nargs="+", type=Path, default=DEFAULT_SPECS)
     ap.add_argument("--old", type=Path, default=None, help="a checkout of the older tree to compare with")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--rounds", type=int, default=0, help="also time `optimize --rounds N --backend offline` (last)")
     ap.add_argument("--measure", nargs=2, metavar=("TREE", "SPEC"), help=argparse.SUPPRESS)  # one tree, one spec
     args = ap.parse_args()
     out = (args.out or Path(tempfile.mkdtemp(prefix="kg-profile-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
     if args.measure:
-        print(json.dumps(measure(Path(args.measure[0]).resolve(), Path(args.measure[1]).resolve(), out)))
+        print(json.dumps(measure(Path(args.measure[0]).resolve(), Path(args.measure[1]).resolve(), out, args.rounds)))
         return 0
     trees = {"before": args.old.resolve(), "after": REPO} if args.old else {"after": REPO}
     results: dict[str, dict[str, dict[str, float | str]]] = {}
@@ -139,8 +144,8 @@ def main() -> int:
         for label, tree in trees.items():
             where = out / f"{name}-{label}"
             where.mkdir(parents=True, exist_ok=True)
-            proc = subprocess.run([sys.executable, __file__, "--measure", str(tree), str(spec.resolve()), "--out", str(where)],
-                                  capture_output=True, text=True)
+            proc = subprocess.run([sys.executable, __file__, "--measure", str(tree), str(spec.resolve()), "--out", str(where),
+                                   "--rounds", str(args.rounds)], capture_output=True, text=True)
             try:
                 results[name][label] = json.loads(proc.stdout.strip().splitlines()[-1])
             except (IndexError, ValueError):

@@ -27,7 +27,7 @@ from kernelgen.spec import Case
 from kernelgen.verify.baselines import BaselineCache, BaselineEntry, Kind, spec_recipe
 from kernelgen.verify.compare import as_tuple
 from kernelgen.verify.devicelock import device_lock
-from kernelgen.verify.inputs import PERF_SEED, checkable_dtypes
+from kernelgen.verify.inputs import PERF_SEED, DrawnInputs, checkable_dtypes
 from kernelgen.verify.judge import Judge, KernelSource, LoadError, static_problems
 from kernelgen.verify.peerproc import peer_timings
 from kernelgen.verify.results import DevicePeaks, KernelTiming, PerfCase, PerformanceResult, Violation
@@ -245,7 +245,8 @@ def perf_inputs(judge: Judge, ci: int, case: Case, dtype: str) -> tuple[list[Any
         return kept
     device = judge.device
     with device_lock(exclusive=False, path=device.lock):  # device work: never beside another process's timing
-        inputs = draw_inputs(judge.spec, case, dtype, PERF_SEED + ci, device.torch_device, on_device=not device.interpreter)
+        inputs = DrawnInputs(draw_inputs(judge.spec, case, dtype, PERF_SEED + ci, device.torch_device,
+                                         on_device=not device.interpreter), case, dtype, PERF_SEED + ci)
         expected = as_tuple(judge.baseline(*inputs, **judge.spec.param_defaults))
     judge.keep(perf_key(ci, dtype), inputs, expected)
     return inputs, expected

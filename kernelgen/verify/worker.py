@@ -169,6 +169,17 @@ class Worker:
         self.store[str(req["key"])] = [self.arena.read(r, self.device, max_bytes=self.arena.size) for r in refs]
         return {"ok": True, "kind": "stored"}
 
+    def op_draw(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Perf inputs drawn here from the recipe the judge drew its own with (the same seed, on the
+        device), not copied through host memory; their digest goes back for the judge to compare."""
+        from kernelgen.spec import OperatorSpec, draw_inputs
+        from kernelgen.verify.inputs import digest
+
+        spec = OperatorSpec.model_validate(req["spec"])
+        inputs = draw_inputs(spec, dict(req["case"]), str(req["dtype"]), int(req["seed"]), self.device, on_device=True)
+        self.store[str(req["key"])] = inputs
+        return {"ok": True, "kind": "stored", "info": {"digest": digest(inputs)}}
+
     def op_refill(self, req: dict[str, Any]) -> dict[str, Any]:
         """New values into the same buffers (same addresses): a result cached by address goes stale."""
         refs = [TensorRef.model_validate(r) for r in req["tensors"]]
