@@ -75,6 +75,10 @@ class Judge:
         """`spare` (or `prestart`: one started here, before the arena is sized) is the first worker this
         judge needs, already importing torch and starting the device while the judge starts.
         `baseline_sha256`: the baseline file's bytes, which key its cached timings (none without)."""
+        if spare is not None and (spare.device.kind, spare.device.interpreter, spare.device.pin) != \
+                (device.kind, device.interpreter, device.pin):
+            spare.close()  # started on a guess of the device that did not hold
+            spare = None
         self._spare = spare if spare is not None else (spare_worker(device) if prestart else None)
         exact_reductions()
         self.spec = spec

@@ -100,12 +100,13 @@ def _folder_violation(op: OperatorDir, before: integrity.Snapshot) -> Violation 
 
 
 def run_accuracy(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None = None, source: KernelSource | None = None,
-                 seeds: int | None = None, judge: Judge | None = None,
+                 seeds: int | None = None, judge: Judge | None = None, spare: WorkerSession | None = None,
                  log: Callable[[str], None] = lambda s: None) -> RunRecord:
-    """Every planned accuracy check of the operator's kernel (or `kernel`, or `source`)."""
+    """Every planned accuracy check of the operator's kernel (or `kernel`, or `source`); `spare`: a
+    worker started earlier for the judge this opens (session.early_worker)."""
     started = time.monotonic()
     own = judge is None
-    judge = judge or open_judge(op, device)
+    judge = judge or open_judge(op, device, spare=spare)
     src = source or kernel_source(op, kernel)
     before = integrity.snapshot(op.path)
     try:
@@ -128,14 +129,14 @@ def run_accuracy(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None = N
 def run_performance(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None = None, source: KernelSource | None = None,
                     compare: KernelSource | None = None, no_compile: bool = False, no_eager: bool = False,
                     no_peers: bool = False, fresh: bool = False, judge: Judge | None = None,
-                    log: Callable[[str], None] = lambda s: None) -> RunRecord:
+                    spare: WorkerSession | None = None, log: Callable[[str], None] = lambda s: None) -> RunRecord:
     """The kernel timed on every perf case (against `compare`, the current best, when given);
-    `fresh`: the baselines timed again rather than taken from the cache."""
+    `fresh`: the baselines timed again rather than taken from the cache; `spare` as run_accuracy's."""
     from kernelgen.verify.peaks import device_peaks
 
     started = time.monotonic()
     own = judge is None
-    judge = judge or open_judge(op, device)
+    judge = judge or open_judge(op, device, spare=spare)
     src = source or kernel_source(op, kernel)
     before = integrity.snapshot(op.path)
     try:

@@ -7,6 +7,7 @@ is reported with its exit status and the tail of what it printed, scrubbed of se
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -18,7 +19,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from kernelgen.devices import PIN_VARS, DeviceInfo
 from kernelgen.verify import compilecache, sandbox
@@ -95,6 +96,23 @@ def spare_worker(device: DeviceInfo) -> WorkerSession | None:
         return WorkerSession(device, label="spare")
     except WorkerFailure:
         return None
+
+
+@contextlib.contextmanager
+def early_worker(choice: str) -> Iterator[WorkerSession | None]:
+    """A spare worker started before this process imports torch (~2 s of a command's start), on the
+    device `choice` most likely resolves to (auto: a GPU where the NVIDIA or ROCm driver's device
+    node exists); a judge takes it only if its device turned out the same. Closed on leaving, if no
+    judge took (and closed) it."""
+    kind = os.environ.get("KERNELGEN_DEVICE", "auto") if choice == "auto" else choice
+    if kind == "auto":
+        kind = "cuda" if os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/kfd") else "cpu"
+    spare = spare_worker(DeviceInfo(kind, kind, interpreter=kind == "cpu")) if kind in ("cuda", "npu", "cpu") else None
+    try:
+        yield spare
+    finally:
+        if spare is not None:
+            spare.close()
 
 
 def descendants(pid: int) -> list[int]:

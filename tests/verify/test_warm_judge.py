@@ -84,3 +84,14 @@ def test_digest_tells_draws_apart_and_survives_garbage():
     assert not same_digest(digest(draw_inputs(spec, case, "float32", PERF_SEED + 1, "cpu", on_device=True)), digest(a))
     for garbage in (None, 3, "x", [[1]], [["float32"]] * 2, [[1, 2, 3, ["a"]]] * 2):
         assert not same_digest(garbage, digest(a))
+
+
+def test_a_worker_started_on_a_wrong_guess_of_the_device_is_not_used(tmp_path, requests):
+    op = open_operator(make_op_dir(tmp_path, HONEST))
+    with session.early_worker("cpu") as spare:
+        assert spare is not None and requests["worker started"] == 1
+        elsewhere = DeviceInfo("cpu", "cpu", interpreter=True, pin="1")  # not what the spare was started for
+        with open_judge(op, elsewhere, spare=spare) as judge:
+            assert spare.closed
+            assert check_accuracy(judge, kernel_source(op, None), seeds=(0,)).correct
+    assert requests["worker started"] == 2
