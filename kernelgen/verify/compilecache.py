@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import stat
 from pathlib import Path
 
@@ -24,7 +23,8 @@ from kernelgen.verify.peaks import cache_dir
 MAX_FILE = 64 << 20  # a cubin, a PTX file or a launcher .so is < 10 MB
 MAX_TOTAL = 512 << 20  # per key
 MAX_FILES = 4096  # per key: a kernel with every dtype and alignment specialised makes ~100
-_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")  # Triton's names: hashes, kernel names, suffixes
+# Triton's names (hashes, kernel names); no leading dot: never "..", never a half-copied .tmp file
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$")
 
 
 def store_folder(op_name: str, key: str, *, root: Path | None = None) -> Path:
@@ -36,29 +36,25 @@ def store_folder(op_name: str, key: str, *, root: Path | None = None) -> Path:
 
 def seed(store: Path, triton_dir: Path) -> int:
     """Copy the store's files into a worker's (still empty of them) Triton cache; how many."""
-    if not store.is_dir():
-        return 0
-    n = 0
-    for src, rel in _plain_files(store):
-        dst = triton_dir / rel
-        if dst.exists():
-            continue
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dst, follow_symlinks=False)
-        n += 1
-    return n
+    return _copy_new(store, triton_dir)
 
 
 def harvest(triton_dir: Path, store: Path) -> int:
     """Copy what a worker compiled (plain files only, within the bounds) into the store of its key;
     files the store already has are left as they are. How many were added."""
+    return _copy_new(triton_dir, store)
+
+
+def _copy_new(src_root: Path, dst_root: Path) -> int:
+    """The plain files under `src_root` that `dst_root` lacks, copied there (each written under a
+    temporary name, then renamed: two judges may fill one key at once)."""
     n = 0
-    for src, rel in _plain_files(triton_dir):
-        dst = store / rel
+    for src, rel in _plain_files(src_root):
+        dst = dst_root / rel
         if dst.exists():
             continue
         dst.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")  # two judges may harvest one key at once
+        tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
         if _copy_plain(src, tmp):
             os.replace(tmp, dst)
             n += 1
