@@ -53,7 +53,8 @@ def _fresh_cache(root: Path) -> Path:
 def _cli(tree: Path, cache: Path, *args: str) -> tuple[float, int]:
     env = {**os.environ, "PYTHONPATH": str(tree), "KERNELGEN_CACHE_DIR": str(cache)}
     t0 = time.monotonic()
-    rc = subprocess.run([sys.executable, "-m", "kernelgen", *args], env=env, stdout=subprocess.DEVNULL,
+    # run outside any checkout: `python -m` puts the working folder first on the import path
+    rc = subprocess.run([sys.executable, "-m", "kernelgen", *args], env=env, cwd=cache, stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL).returncode
     return time.monotonic() - t0, rc
 
