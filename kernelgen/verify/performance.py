@@ -29,7 +29,7 @@ from kernelgen.verify.compare import as_tuple
 from kernelgen.verify.devicelock import device_lock
 from kernelgen.verify.inputs import PERF_SEED, DrawnInputs, checkable_dtypes
 from kernelgen.verify.judge import Judge, KernelSource, LoadError, static_problems
-from kernelgen.verify.peerproc import peer_timings
+from kernelgen.verify.peerproc import PeerJob
 from kernelgen.verify.results import DevicePeaks, KernelTiming, PerfCase, PerformanceResult, Violation
 from kernelgen.verify.timed import paired, time_case
 from kernelgen.verify.timing import host_overhead_us, rep_times, summarize
@@ -130,13 +130,19 @@ def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: Ker
         with_compile = True if with_compile is None else with_compile
         with_peers = True if with_peers is None else with_peers
     refs = _References(judge, fresh=fresh, with_eager=with_eager, with_compile=with_compile)
-    for ci, case in enumerate(cases):
-        for dtype in dtypes:
-            pc = _measure_case(judge, res, kernels, ci, case, dtype, refs, rounds=rounds)
-            res.cases.append(pc)
-            log(", ".join([pc.label, *pc.facts()]) + ("" if res.measured else " [interpreter: not a measurement]"))
-    if with_peers and res.cases:
-        _peers(judge, res, refs.cache, log)
+    peers = _Peers(judge, refs.cache, [(ci, case, dtype) for ci, case in enumerate(cases) for dtype in dtypes], log) \
+        if with_peers else None
+    try:
+        for ci, case in enumerate(cases):
+            for dtype in dtypes:
+                pc = _measure_case(judge, res, kernels, ci, case, dtype, refs, rounds=rounds)
+                res.cases.append(pc)
+                log(", ".join([pc.label, *pc.facts()]) + ("" if res.measured else " [interpreter: not a measurement]"))
+        if peers is not None and res.cases:
+            peers.fill(res)
+    finally:
+        if peers is not None:
+            peers.cancel()
     _say_cached(res)
     return res
 
@@ -199,29 +205,40 @@ def baseline_cache(judge: Judge, *, fresh: bool) -> BaselineCache | None:
     return BaselineCache(judge.baseline_sha256, spec_recipe(judge.spec), judge.device.kind, fresh=fresh)
 
 
-def _peers(judge: Judge, res: PerformanceResult, cache: BaselineCache | None, log: Callable[[str], None]) -> None:
-    """The peers' timings per case: cached, or timed in a child process (one for every case missing)."""
-    notes: list[str] = []
-    todo = []
-    for pc in res.cases:
-        entry = cache.get("peers", pc.shapes, pc.dtype) if cache else None
-        if entry is None:
-            todo.append(pc)
-            continue
-        pc.peers = dict(entry.peers)
-        pc.baselines_measured_at = min(filter(None, [pc.baselines_measured_at, entry.measured_at]))
-        notes += entry.notes
-    if todo:
-        log("timing the peer libraries (FlagGems, Liger-Kernel) in a process of their own")
-        spec, device = judge.spec, judge.device
-        run = peer_timings(spec, device.torch_device, [(pc.case, pc.shapes, pc.dtype) for pc in todo], device.lock)
-        notes += run.notes
-        for pc in todo:
-            pc.peers = run.timings.get((pc.case, pc.dtype), {})
-            if cache is not None and (pc.case, pc.dtype) in run.timings:
-                cache.put("peers", pc.shapes, pc.dtype, peers=pc.peers, notes=run.notes)
-    for note in dict.fromkeys(notes):
-        res.note = (res.note + f" {note}.").strip()
+class _Peers:
+    """The peers' timings per case: from the cache, or from a child process started before the
+    kernel's own timings (its start and FlagGems' compiles overlap them), one for every case missing."""
+
+    def __init__(self, judge: Judge, cache: BaselineCache | None, cases: list[tuple[int, Case, str]],
+                 log: Callable[[str], None]):
+        self.cache = cache
+        self.cached = {(ci, dtype): e for ci, case, dtype in cases
+                       if (e := cache.get("peers", case, dtype) if cache else None) is not None}
+        todo = [(ci, case, dtype) for ci, case, dtype in cases if (ci, dtype) not in self.cached]
+        self.job: PeerJob | None = None
+        if todo:
+            log("timing the peer libraries (FlagGems, Liger-Kernel) in a process of their own, started now")
+            self.job = PeerJob(judge.spec, judge.device.torch_device, todo, judge.device.lock)
+
+    def fill(self, res: PerformanceResult) -> None:
+        run = self.job.result() if self.job is not None else None
+        notes: list[str] = list(run.notes) if run else []
+        for pc in res.cases:
+            entry = self.cached.get((pc.case, pc.dtype))
+            if entry is not None:
+                pc.peers = dict(entry.peers)
+                pc.baselines_measured_at = min(filter(None, [pc.baselines_measured_at, entry.measured_at]))
+                notes += entry.notes
+            elif run is not None:
+                pc.peers = run.timings.get((pc.case, pc.dtype), {})
+                if self.cache is not None and (pc.case, pc.dtype) in run.timings:
+                    self.cache.put("peers", pc.shapes, pc.dtype, peers=pc.peers, notes=run.notes)
+        for note in dict.fromkeys(notes):
+            res.note = (res.note + f" {note}.").strip()
+
+    def cancel(self) -> None:
+        if self.job is not None:
+            self.job.cancel()
 
 
 def _say_cached(res: PerformanceResult) -> None:
