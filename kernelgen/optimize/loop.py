@@ -83,6 +83,7 @@ def optimize_operator(op: OperatorDir, device: DeviceInfo, proposer: Proposer, *
     state.stopped_because = ""
     home = open_judge(op, device)
     home.resident_bytes = RESIDENT_BYTES  # every round times the same perf cases again
+    home.keep_spare = True  # an LLM's candidates each get a worker of their own: the next one is started early
     judges = JudgePool(home, search_devices, on_step=_prefixed(on_step, op.name))
     try:
         why = _rounds(op, state, device, proposer, judges, rounds, target, on_step)

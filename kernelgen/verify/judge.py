@@ -93,6 +93,9 @@ class Judge:
         self.load_violations: dict[str, list[tuple[str, str]]] = {}  # kernel sha -> what importing it did
         self.sandbox_notes: list[str] = []
         self.resident_bytes = 0  # how much of the perf cases to keep on the device (RESIDENT_BYTES to keep them)
+        # Keep a warm spare worker for the next untrusted kernel (each gets a worker of its own): a
+        # judge that checks many (an LLM's candidates) then pays ~5 s of worker start only once.
+        self.keep_spare = False
         self._kept: dict[str, tuple[list[Any], tuple]] = {}  # resident perf cases: key -> (inputs, expected)
         self._kept_bytes = 0
         self._placed: dict[int, tuple[WorkerSession, set[str]]] = {}  # id(worker) -> it, and the keys it holds
@@ -140,6 +143,8 @@ class Judge:
             worker = self._own.get(key)
             if worker is None or worker.closed:
                 worker = self._own[key] = self._start(kernel.name)
+                if self.keep_spare and self._spare is None:  # the next untrusted kernel's worker starts warming now
+                    self._spare = spare_worker(self.device)
         if worker.compile_store is None:  # its first kernel: the worker's compile-cache key is set
             worker.compile_store = compilecache.store_folder(self.spec.name, "offline" if kernel.origin == "offline" else key)
             compilecache.seed(worker.compile_store, worker.scratch / "triton")

@@ -14,6 +14,7 @@ from kernelgen.verify import session
 from kernelgen.verify.accuracy import check_accuracy
 from kernelgen.verify.inputs import PERF_SEED, DrawnInputs, digest, same_digest
 from kernelgen.verify.compare import as_tuple
+from kernelgen.verify.judge import KernelSource
 from kernelgen.verify.performance import measure_performance
 from kernelgen.verify.runner import kernel_source, open_judge
 
@@ -95,3 +96,16 @@ def test_a_worker_started_on_a_wrong_guess_of_the_device_is_not_used(tmp_path, r
             assert spare.closed
             assert check_accuracy(judge, kernel_source(op, None), seeds=(0,)).correct
     assert requests["worker started"] == 2
+
+
+def test_a_judge_of_many_untrusted_kernels_keeps_the_next_worker_warm(tmp_path, requests):
+    op = open_operator(make_op_dir(tmp_path, HONEST))
+    honest = HONEST.read_text(encoding="utf-8")
+    with open_judge(op, CPU) as judge:
+        judge.keep_spare = True  # as optimize sets it
+        first, _ = judge.load(KernelSource(honest, op.file("triton").name, "llm"))
+        assert requests["worker started"] == 2  # the one it took, and the next one already starting
+        second, _ = judge.load(KernelSource(honest + "\n# another candidate\n", op.file("triton").name, "llm"))
+        assert second is not first and requests["worker started"] == 3
+        assert check_accuracy(judge, KernelSource(honest + "\n# another candidate\n", op.file("triton").name, "llm"),
+                              seeds=(0,)).correct
