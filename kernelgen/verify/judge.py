@@ -253,9 +253,9 @@ class Judge:
 
     # --- moving tensors ----------------------------------------------------------------------------
     @staticmethod
-    def stage(worker: WorkerSession, key: str, inputs: list[Any], *, refill: bool = False, offset: int = 0) -> dict[str, Any]:
-        """`inputs` written into the worker's arena from `offset`; the request that stores them."""
-        refs = []
+    def stage(worker: WorkerSession, key: str, inputs: list[Any], *, refill: bool = False) -> dict[str, Any]:
+        """`inputs` written into the worker's arena; the request that stores them."""
+        refs, offset = [], 0
         for t in inputs:
             ref = worker.arena.write(t, offset)
             refs.append(ref.model_dump())

@@ -7,9 +7,10 @@ candidate is imported, says hello, imports torch and Triton and starts the devic
 judge gets on with its own start: the two overlap), then serves the judge's requests: take the
 shared-memory arena (its fd comes through the handoff socket, so a worker can be started before the
 judge knows how large the arena must be), load a kernel file from the bytes the judge
-sends, store inputs, call the entry function (guarded, plain, or with every Triton launch ablated,
-in the interpreter program order asked for), time it, and return the outputs' bytes. It decides
-nothing: the judge draws the inputs, runs the baseline, compares and writes the verdict.
+sends, store inputs (or draw perf inputs from the judge's recipe and say their digest), call the
+entry function (guarded, plain, or with every Triton launch ablated, in the interpreter program order
+asked for), time it, and return the outputs' bytes — one request at a time or several in a batch. It
+decides nothing: the judge draws the inputs, runs the baseline, compares and writes the verdict.
 """
 
 from __future__ import annotations
