@@ -247,7 +247,8 @@ class Judge:
         if recipe is None:
             return False
         case, dtype, seed = recipe
-        reply = worker.request({"op": "draw", "key": key, "spec": self.spec.model_dump(mode="json"), "case": case,
+        recipe_spec = self.spec.model_copy(update={"reference": None})  # the inputs' recipe; not the reference's code
+        reply = worker.request({"op": "draw", "key": key, "spec": recipe_spec.model_dump(mode="json"), "case": case,
                                 "dtype": dtype, "seed": seed})
         return reply.ok and same_digest(reply.info.get("digest"), digest(inputs))
 
