@@ -28,7 +28,7 @@ from kernelgen.record.state import STATE_FILE, OpState, RoundRecord, save_state
 from kernelgen.spec import load_spec
 from kernelgen.verify import integrity
 from kernelgen.verify.runner import open_judge, run_accuracy, run_performance
-from kernelgen.verify.session import WorkerSession, spare_worker
+from kernelgen.verify.session import WorkerSession, early_worker
 
 Step = Callable[[str], None]
 
@@ -101,7 +101,15 @@ def new_operator(
     measure: bool = True,
     on_step: Step = lambda s: None,
 ) -> NewResult:
-    spec_path = Path(spec_path)
+    # The worker that will check the kernel starts first: its imports and device start (~5 s) run
+    # while the spec's reference is tried and the kernel generated, instead of after.
+    with early_worker(device) as spare:
+        return _new_operator(Path(spec_path), out_root=out_root, backend=backend, device=device, force=force,
+                             llm_options=llm_options, measure=measure, on_step=on_step, spare=spare)
+
+
+def _new_operator(spec_path: Path, *, out_root: str | Path, backend: str, device: str, force: bool,
+                  llm_options: dict | None, measure: bool, on_step: Step, spare: WorkerSession | None) -> NewResult:
     spec = load_spec(spec_path)
     spec_text = spec_path.read_text(encoding="utf-8")
     dev = resolve_device(device)
@@ -131,9 +139,6 @@ def new_operator(
     os.umask(umask)
     staging.chmod(0o777 & ~umask)  # mkdtemp's 0700 would make the operator folder private once renamed
     moved: Path | None = None
-    # The worker that will check the kernel starts now: its imports and device start (~5 s) run
-    # while the kernel is generated, instead of after.
-    spare = spare_worker(dev)
     try:
         op = OperatorDir(staging, spec)
         state, record = _round0(op, spec_text, writer, dev, on_step)
@@ -154,9 +159,6 @@ def new_operator(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    finally:
-        if spare is not None:
-            spare.close()  # unused (the generation failed) or already closed with its judge: a no-op
     return NewResult(op=OperatorDir(final, spec), state=state, correct=correct, moved_aside=moved, replaced_incomplete=half_made)
 
 
