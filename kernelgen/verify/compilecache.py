@@ -7,7 +7,9 @@ own generated kernels share. Only the judge copies in and out; a worker writes o
 folder (kernelgen.verify.sandbox), so whatever a hostile candidate leaves in its cache lands in the
 folder of its own key and is seeded only into a later worker running those same bytes — never into
 another candidate's, the offline kernels' or the baselines' (torch.compile runs in the judge, with a
-cache no worker can reach). The copy back takes plain files only: no links (a link planted in the
+cache no worker can reach). Trusted entries flow the other way only: every worker is also seeded with
+the "offline" folder (what KernelGen's own kernels compiled: Triton's launchers and utilities, and
+the very kernel `bench` times after offline rounds), which is not copied back into its own folder. The copy back takes plain files only: no links (a link planted in the
 scratch could point the judge at a file of the user's), no FIFOs or devices, bounded in size and count.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from kernelgen.verify.peaks import cache_dir
@@ -34,31 +37,33 @@ def store_folder(op_name: str, key: str, *, root: Path | None = None) -> Path:
     return (root or cache_dir()) / "compile" / op_name / key
 
 
-def seed(store: Path, triton_dir: Path) -> int:
-    """Copy the store's files into a worker's (still empty of them) Triton cache; how many."""
+def seed(store: Path, triton_dir: Path) -> set[Path]:
+    """Copy the store's files into a worker's Triton cache (those it lacks); the paths copied,
+    relative to the cache."""
     return _copy_new(store, triton_dir)
 
 
-def harvest(triton_dir: Path, store: Path) -> int:
-    """Copy what a worker compiled (plain files only, within the bounds) into the store of its key;
-    files the store already has are left as they are. How many were added."""
-    return _copy_new(triton_dir, store)
+def harvest(triton_dir: Path, store: Path, *, skip: AbstractSet[Path] = frozenset()) -> int:
+    """Copy what a worker compiled (plain files only, within the bounds; not the paths in `skip`,
+    which another store seeded) into the store of its key; files the store already has are left as
+    they are. How many were added."""
+    return len(_copy_new(triton_dir, store, skip))
 
 
-def _copy_new(src_root: Path, dst_root: Path) -> int:
+def _copy_new(src_root: Path, dst_root: Path, skip: AbstractSet[Path] = frozenset()) -> set[Path]:
     """The plain files under `src_root` that `dst_root` lacks, copied there (each written under a
-    temporary name, then renamed: two judges may fill one key at once)."""
-    n = 0
+    temporary name, then renamed: two judges may fill one key at once); their relative paths."""
+    done: set[Path] = set()
     for src, rel in _plain_files(src_root):
         dst = dst_root / rel
-        if dst.exists():
+        if rel in skip or dst.exists():
             continue
         dst.parent.mkdir(parents=True, exist_ok=True)
         tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
         if _copy_plain(src, tmp):
             os.replace(tmp, dst)
-            n += 1
-    return n
+            done.add(rel)
+    return done
 
 
 def _plain_files(root: Path) -> list[tuple[Path, Path]]:

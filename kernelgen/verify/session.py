@@ -152,6 +152,7 @@ class WorkerSession:
         # The compile-cache folder of the one key this worker's kernels belong to (the judge sets it
         # when it loads the first): seeded into scratch/triton then, harvested back when it ends.
         self.compile_store: Path | None = None
+        self.seeded: set[Path] = set()  # cache files another key's folder seeded: not harvested into this one
         self._sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self._handoff, child_handoff = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         read, listed = sandbox.python_read_paths(sandbox.worker_python_path())
@@ -313,7 +314,7 @@ class WorkerSession:
         sandbox.remove_cgroups(self.cgroups)
         if self.compile_store is not None:
             try:
-                compilecache.harvest(self.scratch / "triton", self.compile_store)
+                compilecache.harvest(self.scratch / "triton", self.compile_store, skip=self.seeded)
             except OSError:  # a full disk or a vanished folder costs the next run a compile, nothing more
                 pass
         shutil.rmtree(self.scratch, ignore_errors=True)

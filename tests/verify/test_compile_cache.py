@@ -99,7 +99,13 @@ def test_harvest_takes_plain_files_only(tmp_path):
     assert sorted(p.name for p in store.rglob("*") if p.is_file()) == ["kernel.cubin"]
     fresh = tmp_path / "fresh"
     fresh.mkdir()
-    assert compilecache.seed(store, fresh) == 1
+    seeded = compilecache.seed(store, fresh)
+    assert seeded == {Path("a" * 64, "kernel.cubin")}
     assert (fresh / ("a" * 64) / "kernel.cubin").read_bytes() == b"\x7fELF compiled"
+    # what another key's folder seeded is not copied back into this worker's own
+    (fresh / ("c" * 64)).mkdir()
+    (fresh / ("c" * 64) / "own.cubin").write_bytes(b"\x7fELF mine")
+    own = compilecache.store_folder("broadcast", "d" * 64, root=tmp_path / "cache")
+    assert compilecache.harvest(fresh, own, skip=seeded) == 1 and not (own / ("a" * 64)).exists()
     with pytest.raises(ValueError):
         compilecache.store_folder("broadcast", "../elsewhere")
