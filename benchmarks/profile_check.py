@@ -1,76 +1,162 @@
-"""Where the time of one accuracy check and one timing run goes, per operator: the worker's start,
-the first (cold: every JIT compile) and a second (warm) accuracy run in the same judge, the slowest
-checks of the cold run, and a performance run. What is left after subtracting warm from cold is
-compilation; warm is the checks themselves.
+"""Where the seconds of one operator's commands go, step by step, and (with --old) beside an older tree.
 
-    python benchmarks/profile_check.py [--specs operator_specs/softmax.yaml ...] [--out DIR]
+    python benchmarks/profile_check.py [--specs SPEC ...] [--old PATH] [--rounds N] [--out DIR]
+
+Per operator (default: broadcast, softmax, and a KernelBench-size float32 matmul, A.T @ B with A
+8192x2048 and B 8192x4096: benchmarks/specs/matmul_fp32.yaml), each command in a fresh process as a
+user types it, against an empty per-user cache (the device's measured ceilings copied in, as every
+user has them after their first bench):
+  new --no-bench (cold)      nothing compiled yet
+  new --no-bench (again)     the same spec regenerated: compiled kernels kept from the first
+  test                       `kernelgen test OP_DIR`
+  bench (first)              eager, torch.compile and peers timed
+  bench (cached)             the baselines from the cache
+  new (with measurement)     check and bench in one command, the baselines cached
+then, in one process, against a fresh cache: judge + worker start + kernel import; accuracy cold and
+warm (a second run in the same judge); performance (eager, torch.compile, peers, kernel); the kernel
+alone, warm; with --rounds N, `optimize --rounds N --backend offline` last. `--old PATH` (a checkout of an older tree, e.g. `git worktree add ../old 3f3dac2`) runs
+the same in that tree and prints its seconds beside. The table comes last; also DIR/profile.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # this checkout's kernelgen, whatever else is installed
+
+DEFAULT_SPECS = [REPO / "operator_specs" / "broadcast.yaml", REPO / "operator_specs" / "softmax.yaml",
+                 REPO / "benchmarks" / "specs" / "matmul_fp32.yaml"]
+ROWS = ["new --no-bench (cold)", "new --no-bench (again)", "test", "bench (first)", "bench (cached)",
+        "new (with measurement)", "judge + worker start + import", "accuracy cold", "accuracy warm",
+        "performance: eager, compile, peers, kernel", "performance: kernel only, warm", "optimize (offline rounds)"]
 
 
-def profile(spec_path: Path, out: Path) -> list[str]:
+def _fresh_cache(root: Path) -> Path:
+    """An empty per-user cache, with the device's measured ceilings (measured once per device)."""
+    cache = Path(tempfile.mkdtemp(prefix="cache-", dir=root))
+    user = Path(os.environ.get("KERNELGEN_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kernelgen")
+    if (user / "peaks.json").is_file():
+        shutil.copy(user / "peaks.json", cache / "peaks.json")
+    return cache
+
+
+def _cli(tree: Path, cache: Path, *args: str) -> tuple[float, int]:
+    env = {**os.environ, "PYTHONPATH": str(tree), "KERNELGEN_CACHE_DIR": str(cache)}
+    t0 = time.monotonic()
+    # run outside any checkout: `python -m` puts the working folder first on the import path
+    rc = subprocess.run([sys.executable, "-m", "kernelgen", *args], env=env, cwd=cache, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL).returncode
+    return time.monotonic() - t0, rc
+
+
+def measure(tree: Path, spec: Path, out: Path, rounds: int) -> dict[str, float | str]:
+    """Every row for one spec with the kernelgen of `tree` (this process imports only that one)."""
+    sys.path.insert(0, str(tree))
+    os.environ["PYTHONPATH"] = str(tree)
+    row: dict[str, float | str] = {}
+    cache = _fresh_cache(out)
+    gen = out / "generated"
+    import yaml
+
+    name = yaml.safe_load(spec.read_text())["name"]
+    op_dir = str(gen / name)
+    steps = [("new --no-bench (cold)", ["new", str(spec), "--out", str(gen), "--backend", "offline", "--no-bench"]),
+             ("new --no-bench (again)", ["new", str(spec), "--out", str(gen), "--backend", "offline", "--no-bench", "--force"]),
+             ("test", ["test", op_dir]), ("bench (first)", ["bench", op_dir]), ("bench (cached)", ["bench", op_dir]),
+             ("new (with measurement)", ["new", str(spec), "--out", str(gen), "--backend", "offline", "--force"])]
+    for label, args in steps:
+        secs, rc = _cli(tree, cache, *args)
+        row[label] = secs if rc == 0 else f"{secs:.1f} (exit {rc})"
+    os.environ["KERNELGEN_CACHE_DIR"] = str(_fresh_cache(out))
     from kernelgen.devices import resolve_device
-    from kernelgen.new import new_operator
-    from kernelgen.verify.runner import open_judge, run_accuracy, run_performance
+    from kernelgen.opdir import open_operator
+    from kernelgen.verify.runner import kernel_source, open_judge, run_accuracy, run_performance
 
     dev = resolve_device("auto")
+    op = open_operator(op_dir)
     t0 = time.monotonic()
-    res = new_operator(spec_path, out_root=out, backend="offline", force=True, measure=False)
-    lines = [f"## {res.op.name}", f"- new --no-bench (generate + one accuracy run, own judge): {time.monotonic() - t0:.1f} s"]
-    t0 = time.monotonic()
-    judge = open_judge(res.op, dev)
+    judge = open_judge(op, dev)
     try:
-        from kernelgen.verify.runner import kernel_source
-
-        judge.load(kernel_source(res.op, None, "offline"))
-        lines.append(f"- judge + worker start + import of the kernel: {time.monotonic() - t0:.1f} s")
-        for label in ("cold", "warm"):
-            stamps: list[tuple[float, str]] = []
+        judge.load(kernel_source(op, None))
+        row["judge + worker start + import"] = time.monotonic() - t0
+        for label in ("accuracy cold", "accuracy warm"):
             t0 = time.monotonic()
-            rec = run_accuracy(res.op, dev, judge=judge, log=lambda s: stamps.append((time.monotonic(), s)))
-            total = time.monotonic() - t0
-            acc = rec.accuracy
-            lines.append(f"- accuracy {label}: {total:.1f} s, {len(acc.checks) if acc else 0} checks, "
-                         f"{'pass' if rec.passed else 'FAIL: ' + rec.describe()[:200]}")
-            if label == "cold":
-                steps, last = [], t0
-                for t, s in stamps:
-                    steps.append((t - last, s))
-                    last = t
-                slow = sorted(steps, reverse=True)[:6]
-                lines += [f"  - {dt:.2f} s before `{s[:90]}`" for dt, s in slow]
+            rec = run_accuracy(op, dev, judge=judge)
+            row[label] = time.monotonic() - t0 if rec.passed else f"FAIL {rec.describe()[:60]}"
         t0 = time.monotonic()
-        perf = run_performance(res.op, dev, judge=judge)
-        lines.append(f"- performance (eager, torch.compile, peers, kernel; every perf case x dtype): {time.monotonic() - t0:.1f} s")
+        run_performance(op, dev, judge=judge)
+        row["performance: eager, compile, peers, kernel"] = time.monotonic() - t0
         t0 = time.monotonic()
-        perf = run_performance(res.op, dev, judge=judge, no_compile=True, no_eager=True)
-        lines.append(f"- performance, kernel only, warm: {time.monotonic() - t0:.1f} s ({perf.status})")
+        kernel_only = {"no_compile": True, "no_eager": True, "no_peers": True}
+        kernel_only = {k: v for k, v in kernel_only.items() if k in inspect.signature(run_performance).parameters}
+        rec = run_performance(op, dev, judge=judge, **kernel_only)
+        row["performance: kernel only, warm"] = time.monotonic() - t0 if rec.passed else f"FAIL {rec.status}"
     finally:
         judge.close()
-    return lines
+    if rounds:  # last: it changes the operator's kernel
+        secs, rc = _cli(tree, Path(os.environ["KERNELGEN_CACHE_DIR"]), "optimize", op_dir, "--rounds", str(rounds),
+                        "--backend", "offline")
+        row["optimize (offline rounds)"] = secs if rc == 0 else f"{secs:.1f} (exit {rc})"
+    return row
+
+
+def _cell(v: float | str | None) -> str:
+    return "—" if v is None else (f"{v:.1f}" if isinstance(v, float) else v)
+
+
+def table(results: dict[str, dict[str, dict[str, float | str]]], trees: list[str]) -> str:
+    """Markdown: one row per step, a column per operator (and per tree, old first)."""
+    ops = list(results)
+    head = ["step (s)"] + [f"{op} {t}" if len(trees) > 1 else op for op in ops for t in trees]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" + "---:|" * (len(head) - 1)]
+    for r in ROWS:
+        lines.append("| " + " | ".join([r] + [_cell(results[op].get(t, {}).get(r)) for op in ops for t in trees]) + " |")
+    return "\n".join(lines)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--specs", nargs="+", type=Path,
-                    default=[REPO / "operator_specs" / n for n in ("broadcast.yaml", "softmax.yaml")])
+    ap.add_argument("--specs", nargs="+", type=Path, default=DEFAULT_SPECS)
+    ap.add_argument("--old", type=Path, default=None, help="a checkout of the older tree to compare with")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--rounds", type=int, default=0, help="also time `optimize --rounds N --backend offline` (last)")
+    ap.add_argument("--measure", nargs=2, metavar=("TREE", "SPEC"), help=argparse.SUPPRESS)  # one tree, one spec
     args = ap.parse_args()
-    out = args.out or Path(tempfile.mkdtemp(prefix="kg-profile-"))
-    lines: list[str] = []
+    out = (args.out or Path(tempfile.mkdtemp(prefix="kg-profile-"))).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    if args.measure:
+        print(json.dumps(measure(Path(args.measure[0]).resolve(), Path(args.measure[1]).resolve(), out, args.rounds)))
+        return 0
+    trees = {"before": args.old.resolve(), "after": REPO} if args.old else {"after": REPO}
+    results: dict[str, dict[str, dict[str, float | str]]] = {}
     for spec in args.specs:
-        lines += profile(spec, out)
-        print("\n".join(lines[-14:]), flush=True)
-    (out / "profile.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+        name = spec.stem
+        results[name] = {}
+        for label, tree in trees.items():
+            where = out / f"{name}-{label}"
+            where.mkdir(parents=True, exist_ok=True)
+            proc = subprocess.run([sys.executable, __file__, "--measure", str(tree), str(spec.resolve()), "--out", str(where),
+                                   "--rounds", str(args.rounds)], capture_output=True, text=True)
+            try:
+                results[name][label] = json.loads(proc.stdout.strip().splitlines()[-1])
+            except (IndexError, ValueError):
+                results[name][label] = {r: "error" for r in ROWS}
+                print(proc.stderr[-2000:], file=sys.stderr)
+            print(f"{name} {label}: " + ", ".join(f"{k} {_cell(v)}" for k, v in results[name][label].items()), flush=True)
+    text = table(results, list(trees))
+    (out / "profile.md").write_text(text + "\n")
+    print()
+    print(text)
     return 0
 
 

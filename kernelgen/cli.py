@@ -82,15 +82,17 @@ def test(
     seeds: Annotated[int, typer.Option("--seeds", help="fresh random seeds")] = 3,
 ) -> None:
     """Accuracy only (isolated, with the anti-cheat checks)."""
-    from kernelgen.devices import resolve_device
-    from kernelgen.opdir import open_operator
-    from kernelgen.verify.runner import run_accuracy
+    from kernelgen.verify.session import early_worker
 
-    with errors_to_exit(), progress(f"kernelgen test {op_dir}") as step:
+    with errors_to_exit(), progress(f"kernelgen test {op_dir}") as step, early_worker(device) as spare:
+        from kernelgen.devices import resolve_device
+        from kernelgen.opdir import open_operator
+        from kernelgen.verify.runner import run_accuracy
+
         op = open_operator(op_dir)
         dev = resolve_device(device)
         step(f"{op.name}: checking accuracy on {dev.kind}")
-        record = run_accuracy(op, dev, kernel=kernel, seeds=seeds)
+        record = run_accuracy(op, dev, kernel=kernel, seeds=seeds, spare=spare)
     print_run(record, f"Accuracy of {kernel or op.file('triton')}")
     raise typer.Exit(0 if record.passed else 1)
 
@@ -103,19 +105,24 @@ def bench(
     no_compile: Annotated[bool, typer.Option("--no-compile", help="skip the torch.compile baseline")] = False,
     no_peers: Annotated[bool, typer.Option("--no-peers", help="skip the peer libraries (Liger-Kernel, FlagGems)")] = False,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="also write the typed result (JSON) here")] = None,
+    fresh: Annotated[bool, typer.Option("--fresh", help="time eager, torch.compile and the peers again instead of "
+                                        "taking them from the cache")] = False,
 ) -> None:
     """Performance only: the kernel against PyTorch eager, torch.compile and the peer libraries."""
-    from kernelgen.devices import INTERPRETER_WARNING, resolve_device
-    from kernelgen.opdir import open_operator
-    from kernelgen.verify.runner import run_performance
+    from kernelgen.verify.session import early_worker
 
-    with errors_to_exit(), progress(f"kernelgen bench {op_dir}") as step:
+    with errors_to_exit(), progress(f"kernelgen bench {op_dir}") as step, early_worker(device) as spare:
+        from kernelgen.devices import INTERPRETER_WARNING, resolve_device
+        from kernelgen.opdir import open_operator
+        from kernelgen.verify.runner import run_performance
+
         op = open_operator(op_dir)
         dev = resolve_device(device)
         if dev.interpreter:
             err.print(f"[bold yellow]WARNING:[/] {INTERPRETER_WARNING}")
         step(f"{op.name}: timing on {dev.kind}")
-        record = run_performance(op, dev, kernel=kernel, no_compile=no_compile, no_peers=no_peers)
+        record = run_performance(op, dev, kernel=kernel, no_compile=no_compile, no_peers=no_peers, fresh=fresh,
+                                 spare=spare)
         if json_out is not None:
             from kernelgen.verify.runner import save_record
 

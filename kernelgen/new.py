@@ -28,6 +28,7 @@ from kernelgen.record.state import STATE_FILE, OpState, RoundRecord, save_state
 from kernelgen.spec import load_spec
 from kernelgen.verify import integrity
 from kernelgen.verify.runner import open_judge, run_accuracy, run_performance
+from kernelgen.verify.session import WorkerSession, early_worker
 
 Step = Callable[[str], None]
 
@@ -41,11 +42,12 @@ class NewResult:
     replaced_incomplete: bool = False  # the folder moved aside was a half-made one (round 0 never finished)
 
 
-def _check_and_time(op: OperatorDir, record: RoundRecord, device: DeviceInfo, *, measure: bool, on_step: Step) -> None:
+def _check_and_time(op: OperatorDir, record: RoundRecord, device: DeviceInfo, *, measure: bool, on_step: Step,
+                    spare: WorkerSession | None = None) -> None:
     """Accuracy first; performance only for a kernel that passed (a wrong kernel has no speed)."""
     # One judge for both: its worker compiles the kernel once and the timing reuses it (a second
     # worker would pay the torch import, the device context and every JIT compile again).
-    with open_judge(op, device) as judge:
+    with open_judge(op, device, spare=spare) as judge:
         on_step(f"{op.name}: checking accuracy of {record.kernel_file} on {device.kind}")
         record.accuracy = run_accuracy(op, device, judge=judge)
         if record.accuracy.passed and measure:
@@ -99,7 +101,15 @@ def new_operator(
     measure: bool = True,
     on_step: Step = lambda s: None,
 ) -> NewResult:
-    spec_path = Path(spec_path)
+    # The worker that will check the kernel starts first: its imports and device start (~5 s) run
+    # while the spec's reference is tried and the kernel generated, instead of after.
+    with early_worker(device) as spare:
+        return _new_operator(Path(spec_path), out_root=out_root, backend=backend, device=device, force=force,
+                             llm_options=llm_options, measure=measure, on_step=on_step, spare=spare)
+
+
+def _new_operator(spec_path: Path, *, out_root: str | Path, backend: str, device: str, force: bool,
+                  llm_options: dict | None, measure: bool, on_step: Step, spare: WorkerSession | None) -> NewResult:
     spec = load_spec(spec_path)
     spec_text = spec_path.read_text(encoding="utf-8")
     dev = resolve_device(device)
@@ -132,7 +142,7 @@ def new_operator(
     try:
         op = OperatorDir(staging, spec)
         state, record = _round0(op, spec_text, writer, dev, on_step)
-        _check_and_time(op, record, dev, measure=measure, on_step=on_step)
+        _check_and_time(op, record, dev, measure=measure, on_step=on_step, spare=spare)
         record.finished_at = now()
         correct = bool(record.accuracy and record.accuracy.passed)
         record.kept = correct

@@ -2,10 +2,13 @@
 switched on before any kernel module is imported."""
 
 import os
+import tempfile
 from pathlib import Path
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("KERNELGEN_DEVICE", "cpu")
+# Caches (baseline timings, compiled kernels) go to a folder of this run's own, not the user's.
+os.environ.setdefault("KERNELGEN_CACHE_DIR", tempfile.mkdtemp(prefix="kernelgen-test-cache-"))
 
 import pytest  # noqa: E402
 

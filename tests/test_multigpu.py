@@ -94,8 +94,10 @@ def test_an_optimizing_judge_sends_each_perf_case_to_its_worker_once(monkeypatch
     from kernelgen.verify.judge import RESIDENT_BYTES
 
     sent: list[str] = []
-    real_put = Judge.put
+    real_put, real_draw = Judge.put, Judge._draw
     monkeypatch.setattr(Judge, "put", staticmethod(lambda worker, key, inputs, **kw: (sent.append(key), real_put(worker, key, inputs, **kw))))
+    # perf inputs are drawn by the worker itself where its draw matches the judge's (it does on the CPU)
+    monkeypatch.setattr(Judge, "_draw", lambda self, worker, key, inputs: (sent.append(key), real_draw(self, worker, key, inputs))[1])
     best, cand = tiled(16, 64), tiled(8, 32)
     for keep in (0, RESIDENT_BYTES):
         sent.clear()

@@ -26,7 +26,7 @@ from kernelgen.optimize.resume import finished_rounds, recover
 from kernelgen.optimize.round import run_round
 from kernelgen.record.oplog import write_log
 from kernelgen.record.state import OpState, load_state, save_state
-from kernelgen.verify.judge import RESIDENT_BYTES, Judge
+from kernelgen.verify.judge import RESIDENT_BYTES, Judge, KernelSource
 from kernelgen.verify.runner import open_judge, run_performance, save_record
 
 Step = Callable[[str], None]
@@ -58,8 +58,10 @@ def _measure_best_if_needed(op: OperatorDir, state: OpState, device: DeviceInfo,
     on_step(f"{op.name}: measuring round {best.round}'s kernel on {device.kind} before diagnosing it")
     # The diagnosis reads the fraction of the ceiling and the speedup over eager: torch.compile and the
     # peer libraries (seconds of compilation per case x dtype) wait for `kernelgen bench`.
-    best.performance = run_performance(op, device, kernel=op.path / best.kernel_file, judge=judge, no_compile=True,
-                                       no_peers=True)
+    # Loaded as the rounds load it (generated offline: the shared worker), so the rounds reuse its compiles.
+    source = KernelSource((op.path / best.kernel_file).read_text(encoding="utf-8"), op.file("triton").name,
+                          "offline" if best.backend == "offline" else "llm")
+    best.performance = run_performance(op, device, source=source, judge=judge, no_compile=True, no_peers=True)
     save_record(op.round_dir(best.round) / "performance.json", best.performance)
     save_state(op.path, state)
     write_log(op.path, state, op.spec)
@@ -81,6 +83,7 @@ def optimize_operator(op: OperatorDir, device: DeviceInfo, proposer: Proposer, *
     state.stopped_because = ""
     home = open_judge(op, device)
     home.resident_bytes = RESIDENT_BYTES  # every round times the same perf cases again
+    home.keep_spare = True  # an LLM's candidates each get a worker of their own: the next one is started early
     judges = JudgePool(home, search_devices, on_step=_prefixed(on_step, op.name))
     try:
         why = _rounds(op, state, device, proposer, judges, rounds, target, on_step)

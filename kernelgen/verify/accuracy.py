@@ -22,9 +22,10 @@ from typing import Any, Callable
 
 from kernelgen.verify.compare import Comparison, agree, as_tuple, compare
 from kernelgen.verify.inputs import STALE_OFFSET, CheckCase, draw, plan_checks, tolerance_of
-from kernelgen.verify.judge import Judge, KernelSource, LoadError, static_problems
+from kernelgen.verify.judge import ALIGN, Judge, KernelSource, LoadError, static_problems
 from kernelgen.verify.poison import Fill, draw_fills
-from kernelgen.verify.protocol import OtherValue, ProtocolError, Reply
+from kernelgen.verify.protocol import OtherValue, ProtocolError, Reply, storage_span
+from kernelgen.verify.session import WorkerFailure
 from kernelgen.verify.results import AccuracyResult, CaseCheck, Violation
 
 DEFAULT_SEEDS = (0, 1, 2)
@@ -145,22 +146,61 @@ def _finish(result: AccuracyResult) -> AccuracyResult:
     return result
 
 
+class _SeedCalls:
+    """The four calls of one seed (guarded, second fill, plain, ablated) and the inputs before them: in
+    one batch (one round trip) when the arena holds every call's outputs side by side, else one by one
+    as their replies are asked for. Each call's answer is the same either way: the same requests, the
+    worker handling each as if it came alone."""
+
+    def __init__(self, judge: Judge, worker: Any, slot: str, key: str, inputs: list[Any], expected: tuple,
+                 calls: list[dict[str, Any]]):
+        self.judge, self.worker, self.slot, self.key, self.calls = judge, worker, slot, key, calls
+        out_bytes = sum(_aligned(2 * e.numel() * e.element_size() + 4096) for e in expected)  # what the judge reads back
+        in_bytes = sum(_aligned(storage_span(t) * t.element_size()) for t in inputs)
+        self.replies: list[Reply] | None = None
+        if len(calls) * out_bytes + in_bytes > judge.arena_bytes:
+            judge.put(worker, key, inputs)
+            return
+        requests, offset = [judge.stage(worker, key, inputs)], 0
+        for call in calls:
+            limit = out_bytes + (in_bytes if call.get("return_inputs") else 0)
+            requests.append(judge.call_request(slot, key, out_offset=offset, out_limit=out_bytes, **call))
+            offset += limit
+        replies = judge.batch(worker, requests)
+        if not replies[0].ok:
+            raise WorkerFailure("error", f"the worker could not take the inputs: {replies[0].error}")
+        self.replies = replies[1:]
+
+    def reply(self, i: int) -> Reply | None:
+        """Call i's reply; None when an earlier call of the batch failed and it was not made."""
+        if self.replies is not None:
+            return self.replies[i] if i < len(self.replies) else None
+        return self.judge.call(self.worker, self.slot, self.key, out_limit=self.judge.arena_bytes // 2, **self.calls[i])
+
+
+def _aligned(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
 def _run_seed(state: _Check, worker: Any, slot: str, check: CheckCase, seed: int, key: str, fill_a: Fill, fill_b: Fill) -> bool:
     """The four calls of one seed; False when the candidate raised (the run stops there)."""
     judge, spec, device = state.judge, state.spec, state.judge.device
     inputs = draw(spec, check, seed, device.torch_device)
     pristine = [t.clone() for t in inputs]
     expected = as_tuple(judge.baseline(*[_same_layout_copy(t) for t in inputs], **spec.param_defaults))
-    judge.put(worker, key, inputs)
     half = judge.arena_bytes // 2
     interp = device.interpreter
-    calls = [("guarded", fill_a, "forward"), ("second-fill", fill_b, "reversed" if interp else "forward"),
+    named = [("guarded", fill_a, "forward"), ("second-fill", fill_b, "reversed" if interp else "forward"),
              ("plain", fill_a, "shuffled" if interp else "forward")]
+    calls = [{"mode": "plain" if call == "plain" else "guarded", "fill": fill, "order": order, "seed": seed,
+              "return_inputs": call == "guarded"} for call, fill, order in named]
+    calls.append({"mode": "ablated", "fill": fill_a, "seed": seed})
+    sent = _SeedCalls(judge, worker, slot, key, inputs, expected, calls)
     got_by_call: dict[str, list[Any] | None] = {}
-    for call, fill, order in calls:
+    for i, (call, fill, order) in enumerate(named):
         where = f"case {check.case}{' ' + check.variant if check.variant else ''} {check.dtype} seed {seed} ({call})"
-        reply = judge.call(worker, slot, key, mode="plain" if call == "plain" else "guarded", fill=fill, order=order,
-                           seed=seed, out_limit=half, return_inputs=call == "guarded")
+        reply = sent.reply(i)
+        assert reply is not None  # a call is missing only after one that failed, which returned below
         if not reply.ok:
             state.result.error = f"{where}: {reply.error}"
             return False
@@ -182,15 +222,14 @@ def _run_seed(state: _Check, worker: Any, slot: str, check: CheckCase, seed: int
         if differ:
             state.violate("unwritten-output", f"case {check.case} {check.variant} {check.dtype} seed {seed}: {differ} "
                           "element(s) change with the poison fill: the kernel reads or returns memory it never wrote")
-    _ablation(state, worker, slot, check, seed, key, fill_a, expected)
+    _ablation(state, worker, check, seed, fill_a, expected, sent.reply(len(named)))
     return True
 
 
-def _ablation(state: _Check, worker: Any, slot: str, check: CheckCase, seed: int, key: str, fill: Fill, expected: tuple) -> None:
+def _ablation(state: _Check, worker: Any, check: CheckCase, seed: int, fill: Fill, expected: tuple, reply: Reply | None) -> None:
     """With every Triton launch a no-op, the right answer must not come out."""
     judge = state.judge
-    reply = judge.call(worker, slot, key, mode="ablated", fill=fill, seed=seed, out_limit=judge.arena_bytes // 2)
-    if not reply.ok or len(reply.outputs) != len(expected) or any(isinstance(v, OtherValue) for v in reply.outputs):
+    if reply is None or not reply.ok or len(reply.outputs) != len(expected) or any(isinstance(v, OtherValue) for v in reply.outputs):
         return  # it raised or returned nothing usable without its kernels: as it should
     try:
         got = [judge.read(worker, v, max_bytes=2 * e.numel() * e.element_size() + 4096) for v, e in zip(reply.outputs, expected)]

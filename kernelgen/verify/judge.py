@@ -16,9 +16,12 @@ from typing import Any, Callable, Literal
 
 from kernelgen.devices import DeviceInfo
 from kernelgen.spec import OperatorSpec, torch_dtype
+from kernelgen.verify import compilecache
+from kernelgen.verify.inputs import digest, same_digest
 from kernelgen.verify.poison import Fill
 from kernelgen.verify.protocol import DTYPE_SIZES, OtherValue, Reply, TensorRef
-from kernelgen.verify.session import WorkerFailure, WorkerSession
+from kernelgen.verify.scrub import scrub
+from kernelgen.verify.session import WorkerFailure, WorkerSession, spare_worker
 from kernelgen.verify.staticcheck import check_source
 
 Origin = Literal["offline", "llm", "file"]
@@ -67,11 +70,21 @@ def _nbytes(shape: list[int], dtype: str) -> int:
 class Judge:
     def __init__(self, spec: OperatorSpec, device: DeviceInfo, baseline: Callable[..., Any], *,
                  extra_cases: list[dict[str, list[int]]] | None = None, arena_bytes: int | None = None,
-                 owns_baseline: bool = True):
+                 owns_baseline: bool = True, spare: WorkerSession | None = None, prestart: bool = False,
+                 baseline_sha256: str | None = None):
+        """`spare` (or `prestart`: one started here, before the arena is sized) is the first worker this
+        judge needs, already importing torch and starting the device while the judge starts.
+        `baseline_sha256`: the baseline file's bytes, which key its cached timings (none without)."""
+        if spare is not None and (spare.device.kind, spare.device.interpreter, spare.device.pin) != \
+                (device.kind, device.interpreter, device.pin):
+            spare.close()  # started on a guess of the device that did not hold
+            spare = None
+        self._spare = spare if spare is not None else (spare_worker(device) if prestart else None)
         exact_reductions()
         self.spec = spec
         self.device = device
         self.baseline = baseline
+        self.baseline_sha256 = baseline_sha256
         self._owns_baseline = owns_baseline
         self.arena_bytes = arena_bytes or self._arena_size(extra_cases or [])
         self._shared: WorkerSession | None = None
@@ -80,6 +93,9 @@ class Judge:
         self.load_violations: dict[str, list[tuple[str, str]]] = {}  # kernel sha -> what importing it did
         self.sandbox_notes: list[str] = []
         self.resident_bytes = 0  # how much of the perf cases to keep on the device (RESIDENT_BYTES to keep them)
+        # Keep a warm spare worker for the next untrusted kernel (each gets a worker of its own): a
+        # judge that checks many (an LLM's candidates) then pays ~5 s of worker start only once.
+        self.keep_spare = False
         self._kept: dict[str, tuple[list[Any], tuple]] = {}  # resident perf cases: key -> (inputs, expected)
         self._kept_bytes = 0
         self._placed: dict[int, tuple[WorkerSession, set[str]]] = {}  # id(worker) -> it, and the keys it holds
@@ -127,7 +143,10 @@ class Judge:
             worker = self._own.get(key)
             if worker is None or worker.closed:
                 worker = self._own[key] = self._start(kernel.name)
-        slot = f"k{len(self._slots)}"
+                if self.keep_spare and self._spare is None:  # the next untrusted kernel's worker starts warming now
+                    self._spare = spare_worker(self.device)
+        self._seed(worker, kernel)
+        slot = f"k{key[:16]}"  # the same module name in every run: nothing in Triton's cache keys differs
         reply = worker.request({"op": "load", "slot": slot, "entry": self.spec.name, "filename": kernel.name,
                                 "source": kernel.source})
         if not reply.ok:
@@ -137,8 +156,26 @@ class Judge:
         self._slots[key] = (worker, slot)
         return worker, slot
 
+    def _seed(self, worker: WorkerSession, kernel: KernelSource) -> None:
+        """The worker's Triton cache from the compile store (kernelgen.verify.compilecache): its own
+        key's folder when it takes its first kernel, and the trusted "offline" folder; a kernel
+        KernelGen generated also brings what a worker of its own compiled for it into the shared one."""
+        triton, offline = worker.scratch / "triton", compilecache.store_folder(self.spec.name, "offline")
+        if worker.compile_store is None:
+            worker.compile_store = offline if kernel.origin == "offline" else \
+                compilecache.store_folder(self.spec.name, kernel.sha256)
+            compilecache.seed(worker.compile_store, triton)
+            if worker.compile_store != offline:
+                worker.seeded |= compilecache.seed(offline, triton)
+        if kernel.origin == "offline":
+            compilecache.seed(compilecache.store_folder(self.spec.name, kernel.sha256), triton)
+
     def _start(self, label: str) -> WorkerSession:
-        worker = WorkerSession(self.device, arena_bytes=self.arena_bytes, label=label)
+        spare, self._spare = self._spare, None
+        if spare is not None and spare.take(label, self.arena_bytes):
+            worker = spare
+        else:
+            worker = WorkerSession(self.device, arena_bytes=self.arena_bytes, label=label)
         for note in worker.sandbox_missing:
             if note not in self.sandbox_notes:
                 self.sandbox_notes.append(note)
@@ -161,10 +198,10 @@ class Judge:
                 self._own.pop(key, None)
 
     def close(self) -> None:
-        for w in [self._shared, *self._own.values()]:
+        for w in [self._spare, self._shared, *self._own.values()]:
             if w is not None:
                 w.close()
-        self._shared, self._own, self._slots, self._placed = None, {}, {}, {}
+        self._spare, self._shared, self._own, self._slots, self._placed = None, None, {}, {}, {}
         self._kept, self._kept_bytes = {}, 0
         closer = getattr(self.baseline, "close", None) if self._owns_baseline else None
         if closer is not None:
@@ -175,7 +212,8 @@ class Judge:
         (`device.pin`, under `device.lock`): the same spec and baseline (this judge's, which the new
         one leaves open when it closes), its own workers. Inputs and outputs still live on this
         process's device; they reach the other GPU's workers through the host-memory arena."""
-        return Judge(self.spec, device, self.baseline, arena_bytes=self.arena_bytes, owns_baseline=False)
+        return Judge(self.spec, device, self.baseline, arena_bytes=self.arena_bytes, owns_baseline=False,
+                     baseline_sha256=self.baseline_sha256)
 
     def __enter__(self) -> "Judge":
         return self
@@ -204,19 +242,40 @@ class Judge:
         held = self._placed.setdefault(id(worker), (worker, set()))[1]
         if resident and key in held:
             return
-        self.put(worker, key, inputs)
+        if not self._draw(worker, key, inputs):
+            self.put(worker, key, inputs)
         if resident:
             held.add(key)
 
+    def _draw(self, worker: WorkerSession, key: str, inputs: list[Any]) -> bool:
+        """Have the worker draw `inputs` itself when they say how they were drawn (perf inputs: a fixed
+        seed, on the device) — copying them through host memory cost ~1.6 s per GiB (H100) — and
+        check its digest of them against the judge's own. False: send them instead. A worker that
+        draws other numbers and claims these only times itself on other inputs, and its outputs are
+        still compared with the baseline's on the judge's."""
+        recipe = getattr(inputs, "recipe", None)
+        if recipe is None:
+            return False
+        case, dtype, seed = recipe
+        recipe_spec = self.spec.model_copy(update={"reference": None})  # the inputs' recipe; not the reference's code
+        reply = worker.request({"op": "draw", "key": key, "spec": recipe_spec.model_dump(mode="json"), "case": case,
+                                "dtype": dtype, "seed": seed})
+        return reply.ok and same_digest(reply.info.get("digest"), digest(inputs))
+
     # --- moving tensors ----------------------------------------------------------------------------
     @staticmethod
-    def put(worker: WorkerSession, key: str, inputs: list[Any], *, refill: bool = False) -> None:
+    def stage(worker: WorkerSession, key: str, inputs: list[Any], *, refill: bool = False) -> dict[str, Any]:
+        """`inputs` written into the worker's arena; the request that stores them."""
         refs, offset = [], 0
         for t in inputs:
             ref = worker.arena.write(t, offset)
             refs.append(ref.model_dump())
             offset += -(-ref.nbytes // ALIGN) * ALIGN
-        reply = worker.request({"op": "refill" if refill else "put", "key": key, "tensors": refs})
+        return {"op": "refill" if refill else "put", "key": key, "tensors": refs}
+
+    @staticmethod
+    def put(worker: WorkerSession, key: str, inputs: list[Any], *, refill: bool = False) -> None:
+        reply = worker.request(Judge.stage(worker, key, inputs, refill=refill))
         if not reply.ok:
             raise WorkerFailure("error", f"the worker could not take the inputs: {reply.error}")
 
@@ -224,11 +283,26 @@ class Judge:
     def drop(worker: WorkerSession, key: str) -> None:
         worker.request({"op": "drop", "key": key})
 
+    def call_request(self, slot: str, key: str, *, mode: str, fill: Fill, order: str = "forward", seed: int = 0,
+                     out_offset: int = 0, out_limit: int, return_inputs: bool = False) -> dict[str, Any]:
+        return {"op": "call", "slot": slot, "key": key, "params": self.spec.param_defaults, "mode": mode,
+                "fill": fill.model_dump(), "order": order, "seed": seed, "out_offset": out_offset,
+                "out_limit": out_limit, "return_inputs": return_inputs}
+
     def call(self, worker: WorkerSession, slot: str, key: str, *, mode: str, fill: Fill, order: str = "forward",
              seed: int = 0, out_limit: int, return_inputs: bool = False) -> Reply:
-        return worker.request({"op": "call", "slot": slot, "key": key, "params": self.spec.param_defaults,
-                               "mode": mode, "fill": fill.model_dump(), "order": order, "seed": seed,
-                               "out_offset": 0, "out_limit": out_limit, "return_inputs": return_inputs})
+        return worker.request(self.call_request(slot, key, mode=mode, fill=fill, order=order, seed=seed,
+                                                out_limit=out_limit, return_inputs=return_inputs))
+
+    @staticmethod
+    def batch(worker: WorkerSession, requests: list[dict[str, Any]]) -> list[Reply]:
+        """Several requests in one round trip; their replies in order, up to the first that failed."""
+        reply = worker.request({"op": "batch", "requests": requests})
+        if not reply.ok or len(reply.replies) > len(requests):
+            raise WorkerFailure("error", f"the worker broke the protocol answering a batch: {reply.error or 'too many replies'}")
+        for r in reply.replies:
+            r.error = scrub(r.error)
+        return reply.replies
 
     def read(self, worker: WorkerSession, value: TensorRef | OtherValue, *, max_bytes: int) -> Any:
         """A private copy of one returned value, on the judge's device; a description for a non-tensor."""

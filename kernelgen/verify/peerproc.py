@@ -4,7 +4,7 @@ FlagGems and Liger-Kernel are trusted code, but not always correct code: on an H
 them hit an illegal memory access during `bench` of rms_norm, which poisons the CUDA context of the
 process it runs in; the judge's whole measurement was lost with it. Here they run in a child:
 
-    parent: peer_timings(spec, device, cases, lock) -> PeerRun
+    parent: PeerJob(spec, device, cases, lock)  (started early) ... .result() -> PeerRun
     child:  python -m kernelgen.verify.peerproc   (one JSON request on stdin, one JSON line per case out)
 
 The child draws each perf case's inputs with the same seed as the judge (kernelgen.verify.inputs.PERF_SEED,
@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
+import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,59 +52,106 @@ class PeerRun:
     notes: list[str] = field(default_factory=list)  # libraries missing, cases a peer crashed on
 
 
+class PeerJob:
+    """Peer timings under way in a child process, started before the judge times its own kernel: the
+    child's start (Python, torch, the libraries' imports, FlagGems' compiles: seconds) then overlaps
+    the judge's work. Its device work waits on the device lock like any other; its output goes to
+    files, not pipes, so a child holding the lock never blocks on a pipe the judge is not reading."""
+
+    def __init__(self, spec: OperatorSpec, device: str, cases: list[tuple[int, dict[str, list[int]], str]],
+                 lock: str | None):
+        self.spec, self.device, self.cases, self.lock = spec, device, list(cases), lock
+        self.run = PeerRun()
+        self._child: _Child | None = None
+        if spec.reference is None:
+            self.run.notes.append("peers not timed: the spec has no reference to run under FlagGems or to check "
+                                  "Liger-Kernel against")
+        elif self.cases:
+            self._child = _Child(spec, device, self.cases, lock, None)
+
+    def result(self) -> PeerRun:
+        """Wait for the child; a case it died on is tried once more with each peer alone (so the one
+        that crashes is named and the other still timed), and a new child takes the cases after it."""
+        if self._child is None:
+            return self.run
+        died, self._child = self._child.collect(self.run), None
+        todo = self.cases
+        while died is not None:
+            todo = [c for c in todo if (c[0], c[2]) not in self.run.timings]
+            if not todo:
+                break
+            crashed, todo = todo[0], todo[1:]
+            ci, _, dtype = crashed
+            self.run.timings[(ci, dtype)] = {}
+            for name in peer_libs.NAMES:
+                alone = PeerRun()
+                why = _Child(self.spec, self.device, [crashed], self.lock, name).collect(alone)
+                if why is None:
+                    self.run.timings[(ci, dtype)].update(alone.timings.get((ci, dtype), {}))
+                else:
+                    self.run.notes.append(f"{name} crashed on case {ci} {dtype} ({why[:200]}); no {name} timing there")
+            died = _Child(self.spec, self.device, todo, self.lock, None).collect(self.run) if todo else None
+        return self.run
+
+    def cancel(self) -> None:
+        """Stop a child whose timings are no longer wanted (the judge's own run failed)."""
+        if self._child is not None:
+            self._child.kill()
+            self._child = None
+
+
 def peer_timings(spec: OperatorSpec, device: str, cases: list[tuple[int, dict[str, list[int]], str]],
                  lock: str | None) -> PeerRun:
     """Every peer on every (case index, shapes, dtype), timed in child processes."""
-    run = PeerRun()
-    if spec.reference is None:
-        run.notes.append("peers not timed: the spec has no reference to run under FlagGems or to check Liger-Kernel against")
-        return run
-    todo = list(cases)
-    while todo:
-        died = _child(spec, device, todo, lock, None, run)
-        if died is None:
-            break
-        todo = [c for c in todo if (c[0], c[2]) not in run.timings]
-        if not todo:
-            break
-        crashed, todo = todo[0], todo[1:]  # the case it was on when it died: each peer alone, once
-        ci, _, dtype = crashed
-        run.timings[(ci, dtype)] = {}
-        for name in peer_libs.NAMES:
-            alone = PeerRun()
-            why = _child(spec, device, [crashed], lock, name, alone)
-            if why is None:
-                run.timings[(ci, dtype)].update(alone.timings.get((ci, dtype), {}))
-            else:
-                run.notes.append(f"{name} crashed on case {ci} {dtype} ({why[:200]}); no {name} timing there")
-    return run
+    return PeerJob(spec, device, cases, lock).result()
 
 
-def _child(spec: OperatorSpec, device: str, cases: list[tuple[int, dict[str, list[int]], str]], lock: str | None,
-           only: str | None, run: PeerRun) -> str | None:
-    """One child over `cases` (only the peer `only`, if given): its lines into `run`; None when it
-    finished, else the last line it wrote to stderr."""
-    request = {"spec": spec.model_dump(mode="json"), "device": device, "lock": lock, "only": only,
-               "cases": [[ci, shapes, dtype] for ci, shapes, dtype in cases]}
-    try:
-        proc = subprocess.run([sys.executable, "-m", "kernelgen.verify.peerproc"], input=json.dumps(request),
-                              capture_output=True, text=True, timeout=PEER_TIMEOUT_S)
-        out, err, code = proc.stdout, proc.stderr, proc.returncode
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        err, code = f"no answer within {PEER_TIMEOUT_S:.0f} s", -1
-    for line in out.splitlines():
+class _Child:
+    """One child over `cases` (only the peer `only`, if given), started at once."""
+
+    def __init__(self, spec: OperatorSpec, device: str, cases: list[tuple[int, dict[str, list[int]], str]],
+                 lock: str | None, only: str | None):
+        request = {"spec": spec.model_dump(mode="json"), "device": device, "lock": lock, "only": only,
+                   "cases": [[ci, shapes, dtype] for ci, shapes, dtype in cases]}
+        self._out, self._err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen([sys.executable, "-m", "kernelgen.verify.peerproc"], stdin=subprocess.PIPE,
+                                     stdout=self._out, stderr=self._err, text=True)
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(request))
+        self.proc.stdin.close()
+
+    def collect(self, run: PeerRun) -> str | None:
+        """Its lines into `run`; None when it finished, else the last error line it wrote."""
         try:
-            got = PeerCase.model_validate_json(line)
-        except ValidationError:
-            continue
-        run.timings[(got.case, got.dtype)] = got.peers
-        run.notes += [n for n in got.notes if n not in run.notes]
-    if code == 0:
-        return None
-    lines = [ln.strip() for ln in err.splitlines() if ln.strip()]
-    # CUDA's advice lines ("For debugging consider passing CUDA_LAUNCH_BLOCKING=1") come after the error
-    return next((ln for ln in reversed(lines) if "Error" in ln or "error:" in ln), lines[-1] if lines else f"exit {code}")
+            code = self.proc.wait(timeout=max(1.0, PEER_TIMEOUT_S - (time.monotonic() - self.started)))
+            why = ""
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code, why = -1, f"no answer within {PEER_TIMEOUT_S:.0f} s"
+        self._out.seek(0)
+        self._err.seek(0)
+        out, err = self._out.read(), self._err.read()
+        self._out.close()
+        self._err.close()
+        for line in out.splitlines():
+            try:
+                got = PeerCase.model_validate_json(line)
+            except ValidationError:
+                continue
+            run.timings[(got.case, got.dtype)] = got.peers
+            run.notes += [n for n in got.notes if n not in run.notes]
+        if code == 0:
+            return None
+        lines = [ln.strip() for ln in err.splitlines() if ln.strip()]
+        # CUDA's advice lines ("For debugging consider passing CUDA_LAUNCH_BLOCKING=1") come after the error
+        return why or next((ln for ln in reversed(lines) if "Error" in ln or "error:" in ln),
+                           lines[-1] if lines else f"exit {code}")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def _serve(request: dict[str, Any]) -> None:

@@ -26,13 +26,14 @@ from typing import Any, Callable
 
 from kernelgen.devices import INTERPRETER_WARNING
 from kernelgen.spec import Case
+from kernelgen.verify.baselines import BaselineCache, BaselineEntry, Kind, spec_recipe
 from kernelgen.verify.compare import as_tuple
 from kernelgen.verify.devicelock import device_lock
-from kernelgen.verify.inputs import PERF_SEED, checkable_dtypes
+from kernelgen.verify.inputs import PERF_SEED, DrawnInputs, checkable_dtypes
 from kernelgen.verify.judge import Judge, KernelSource, LoadError, static_problems
-from kernelgen.verify.peerproc import peer_timings
+from kernelgen.verify.peerproc import PeerJob
 from kernelgen.verify.precision import describe, matmul_precision, tf32_enabled
-from kernelgen.verify.results import DevicePeaks, PerfCase, PerformanceResult, Violation
+from kernelgen.verify.results import DevicePeaks, KernelTiming, PerfCase, PerformanceResult, Violation
 from kernelgen.verify.timed import paired, time_case
 from kernelgen.verify.timing import host_overhead_us, rep_times, summarize
 from kernelgen.verify.wallclock import describe as describe_check
@@ -106,9 +107,11 @@ def timed_cases(judge: Judge) -> tuple[list[Case], list[str]]:
 
 def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: KernelSource | None = None,
                         with_eager: bool = True, with_compile: bool | None = None, with_peers: bool | None = None,
-                        peaks: DevicePeaks | None = None, rounds: int = ROUNDS,
+                        peaks: DevicePeaks | None = None, rounds: int = ROUNDS, fresh: bool = False,
                         log: Callable[[str], None] = lambda s: None) -> PerformanceResult:
-    """Time `kernel` (against `compare_with`, the current best, when given) on every perf case."""
+    """Time `kernel` (against `compare_with`, the current best, when given) on every perf case. The
+    baselines (eager, torch.compile, peers) come from the per-user cache where it has them, unless
+    `fresh` (kernelgen.verify.baselines)."""
     import torch
     import triton
 
@@ -142,21 +145,128 @@ def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: Ker
     else:
         with_compile = True if with_compile is None else with_compile
         with_peers = True if with_peers is None else with_peers
-    compiled_ref = torch.compile(judge.baseline) if with_compile else None
-    for ci, case in enumerate(cases):
-        for dtype in dtypes:
-            pc = _measure_case(judge, res, kernels, ci, case, dtype, compiled_ref=compiled_ref, with_eager=with_eager,
-                               rounds=rounds, tf32=tf32)
-            res.cases.append(pc)
-            log(", ".join([pc.label, *pc.facts()]) + ("" if res.measured else " [interpreter: not a measurement]"))
-    if with_peers and res.cases:
-        log("timing the peer libraries (FlagGems, Liger-Kernel) in a process of their own")
-        run = peer_timings(spec, device.torch_device, [(pc.case, pc.shapes, pc.dtype) for pc in res.cases], device.lock)
-        for pc in res.cases:
-            pc.peers = run.timings.get((pc.case, pc.dtype), {})
-        for note in run.notes:
-            res.note = (res.note + f" {note}.").strip()
+    refs = _References(judge, fresh=fresh, with_eager=with_eager, with_compile=with_compile, tf32=tf32)
+    peers = _Peers(judge, refs.cache, [(ci, case, dtype) for ci, case in enumerate(cases) for dtype in dtypes], log) \
+        if with_peers else None
+    try:
+        for ci, case in enumerate(cases):
+            for dtype in dtypes:
+                pc = _measure_case(judge, res, kernels, ci, case, dtype, refs, rounds=rounds)
+                res.cases.append(pc)
+                log(", ".join([pc.label, *pc.facts()]) + ("" if res.measured else " [interpreter: not a measurement]"))
+        if peers is not None and res.cases:
+            peers.fill(res)
+    finally:
+        if peers is not None:
+            peers.cancel()
+    _say_cached(res)
     return res
+
+
+class _References:
+    """Eager and torch.compile of the reference on one case: from the cache, or timed here (and cached)."""
+
+    def __init__(self, judge: Judge, *, fresh: bool, with_eager: bool, with_compile: bool, tf32: bool):
+        self.judge, self.with_eager, self.with_compile, self.tf32 = judge, with_eager, with_compile, tf32
+        self.cache = baseline_cache(judge, fresh=fresh)
+        self._compiled: Any = None
+
+    def compiled(self) -> Any:
+        import torch
+
+        if self._compiled is None:  # built only when a case needs it timed: nothing compiles on a cache hit
+            self._compiled = torch.compile(self.judge.baseline)
+        return self._compiled
+
+    def _cached(self, kind: Kind, pc: PerfCase) -> BaselineEntry | None:
+        return self.cache.get(kind, pc.shapes, pc.dtype) if self.cache is not None else None
+
+    def _store(self, kind: Kind, pc: PerfCase, timing: KernelTiming, host_us: float | None = None) -> BaselineEntry:
+        if self.cache is not None:
+            return self.cache.put(kind, pc.shapes, pc.dtype, timing=timing, host_us=host_us)
+        return BaselineEntry(kind=kind, measured_at="", device_name="", timing=timing, host_us=host_us)
+
+    def time(self, res: PerformanceResult, pc: PerfCase, inputs: list[Any]) -> None:
+        judge = self.judge
+        device, params = judge.device, judge.spec.param_defaults
+        eager = self._cached("eager", pc) if self.with_eager else None
+        compiled = self._cached("compile", pc) if self.with_compile else None
+        from_cache = [e.measured_at for e in (eager, compiled) if e is not None]
+        time_compile = self.with_compile and compiled is None
+        if time_compile:
+            try:
+                with matmul_precision(self.tf32):  # Inductor's matmul templates read the mode when they compile
+                    self.compiled()(*inputs, **params)  # compile outside the timed region (seconds of CPU work)
+            except Exception as e:  # noqa: BLE001 - a compile failure is reported, not fatal
+                res.note = (res.note + f" torch.compile failed on case {pc.case} {pc.dtype}: {type(e).__name__}.").strip()
+                time_compile = False
+        with device_lock(exclusive=True, path=device.lock), matmul_precision(self.tf32):
+            if self.with_eager and eager is None:
+                call = lambda: judge.baseline(*inputs, **params)  # noqa: E731
+                eager = self._store("eager", pc, summarize(rep_times(call, device.kind)),
+                                    None if device.interpreter else host_overhead_us(call, device.kind))
+            if time_compile:
+                compiled = self._store("compile", pc, summarize(rep_times(lambda: self.compiled()(*inputs, **params), device.kind)))
+        if eager is not None:
+            pc.eager, pc.eager_host_us = eager.timing, eager.host_us
+        if compiled is not None:
+            pc.compiled = compiled.timing
+        pc.baselines_measured_at = min(from_cache, default="")
+
+
+def baseline_cache(judge: Judge, *, fresh: bool) -> BaselineCache | None:
+    """The judge's baseline cache; None for a baseline whose bytes the judge was not told (nothing
+    to key it by). Under the interpreter it keeps dry runs, labelled as such like every number there."""
+    if not judge.baseline_sha256:
+        return None
+    return BaselineCache(judge.baseline_sha256, spec_recipe(judge.spec), judge.device.kind, fresh=fresh)
+
+
+class _Peers:
+    """The peers' timings per case: from the cache, or from a child process started before the
+    kernel's own timings (its start and FlagGems' compiles overlap them), one for every case missing."""
+
+    def __init__(self, judge: Judge, cache: BaselineCache | None, cases: list[tuple[int, Case, str]],
+                 log: Callable[[str], None]):
+        self.cache = cache
+        self.cached = {(ci, dtype): e for ci, case, dtype in cases
+                       if (e := cache.get("peers", case, dtype) if cache else None) is not None}
+        todo = [(ci, case, dtype) for ci, case, dtype in cases if (ci, dtype) not in self.cached]
+        self.job: PeerJob | None = None
+        if todo:
+            log("timing the peer libraries (FlagGems, Liger-Kernel) in a process of their own, started now")
+            self.job = PeerJob(judge.spec, judge.device.torch_device, todo, judge.device.lock)
+
+    def fill(self, res: PerformanceResult) -> None:
+        run = self.job.result() if self.job is not None else None
+        notes: list[str] = list(run.notes) if run else []
+        for pc in res.cases:
+            entry = self.cached.get((pc.case, pc.dtype))
+            if entry is not None:
+                pc.peers = dict(entry.peers)
+                pc.baselines_measured_at = min(filter(None, [pc.baselines_measured_at, entry.measured_at]))
+                notes += entry.notes
+            elif run is not None:
+                pc.peers = run.timings.get((pc.case, pc.dtype), {})
+                if self.cache is not None and (pc.case, pc.dtype) in run.timings:
+                    self.cache.put("peers", pc.shapes, pc.dtype, peers=pc.peers, notes=run.notes)
+        for note in dict.fromkeys(notes):
+            res.note = (res.note + f" {note}.").strip()
+
+    def cancel(self) -> None:
+        if self.job is not None:
+            self.job.cancel()
+
+
+def _say_cached(res: PerformanceResult) -> None:
+    """One line in the result's note: which baselines came from the cache, and when they were timed."""
+    cached = sorted({pc.baselines_measured_at for pc in res.cases if pc.baselines_measured_at})
+    if not cached:
+        return
+    when = cached[0] if len(cached) == 1 else f"{cached[0]} to {cached[-1]}"
+    n = sum(1 for pc in res.cases if pc.baselines_measured_at)
+    res.note = (res.note + f" Baselines (eager, torch.compile, peers) of {n} of {len(res.cases)} case(s) from the "
+                f"cache, timed {when} on this device with these versions; `kernelgen bench --fresh` times them again.").strip()
 
 
 def perf_inputs(judge: Judge, ci: int, case: Case, dtype: str) -> tuple[list[Any], tuple]:
@@ -169,7 +279,8 @@ def perf_inputs(judge: Judge, ci: int, case: Case, dtype: str) -> tuple[list[Any
         return kept
     device = judge.device
     with device_lock(exclusive=False, path=device.lock):  # device work: never beside another process's timing
-        inputs = draw_inputs(judge.spec, case, dtype, PERF_SEED + ci, device.torch_device, on_device=not device.interpreter)
+        inputs = DrawnInputs(draw_inputs(judge.spec, case, dtype, PERF_SEED + ci, device.torch_device,
+                                         on_device=not device.interpreter), case, dtype, PERF_SEED + ci)
         expected = as_tuple(judge.baseline(*inputs, **judge.spec.param_defaults))
     judge.keep(perf_key(ci, dtype), inputs, expected)
     return inputs, expected
@@ -186,8 +297,8 @@ def resident_key(judge: Judge, ci: int, dtype: str) -> str | None:
     return key if judge.kept(key) is not None else None
 
 
-def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSource], ci: int, case: Case, dtype: str, *,
-                  compiled_ref: Any, with_eager: bool, rounds: int, tf32: bool) -> PerfCase:
+def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSource], ci: int, case: Case, dtype: str,
+                  refs: _References, *, rounds: int) -> PerfCase:
     import torch
 
     spec, device = judge.spec, judge.device
@@ -214,27 +325,14 @@ def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSour
     if len(timed) > 1 and timed[1].timed and mine.timed:
         pc.compare = summarize(timed[1].reps)
         pc.speedup_vs_compare, pc.pair_noise = paired(timed[1], mine)
-    if compiled_ref is not None:
-        try:
-            with matmul_precision(tf32):  # Inductor's matmul templates read the mode when they compile
-                compiled_ref(*inputs, **params)  # compile outside the timed region (seconds of CPU work)
-        except Exception as e:  # noqa: BLE001 - a compile failure is reported, not fatal
-            res.note = (res.note + f" torch.compile failed on case {ci} {dtype}: {type(e).__name__}.").strip()
-            compiled_ref = None
-    with device_lock(exclusive=True, path=device.lock), matmul_precision(tf32):
-        if with_eager:
-            pc.eager = summarize(rep_times(lambda: judge.baseline(*inputs, **params), device.kind))
-            if not device.interpreter:
-                pc.eager_host_us = host_overhead_us(lambda: judge.baseline(*inputs, **params), device.kind)
-        if compiled_ref is not None:
-            pc.compiled = summarize(rep_times(lambda: compiled_ref(*inputs, **params), device.kind))
+    refs.time(res, pc, inputs)
     secs = pc.kernel.ms * 1e-3 if pc.kernel else None
     if secs:
         pc.gbps = pc.bytes / secs / 1e9
         pc.tflops = pc.flops / secs / 1e12 if pc.flops else None
         pc.speedup_eager = pc.eager.ms / pc.kernel.ms if pc.eager else None
         pc.speedup_compile = pc.compiled.ms / pc.kernel.ms if pc.compiled else None
-    judge_against_peaks(pc, res.peaks, read_b, write_b, tf32=tf32)
+    judge_against_peaks(pc, res.peaks, read_b, write_b, tf32=refs.tf32)
     del inputs, expected
     if device.kind == "cuda":
         torch.cuda.empty_cache()  # eager's, torch.compile's and the peers' outputs (kept inputs stay allocated)

@@ -73,7 +73,7 @@ class CallReport(_Msg):
 class Reply(_Msg):
     ok: bool
     error: str = ""  # the candidate's exception with its last frames (scrubbed by the judge)
-    kind: Literal["hello", "loaded", "stored", "called", "timed", "host", "synced", "bye", "failed"] = "failed"
+    kind: Literal["hello", "loaded", "stored", "called", "timed", "host", "synced", "bye", "batch", "failed"] = "failed"
     outputs: list[Value] = Field(default_factory=list)
     inputs_after: list[TensorRef] = Field(default_factory=list)
     report: CallReport | None = None
@@ -82,6 +82,7 @@ class Reply(_Msg):
     launches: int = 0
     host_us: float | None = None
     info: dict[str, Any] = Field(default_factory=dict)  # hello: pid, versions, the sandbox's report
+    replies: list["Reply"] = Field(default_factory=list)  # batch: one per request, in order, up to the first that failed
 
 
 def send(sock: socket.socket, payload: dict[str, Any]) -> None:

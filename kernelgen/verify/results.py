@@ -159,6 +159,9 @@ class PerfCase(_Model):
     eager_host_us: float | None = None
     launches_per_call: float | None = None  # Triton launches per timed call: the worker's own count, a claim
     timing_check: str = ""  # the judge's clock against the device time the worker claimed (kernelgen.verify.wallclock)
+    # When eager, torch.compile and the peers were timed, where they came from the per-user cache
+    # (kernelgen.verify.baselines); "" when they were timed in this run.
+    baselines_measured_at: str = ""
 
     @property
     def label(self) -> str:

@@ -8,6 +8,7 @@ result); the operator folder is compared before and after the judged calls.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -23,7 +24,7 @@ from kernelgen.verify.judge import Judge, KernelSource, Origin
 from kernelgen.verify.performance import measure_performance
 from kernelgen.verify.results import RunRecord, Violation
 from kernelgen.verify.scrub import scrub
-from kernelgen.verify.session import WorkerFailure
+from kernelgen.verify.session import WorkerFailure, WorkerSession
 
 
 def load_baseline(op: OperatorDir) -> Callable[..., Any]:
@@ -62,14 +63,23 @@ def require_trusted_files(op: OperatorDir) -> None:
     integrity.record(op.path, op.name)
 
 
-def open_judge(op: OperatorDir, device: DeviceInfo) -> Judge:
-    """A judge for this operator, after the integrity check (IntegrityError, exit 2, when it fails)."""
-    require_trusted_files(op)
+def open_judge(op: OperatorDir, device: DeviceInfo, *, spare: WorkerSession | None = None) -> Judge:
+    """A judge for this operator, after the integrity check (IntegrityError, exit 2, when it fails).
+    Its first worker starts before the judge sizes its arena (or is `spare`, started earlier still),
+    so the worker's imports and device start overlap the judge's."""
+    try:
+        require_trusted_files(op)
+    except BaseException:
+        if spare is not None:
+            spare.close()
+        raise
+    sha = hashlib.sha256(op.file("baseline").read_bytes()).hexdigest()
     if op.spec.reference is None:
         from kernelgen.verify.judge import WorkerBaseline
 
-        return Judge(op.spec, device, WorkerBaseline(device, op.file("baseline").read_text(encoding="utf-8"), op.name))
-    return Judge(op.spec, device, load_baseline(op))
+        return Judge(op.spec, device, WorkerBaseline(device, op.file("baseline").read_text(encoding="utf-8"), op.name),
+                     spare=spare, prestart=True, baseline_sha256=sha)
+    return Judge(op.spec, device, load_baseline(op), spare=spare, prestart=True, baseline_sha256=sha)
 
 
 def kernel_source(op: OperatorDir, kernel: Path | None, origin: Origin | None = None) -> KernelSource:
@@ -90,12 +100,13 @@ def _folder_violation(op: OperatorDir, before: integrity.Snapshot) -> Violation 
 
 
 def run_accuracy(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None = None, source: KernelSource | None = None,
-                 seeds: int | None = None, judge: Judge | None = None,
+                 seeds: int | None = None, judge: Judge | None = None, spare: WorkerSession | None = None,
                  log: Callable[[str], None] = lambda s: None) -> RunRecord:
-    """Every planned accuracy check of the operator's kernel (or `kernel`, or `source`)."""
+    """Every planned accuracy check of the operator's kernel (or `kernel`, or `source`); `spare`: a
+    worker started earlier for the judge this opens (session.early_worker)."""
     started = time.monotonic()
     own = judge is None
-    judge = judge or open_judge(op, device)
+    judge = judge or open_judge(op, device, spare=spare)
     src = source or kernel_source(op, kernel)
     before = integrity.snapshot(op.path)
     try:
@@ -117,20 +128,21 @@ def run_accuracy(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None = N
 
 def run_performance(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None = None, source: KernelSource | None = None,
                     compare: KernelSource | None = None, no_compile: bool = False, no_eager: bool = False,
-                    no_peers: bool = False, judge: Judge | None = None,
-                    log: Callable[[str], None] = lambda s: None) -> RunRecord:
-    """The kernel timed on every perf case (against `compare`, the current best, when given)."""
+                    no_peers: bool = False, fresh: bool = False, judge: Judge | None = None,
+                    spare: WorkerSession | None = None, log: Callable[[str], None] = lambda s: None) -> RunRecord:
+    """The kernel timed on every perf case (against `compare`, the current best, when given);
+    `fresh`: the baselines timed again rather than taken from the cache; `spare` as run_accuracy's."""
     from kernelgen.verify.peaks import device_peaks
 
     started = time.monotonic()
     own = judge is None
-    judge = judge or open_judge(op, device)
+    judge = judge or open_judge(op, device, spare=spare)
     src = source or kernel_source(op, kernel)
     before = integrity.snapshot(op.path)
     try:
         perf = measure_performance(judge, src, compare_with=compare, with_eager=not no_eager,
                                    with_compile=False if no_compile else None, with_peers=False if no_peers else None,
-                                   peaks=device_peaks(device), log=log)
+                                   peaks=device_peaks(device), fresh=fresh, log=log)
     except WorkerFailure as e:
         return _failure_record("performance", e, started)
     finally:

@@ -7,6 +7,7 @@ is reported with its exit status and the tail of what it printed, scrubbed of se
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -18,10 +19,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from kernelgen.devices import PIN_VARS, DeviceInfo
-from kernelgen.verify import precision, sandbox
+from kernelgen.verify import compilecache, precision, sandbox
 from kernelgen.verify.protocol import Arena, ProtocolError, Reply, parse_reply, recv, send
 from kernelgen.verify.scrub import scrub
 
@@ -88,6 +89,33 @@ def worker_environment(device: DeviceInfo, scratch: Path) -> dict[str, str]:
     return env
 
 
+def spare_worker(device: DeviceInfo) -> WorkerSession | None:
+    """A worker started now, to be given its arena and kernel later: its ~5 s of imports and device
+    start run beside the caller's own work (the judge's start, the kernel's generation). None when
+    it cannot start: the worker started later says why."""
+    try:
+        return WorkerSession(device, label="spare")
+    except WorkerFailure:
+        return None
+
+
+@contextlib.contextmanager
+def early_worker(choice: str) -> Iterator[WorkerSession | None]:
+    """A spare worker started before this process imports torch (~2 s of a command's start), on the
+    device `choice` most likely resolves to (auto: a GPU where the NVIDIA or ROCm driver's device
+    node exists); a judge takes it only if its device turned out the same. Closed on leaving, if no
+    judge took (and closed) it."""
+    kind = os.environ.get("KERNELGEN_DEVICE", "auto") if choice == "auto" else choice
+    if kind == "auto":
+        kind = "cuda" if os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/kfd") else "cpu"
+    spare = spare_worker(DeviceInfo(kind, kind, interpreter=kind == "cpu")) if kind in ("cuda", "npu", "cpu") else None
+    try:
+        yield spare
+    finally:
+        if spare is not None:
+            spare.close()
+
+
 def descendants(pid: int) -> list[int]:
     """Every process below `pid`, found through /proc (those a candidate re-parented included,
     when `pid` is a subreaper)."""
@@ -110,7 +138,10 @@ def descendants(pid: int) -> list[int]:
 
 
 class WorkerSession:
-    def __init__(self, device: DeviceInfo, *, arena_bytes: int, label: str = "worker",
+    """One sandboxed worker. Started without an arena (a spare, warming up while the judge does its
+    own start), it takes one with `attach` before its first request; `arena_bytes` attaches at once."""
+
+    def __init__(self, device: DeviceInfo, *, arena_bytes: int | None = None, label: str = "worker",
                  request_timeout_s: float | None = None):
         self.device = device
         self.label = label
@@ -118,8 +149,13 @@ class WorkerSession:
         self.scratch = Path(tempfile.mkdtemp(prefix="kernelgen-worker-"))
         for sub in ("home", "tmp", "cache", "triton"):
             (self.scratch / sub).mkdir()
-        self.arena = Arena.create(arena_bytes)
+        self.arena: Arena | None = None
+        # The compile-cache folder of the one key this worker's kernels belong to (the judge sets it
+        # when it loads the first): seeded into scratch/triton then, harvested back when it ends.
+        self.compile_store: Path | None = None
+        self.seeded: set[Path] = set()  # cache files another key's folder seeded: not harvested into this one
         self._sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._handoff, child_handoff = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         read, listed = sandbox.python_read_paths(sandbox.worker_python_path())
         memory = int(os.environ.get(WORKER_ENV_LIMIT, 0)) or (sandbox.DEFAULT_CPU_MEMORY if device.interpreter else 32 << 30)
         self.cgroups = sandbox.make_cgroups(f"kernelgen-{os.getpid()}-{id(self)}", pids_max=256, memory_max=memory)
@@ -128,21 +164,56 @@ class WorkerSession:
                   "namespaces": os.environ.get("KERNELGEN_SANDBOX", "on") != "off",
                   "landlock": os.environ.get("KERNELGEN_SANDBOX", "on") != "off"}
         cmd = [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-m", "kernelgen.verify.worker",
-               "--socket", str(child.fileno()), "--arena", str(self.arena.fd), "--device", device.kind,
+               "--socket", str(child.fileno()), "--handoff", str(child_handoff.fileno()), "--device", device.kind,
                "--policy", json.dumps(policy)]
         self.started = time.monotonic()
         self.proc = subprocess.Popen(cmd, cwd=self.scratch, env=worker_environment(device, self.scratch),
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     pass_fds=(child.fileno(), self.arena.fd), start_new_session=True)
+                                     pass_fds=(child.fileno(), child_handoff.fileno()), start_new_session=True)
         child.close()
+        child_handoff.close()
         self._out, self._err = _Capture(self.proc.stdout), _Capture(self.proc.stderr)
         self.closed = False
         hello = self._reply(START_TIMEOUT_S, "start")
         if not hello.ok:
+            self.kill()
             raise WorkerFailure("crash", scrub(hello.error) + self._tails())
         self.info = hello.info
         sandbox_report = hello.info.get("sandbox") or {}
         self.sandbox_missing = [scrub(str(m)) for m in sandbox_report.get("missing", [])]
+        if arena_bytes:
+            self.attach(arena_bytes)
+
+    def attach(self, arena_bytes: int) -> None:
+        """A fresh shared-memory arena of `arena_bytes`, its fd passed to the worker (SCM_RIGHTS)."""
+        if self.closed:
+            raise WorkerFailure("error", "the worker was already stopped")
+        arena = Arena.create(arena_bytes)
+        try:
+            socket.send_fds(self._handoff, [b"a"], [arena.fd])
+        except OSError:
+            arena.close()
+            raise self._died() from None
+        old, self.arena = self.arena, arena
+        if old is not None:
+            old.close()
+        # answered once the worker's imports and device start are done: the start's time limit
+        reply = self.request({"op": "arena"}, timeout_s=START_TIMEOUT_S)
+        if not reply.ok:
+            self.kill()
+            raise WorkerFailure("crash", f"the worker could not start: {reply.error}")
+
+    def take(self, label: str, arena_bytes: int) -> bool:
+        """Put a spare to use: its label and arena. False when it died waiting (start another)."""
+        if self.closed or self.proc.poll() is not None:
+            self.close()
+            return False
+        self.label = label
+        try:
+            self.attach(arena_bytes)
+        except WorkerFailure:
+            return False
+        return True
 
     # --- requests ------------------------------------------------------------------------------
     def request(self, payload: dict[str, Any], *, timeout_s: float | None = None) -> Reply:
@@ -220,6 +291,8 @@ class WorkerSession:
         self._cleanup()
 
     def close(self) -> None:
+        """Say goodbye, then kill: the worker's own interpreter shutdown (torch, Triton, the device
+        context) took ~1 s and leaves nothing the judge needs."""
         if self.closed:
             return
         if self.proc.poll() is None:
@@ -227,8 +300,7 @@ class WorkerSession:
                 send(self._sock, {"op": "bye"})
                 self._sock.settimeout(10)
                 recv(self._sock)
-                self.proc.wait(timeout=10)
-            except (OSError, EOFError, ProtocolError, subprocess.TimeoutExpired, socket.timeout):
+            except (OSError, EOFError, ProtocolError, socket.timeout):
                 pass
         self.kill()
 
@@ -237,8 +309,15 @@ class WorkerSession:
             return
         self.closed = True
         self._sock.close()
-        self.arena.close()
+        self._handoff.close()
+        if self.arena is not None:
+            self.arena.close()
         sandbox.remove_cgroups(self.cgroups)
+        if self.compile_store is not None:
+            try:
+                compilecache.harvest(self.scratch / "triton", self.compile_store, skip=self.seeded)
+            except OSError:  # a full disk or a vanished folder costs the next run a compile, nothing more
+                pass
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def __enter__(self) -> "WorkerSession":

@@ -1,12 +1,16 @@
 """The sandboxed worker: the only process a candidate kernel ever runs in.
 
-    python -m kernelgen.verify.worker --socket FD --arena FD --policy JSON
+    python -m kernelgen.verify.worker --socket FD --handoff FD --policy JSON
 
 Its bootstrap (this file, trusted) applies the sandbox (kernelgen.verify.sandbox) before torch or any
-candidate is imported, then serves the judge's requests: load a kernel file from the bytes the judge
-sends, store inputs, call the entry function (guarded, plain, or with every Triton launch ablated,
-in the interpreter program order asked for), time it, and return the outputs' bytes. It decides
-nothing: the judge draws the inputs, runs the baseline, compares and writes the verdict.
+candidate is imported, says hello, imports torch and Triton and starts the device at once (while the
+judge gets on with its own start: the two overlap), then serves the judge's requests: take the
+shared-memory arena (its fd comes through the handoff socket, so a worker can be started before the
+judge knows how large the arena must be), load a kernel file from the bytes the judge
+sends, store inputs (or draw perf inputs from the judge's recipe and say their digest), call the
+entry function (guarded, plain, or with every Triton launch ablated, in the interpreter program order
+asked for), time it, and return the outputs' bytes — one request at a time or several in a batch. It
+decides nothing: the judge draws the inputs, runs the baseline, compares and writes the verdict.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from kernelgen.verify import sandbox
 from kernelgen.verify.protocol import Arena, OtherValue, ProtocolError, TensorRef, recv, send
 
 ALIGN = 64  # bytes between tensors in the arena
+BATCHABLE = ("put", "refill", "call", "drop")
 
 
 def _short_tb(exc: BaseException, limit: int = 8) -> str:
@@ -34,9 +39,11 @@ def _short_tb(exc: BaseException, limit: int = 8) -> str:
 
 
 class Worker:
-    def __init__(self, sock: socket.socket, arena: Arena, device: str, scratch: Path):
+    def __init__(self, sock: socket.socket, handoff: socket.socket, device: str, scratch: Path):
         self.sock = sock
-        self.arena = arena
+        self.handoff = handoff  # the judge passes the arena's fd through it (SCM_RIGHTS), nothing else
+        self.arena: Any = None
+        self.start_error = ""  # why torch, Triton or the device could not start: every request's answer
         self.device = device  # cpu | cuda | npu
         self.kernels = scratch / "kernels"
         self.kernels.mkdir(exist_ok=True)
@@ -46,9 +53,18 @@ class Worker:
         self.torch: Any = None
         self.tamper: Any = None
 
+    def warm(self) -> None:
+        """torch, Triton, the device, the launch hooks and the tampering snapshot, right after the
+        hello: the ~5 s they take (torch, torch._dynamo, a CUDA context) overlap the judge's own start
+        instead of following it."""
+        try:
+            self._start_torch()
+        except BaseException as e:  # noqa: BLE001 - said in answer to every request, not here
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            self.start_error = f"the worker could not start torch on {self.device}: {_short_tb(e)}"
+
     def _start_torch(self) -> None:
-        """torch, Triton, the launch hooks and the tampering snapshot, on the first request that needs
-        them (a worker answers the judge's hello in a fraction of the ~5 s they take to import)."""
         if self.torch is not None:
             return
         if self.device == "cpu":
@@ -75,32 +91,64 @@ class Worker:
                 req = recv(self.sock)
             except EOFError:
                 return
-            op = req.get("op")
-            if op == "bye":
+            if req.get("op") == "bye":
                 send(self.sock, {"ok": True, "kind": "bye"})
                 return
-            handler = getattr(self, f"op_{op}", None)
-            if handler is None:
-                send(self.sock, {"ok": False, "error": f"unknown request {op!r}"})
-                continue
-            try:
-                self._start_torch()
-                reply = handler(req)
-            except ProtocolError as e:
-                reply = {"ok": False, "error": f"protocol: {e}"}
-            except BaseException as e:  # noqa: BLE001 - the candidate's failure is a reply, not the worker's end
-                if isinstance(e, KeyboardInterrupt):
-                    raise
-                reply = {"ok": False, "error": _short_tb(e)}
-            changed = self.tamper.changed() if self.tamper is not None else []
-            if changed:
-                from kernelgen.verify.tamper import describe
+            send(self.sock, self._handle(req))
 
-                code, message = describe(changed, f"after the {op} request")
-                report = reply.setdefault("report", {})
-                report.setdefault("violations", []).append({"code": code, "message": message})
-                self.tamper.rebase()
-            send(self.sock, reply)
+    def _handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        """One request's reply; the candidate's failure is a reply, and any tampering seen after it
+        is reported in it."""
+        op = req.get("op")
+        handler = getattr(self, f"op_{op}", None)
+        if handler is None:
+            return {"ok": False, "error": f"unknown request {op!r}"}
+        try:
+            if self.start_error:
+                raise RuntimeError(self.start_error)
+            if op != "arena" and self.arena is None:
+                raise ProtocolError("no arena yet: the judge sends one before any other request")
+            reply = handler(req)
+        except ProtocolError as e:
+            reply = {"ok": False, "error": f"protocol: {e}"}
+        except BaseException as e:  # noqa: BLE001 - the candidate's failure is a reply, not the worker's end
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            reply = {"ok": False, "error": _short_tb(e)}
+        changed = self.tamper.changed() if self.tamper is not None else []
+        if changed:
+            from kernelgen.verify.tamper import describe
+
+            code, message = describe(changed, f"after the {op} request")
+            report = reply.setdefault("report", {})
+            report.setdefault("violations", []).append({"code": code, "message": message})
+            self.tamper.rebase()
+        return reply
+
+    def op_batch(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Several requests in one round trip (one accuracy seed: its inputs, then its four calls),
+        each handled and answered exactly as if it came alone; the first that fails ends the batch."""
+        replies = []
+        for sub in req["requests"]:
+            if sub.get("op") not in BATCHABLE:
+                replies.append({"ok": False, "error": f"protocol: {sub.get('op')!r} cannot be batched"})
+                break
+            replies.append(self._handle(sub))
+            if not replies[-1].get("ok"):
+                break
+        return {"ok": True, "kind": "batch", "replies": replies}
+
+    def op_arena(self, req: dict[str, Any]) -> dict[str, Any]:  # noqa: ARG002 - every request carries one dict
+        """The shared-memory arena, its fd passed through the handoff socket just before this request."""
+        _, fds, _, _ = socket.recv_fds(self.handoff, 1, 1)
+        if len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            raise ProtocolError("the arena request came without exactly one fd")
+        if self.arena is not None:
+            self.arena.close()
+        self.arena = Arena.attach(fds[0])
+        return {"ok": True, "kind": "stored"}
 
     def op_load(self, req: dict[str, Any]) -> dict[str, Any]:
         slot, name = str(req["slot"]), str(req["entry"])
@@ -123,6 +171,17 @@ class Worker:
         refs = [TensorRef.model_validate(r) for r in req["tensors"]]
         self.store[str(req["key"])] = [self.arena.read(r, self.device, max_bytes=self.arena.size) for r in refs]
         return {"ok": True, "kind": "stored"}
+
+    def op_draw(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Perf inputs drawn here from the recipe the judge drew its own with (the same seed, on the
+        device), not copied through host memory; their digest goes back for the judge to compare."""
+        from kernelgen.spec import OperatorSpec, draw_inputs
+        from kernelgen.verify.inputs import digest
+
+        spec = OperatorSpec.model_validate(req["spec"])
+        inputs = draw_inputs(spec, dict(req["case"]), str(req["dtype"]), int(req["seed"]), self.device, on_device=True)
+        self.store[str(req["key"])] = inputs
+        return {"ok": True, "kind": "stored", "info": {"digest": digest(inputs)}}
 
     def op_refill(self, req: dict[str, Any]) -> dict[str, Any]:
         """New values into the same buffers (same addresses): a result cached by address goes stale."""
@@ -238,7 +297,7 @@ def _nbytes(t: Any) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="KernelGen's sandboxed worker (started by the judge, not by hand)")
     p.add_argument("--socket", type=int, required=True)
-    p.add_argument("--arena", type=int, required=True)
+    p.add_argument("--handoff", type=int, required=True, help="a socket the arena's fd comes through")
     p.add_argument("--policy", required=True, help="the sandbox policy, as JSON")
     p.add_argument("--device", required=True, choices=["cpu", "cuda", "npu"])
     args = p.parse_args(argv)
@@ -246,17 +305,17 @@ def main(argv: list[str] | None = None) -> int:
     policy = sandbox.SandboxPolicy(**{**policy_data, "scratch": Path(policy_data["scratch"])})
     report = sandbox.apply(policy)  # forks into the PID namespace; only its first process returns here
     sock = socket.socket(fileno=args.socket)
-    arena = Arena.attach(args.arena)
     try:
         from importlib.metadata import version
 
-        worker = Worker(sock, arena, args.device, policy.scratch)
+        worker = Worker(sock, socket.socket(fileno=args.handoff), args.device, policy.scratch)
         send(sock, {"ok": True, "kind": "hello", "info": {"pid": os.getpid(), "torch": version("torch"),
                                                             "triton": version("triton"), "sandbox": report.as_dict()}})
     except BaseException as e:  # noqa: BLE001 - the judge must learn why the worker could not start
         send(sock, {"ok": False, "kind": "hello", "error": f"the worker could not start: {_short_tb(e)}",
                     "info": {"sandbox": report.as_dict()}})
         return 3
+    worker.warm()
     worker.serve()
     return 0
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
+
 from kernelgen.spec import validate_spec_data
-from kernelgen.verify.peerproc import peer_timings
+from kernelgen.verify.peerproc import PeerJob, peer_timings
 
 SPEC = {
     "name": "twice", "description": "out = 2 x", "category": "pointwise",
@@ -23,3 +25,12 @@ def test_a_child_that_dies_loses_its_case_and_the_rest_are_timed():
     assert run.timings[(1, "float32")] == {}  # retried with each peer alone: both crash there (the reference does)
     assert [n.split(" crashed")[0] for n in run.notes if "crashed" in n] == ["FlagGems", "Liger-Kernel"]  # case 1 only
 
+
+
+def test_a_job_started_early_and_no_longer_wanted_is_stopped():
+    slow = {**SPEC, "reference": "def twice(x):\n    import time\n    time.sleep(600)\n    return x * 2\n"}
+    job = PeerJob(validate_spec_data(slow, run_reference=False), "cpu", [(0, {"x": [4, 8]}, "float32")], None)
+    t0 = time.monotonic()
+    job.cancel()  # the judge's own run failed: nothing waits ten minutes for the peers
+    run = job.result()
+    assert run.timings == {} and time.monotonic() - t0 < 10

@@ -1,0 +1,122 @@
+"""Compiled kernels kept across runs: a worker's Triton cache is seeded from the store before its
+kernel is imported, and what it compiled is copied back when it ends.
+
+Integrity: every store folder belongs to one key — the sha256 of the one untrusted kernel file a
+worker ran (each such kernel has a worker of its own), or "offline" for the worker that KernelGen's
+own generated kernels share. Only the judge copies in and out; a worker writes only into its scratch
+folder (kernelgen.verify.sandbox), so whatever a hostile candidate leaves in its cache lands in the
+folder of its own key and is seeded only into a later worker running those same bytes — never into
+another candidate's, the offline kernels' or the baselines' (torch.compile runs in the judge, with a
+cache no worker can reach). Trusted entries flow the other way only: every worker is also seeded with
+the "offline" folder (what KernelGen's own kernels compiled: Triton's launchers and utilities, and
+the very kernel `bench` times after offline rounds), which is not copied back into its own folder. The copy back takes plain files only: no links (a link planted in the
+scratch could point the judge at a file of the user's), no FIFOs or devices, bounded in size and count.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Set as AbstractSet
+from pathlib import Path
+
+from kernelgen.verify.peaks import cache_dir
+
+MAX_FILE = 64 << 20  # a cubin, a PTX file or a launcher .so is < 10 MB
+MAX_TOTAL = 512 << 20  # per key
+MAX_FILES = 4096  # per key: a kernel with every dtype and alignment specialised makes ~100
+# Triton's names (hashes, kernel names); no leading dot: never "..", never a half-copied .tmp file
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$")
+
+
+def store_folder(op_name: str, key: str, *, root: Path | None = None) -> Path:
+    """Where the compiled kernels of `key` (a kernel's sha256, or "offline") for operator `op_name` live."""
+    if not _NAME.match(op_name) or not _NAME.match(key):
+        raise ValueError(f"not a cache key: {op_name!r}/{key!r}")
+    return (root or cache_dir()) / "compile" / op_name / key
+
+
+def seed(store: Path, triton_dir: Path) -> set[Path]:
+    """Copy the store's files into a worker's Triton cache (those it lacks); the paths copied,
+    relative to the cache."""
+    return _copy_new(store, triton_dir)
+
+
+def harvest(triton_dir: Path, store: Path, *, skip: AbstractSet[Path] = frozenset()) -> int:
+    """Copy what a worker compiled (plain files only, within the bounds; not the paths in `skip`,
+    which another store seeded) into the store of its key; files the store already has are left as
+    they are. How many were added."""
+    return len(_copy_new(triton_dir, store, skip))
+
+
+def _copy_new(src_root: Path, dst_root: Path, skip: AbstractSet[Path] = frozenset()) -> set[Path]:
+    """The plain files under `src_root` that `dst_root` lacks, copied there (each written under a
+    temporary name, then renamed: two judges may fill one key at once); their relative paths."""
+    done: set[Path] = set()
+    for src, rel in _plain_files(src_root):
+        dst = dst_root / rel
+        if rel in skip or dst.exists():
+            continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+        if _copy_plain(src, tmp):
+            os.replace(tmp, dst)
+            done.add(rel)
+    return done
+
+
+def _plain_files(root: Path) -> list[tuple[Path, Path]]:
+    """(path, path relative to root) of the regular files under root, two levels deep at most (Triton
+    keeps <hash>/<file>), names of plain characters only, within the count and size bounds."""
+    out: list[tuple[Path, Path]] = []
+    total = 0
+    try:
+        top = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError:
+        return out
+    for entry in top:
+        if not _NAME.match(entry.name) or entry.is_symlink():
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            try:
+                inner = sorted(os.scandir(entry.path), key=lambda e: e.name)
+            except OSError:
+                continue
+            files = [(e, Path(entry.name, e.name)) for e in inner]
+        else:
+            files = [(entry, Path(entry.name))]
+        for e, rel in files:
+            if not _NAME.match(e.name):
+                continue
+            try:
+                st = os.lstat(e.path)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size > MAX_FILE:
+                continue
+            total += st.st_size
+            if total > MAX_TOTAL or len(out) >= MAX_FILES:
+                return out
+            out.append((Path(e.path), rel))
+    return out
+
+
+def _copy_plain(src: Path, dst: Path) -> bool:
+    """Copy `src` only if it is still a plain file when opened (no link followed, no FIFO waited on)."""
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE:
+            return False
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(MAX_FILE + 1)
+        if len(data) > MAX_FILE:
+            return False
+        dst.write_bytes(data)
+        return True
+    finally:
+        os.close(fd)

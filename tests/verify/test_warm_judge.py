@@ -1,0 +1,111 @@
+"""The judge's own speed without weaker checks: its first worker starts before the judge is ready (and
+is the one that runs the kernel), an accuracy seed is one round trip, and perf inputs are drawn in
+the worker rather than copied, unless the worker's draw differs from the judge's."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from kernelgen.devices import DeviceInfo
+from kernelgen.opdir import open_operator
+from kernelgen.verify import session
+from kernelgen.verify.accuracy import check_accuracy
+from kernelgen.verify.inputs import PERF_SEED, DrawnInputs, digest, same_digest
+from kernelgen.verify.compare import as_tuple
+from kernelgen.verify.judge import KernelSource
+from kernelgen.verify.performance import measure_performance
+from kernelgen.verify.runner import kernel_source, open_judge
+
+from test_hostile_kernels import HONEST, make_op_dir
+
+CPU = DeviceInfo("cpu", "cpu", interpreter=True)
+
+
+@pytest.fixture
+def requests(monkeypatch):
+    """Every request the judge sends, by op; and how many workers it started."""
+    seen: collections.Counter = collections.Counter()
+    request, init = session.WorkerSession.request, session.WorkerSession.__init__
+
+    def counting(self, payload, **kw):
+        seen[payload.get("op")] += 1
+        return request(self, payload, **kw)
+
+    def starting(self, *a, **kw):
+        seen["worker started"] += 1
+        init(self, *a, **kw)
+
+    monkeypatch.setattr(session.WorkerSession, "request", counting)
+    monkeypatch.setattr(session.WorkerSession, "__init__", starting)
+    return seen
+
+
+def test_one_worker_started_early_runs_the_checks_in_batches(tmp_path, requests):
+    op = open_operator(make_op_dir(tmp_path, HONEST))
+    with open_judge(op, CPU) as judge:
+        assert requests["worker started"] == 1  # the spare, before the judge sized its arena
+        result = check_accuracy(judge, kernel_source(op, None), seeds=(0, 1))
+    assert result.correct, result.violations
+    assert requests["worker started"] == 1 and requests["arena"] == 1
+    n_seeds = len({(c.case, c.variant, c.dtype, c.seed) for c in result.checks})
+    assert requests["batch"] == n_seeds and requests["call"] == sum(1 for c in result.checks if c.call == "stale-probe")
+
+
+def test_perf_inputs_are_drawn_in_the_worker_unless_its_draw_differs(tmp_path, requests, monkeypatch):
+    op = open_operator(make_op_dir(tmp_path, HONEST))
+    with open_judge(op, CPU) as judge:
+        perf = measure_performance(judge, kernel_source(op, None))
+        assert perf.ok and perf.cases and requests["draw"] == len(perf.cases) and requests["put"] == 0
+
+        # inputs that do not match their recipe (as when another GPU's generator gives other numbers)
+        import kernelgen.verify.performance as performance
+
+        drawn = performance.perf_inputs
+        monkeypatch.setattr(performance, "perf_inputs", lambda j, *a: _nudged(j, drawn(j, *a)[0]))
+        perf = measure_performance(judge, kernel_source(op, None))
+    assert perf.ok and requests["put"] == len(perf.cases), perf.cases[0].spot_check  # sent instead, and right
+
+
+def _nudged(judge, inputs):
+    bumped = [t.clone() for t in inputs]
+    bumped[0].view(-1)[0] += 1.0
+    return DrawnInputs(bumped, *inputs.recipe), as_tuple(judge.baseline(*bumped))
+
+
+def test_digest_tells_draws_apart_and_survives_garbage():
+    from kernelgen.spec import draw_inputs, validate_spec_data
+    from test_hostile_kernels import SMALL_BROADCAST
+
+    spec = validate_spec_data(SMALL_BROADCAST)
+    case = spec.test_cases[0]
+    a = draw_inputs(spec, case, "float32", PERF_SEED, "cpu", on_device=True)
+    assert same_digest(digest(draw_inputs(spec, case, "float32", PERF_SEED, "cpu", on_device=True)), digest(a))
+    assert not same_digest(digest(draw_inputs(spec, case, "float32", PERF_SEED + 1, "cpu", on_device=True)), digest(a))
+    for garbage in (None, 3, "x", [[1]], [["float32"]] * 2, [[1, 2, 3, ["a"]]] * 2):
+        assert not same_digest(garbage, digest(a))
+
+
+def test_a_worker_started_on_a_wrong_guess_of_the_device_is_not_used(tmp_path, requests):
+    op = open_operator(make_op_dir(tmp_path, HONEST))
+    with session.early_worker("cpu") as spare:
+        assert spare is not None and requests["worker started"] == 1
+        elsewhere = DeviceInfo("cpu", "cpu", interpreter=True, pin="1")  # not what the spare was started for
+        with open_judge(op, elsewhere, spare=spare) as judge:
+            assert spare.closed
+            assert check_accuracy(judge, kernel_source(op, None), seeds=(0,)).correct
+    assert requests["worker started"] == 2
+
+
+def test_a_judge_of_many_untrusted_kernels_keeps_the_next_worker_warm(tmp_path, requests):
+    op = open_operator(make_op_dir(tmp_path, HONEST))
+    honest = HONEST.read_text(encoding="utf-8")
+    with open_judge(op, CPU) as judge:
+        judge.keep_spare = True  # as optimize sets it
+        first, _ = judge.load(KernelSource(honest, op.file("triton").name, "llm"))
+        assert requests["worker started"] == 2  # the one it took, and the next one already starting
+        second, _ = judge.load(KernelSource(honest + "\n# another candidate\n", op.file("triton").name, "llm"))
+        assert second is not first and requests["worker started"] == 3
+        assert check_accuracy(judge, KernelSource(honest + "\n# another candidate\n", op.file("triton").name, "llm"),
+                              seeds=(0,)).correct
