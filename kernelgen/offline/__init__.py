@@ -73,7 +73,8 @@ def generate_kernel(spec: OperatorSpec, knobs: Knobs | Mapping[str, Any] | None 
     if route(spec.model_dump_json()) == "nd":
         from kernelgen.offline.nd import generate_nd
 
-        return generate_nd(spec, knobs, dispatch)
+        source, nd_knobs, summary = generate_nd(spec, knobs, dispatch)
+        return OfflineKernel(source=source, family="nd", knobs=nd_knobs, summary=summary)
     traced, kind = analyse(spec.model_dump_json())
     traced = copy.deepcopy(traced)  # codegen annotates the graph; keep the cached copy clean
     resolved = resolve(kind.family, knobs)

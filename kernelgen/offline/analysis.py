@@ -22,7 +22,7 @@ def route(spec_json: str) -> str:
         analyse(spec_json)
         return "classic"
     except UnsupportedOperatorError as classic:
-        from kernelgen.offline.nd import analyse_nd_cached
+        from kernelgen.offline.nd.program import analyse_nd_cached
 
         try:
             analyse_nd_cached(spec_json)

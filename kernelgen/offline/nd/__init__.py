@@ -19,23 +19,13 @@ them), as a program of stages.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kernelgen.spec import OperatorSpec
 
 if TYPE_CHECKING:
-    from kernelgen.offline import OfflineKernel
-    from kernelgen.offline.nd.program import NdAnalysis
     from kernelgen.offline.pruning import Pruned
-
-
-@functools.lru_cache(maxsize=64)
-def analyse_nd_cached(spec_json: str) -> "NdAnalysis":
-    from kernelgen.offline.nd.program import analyse_nd
-
-    return analyse_nd(OperatorSpec.model_validate_json(spec_json))
 
 
 def resolve_nd(knobs: Any) -> Any:
@@ -57,16 +47,18 @@ def resolve_nd(knobs: Any) -> Any:
         raise ValueError(f"knob {name}={given.get(name)!r} is not valid for the nd family: {err['msg']}") from None
 
 
-def generate_nd(spec: OperatorSpec, knobs: Mapping[str, Any] | Any | None = None, dispatch: list | None = None) -> "OfflineKernel":
-    from kernelgen.offline import OfflineKernel
-    from kernelgen.offline.nd.program import generate_nd_source
+def generate_nd(spec: OperatorSpec, knobs: Mapping[str, Any] | Any | None = None,
+                dispatch: list | None = None) -> tuple[str, Any, str]:
+    """The program's source, the knobs baked into it, and a one-line summary of what was traced
+    (kernelgen.offline.generate_kernel wraps them in its OfflineKernel)."""
+    from kernelgen.offline.nd.program import analyse_nd_cached, generate_nd_source
 
     if dispatch:
         raise ValueError("the nd family has no per-shape dispatch table yet: one setting serves every shape")
     resolved = resolve_nd(knobs)
     analysis = analyse_nd_cached(spec.model_dump_json())
     source = generate_nd_source(spec, analysis, resolved)
-    return OfflineKernel(source=source, family="nd", knobs=resolved, summary=analysis.summary)
+    return source, resolved, analysis.summary
 
 
 def prune_nd(spec: OperatorSpec, knob: str, values: list, base: Any) -> list["Pruned"]:

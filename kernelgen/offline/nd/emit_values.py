@@ -3,7 +3,7 @@ classic generator's table), plus what the n-dimensional IR adds (isnan, frame in
 
 from __future__ import annotations
 
-from kernelgen.offline import exprs
+import kernelgen.offline.exprs as exprs
 from kernelgen.offline.nd.ir import Graph, Value
 
 EXTRA = {

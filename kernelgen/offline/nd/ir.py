@@ -92,3 +92,14 @@ class Graph:
 
     def dump(self) -> str:
         return "\n".join(v.describe() for v in self.values) + f"\nreturn {self.outputs}"
+
+
+class Multi(tuple):
+    """An op with several results (max.dim, var_mean, native_layer_norm, ...), read through getitem."""
+
+
+class NoValue:
+    """A result the reference does not use (a norm's running statistics): refused if it is used."""
+
+    def __init__(self, what: str):
+        self.what = what

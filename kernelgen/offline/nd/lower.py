@@ -19,23 +19,12 @@ import torch
 
 from kernelgen.offline.lowering import BINARY, CASTS, UNARY
 from kernelgen.offline.nd import shapes as S
-from kernelgen.offline.nd.ir import FLOATS, Graph, Value
+from kernelgen.offline.nd.ir import FLOATS, Graph, Multi, NoValue, Value
 from kernelgen.offline.unsupported import unsupported
 
 IDENTITY = {"clone", "alias", "detach", "lift_fresh_copy", "contiguous", "dropout_eval"}
 RESHAPES = {"view", "reshape", "_unsafe_view"}
 IGNORED = {"_assert_async", "_assert_scalar", "sym_constrain_range_for_size", "_assert_tensor_metadata"}
-
-
-class _Multi(tuple):
-    """An op with several results (max.dim, var_mean, native_layer_norm, ...), read through getitem."""
-
-
-class _NoValue:
-    """A result the reference does not use (a norm's running statistics): refused if it is used."""
-
-    def __init__(self, what: str):
-        self.what = what
 
 
 def _dtype(val: Any) -> str:
@@ -82,7 +71,7 @@ class _Builder:
         if isinstance(a, (int, float, bool, torch.SymInt, torch.SymFloat)):
             return self.scalar(a)
         got = self.env.get(a)
-        if isinstance(got, _NoValue):
+        if isinstance(got, NoValue):
             unsupported(got.what)
         if isinstance(got, (int,)) and not isinstance(got, bool):
             return got
@@ -133,7 +122,7 @@ class _Builder:
         if n.target is operator.getitem:
             src, idx = n.args
             got = self.env[src]
-            if not isinstance(got, _Multi):
+            if not isinstance(got, Multi):
                 unsupported("indexing into a value")
             return got[idx]
         if not hasattr(n.target, "_schema"):  # SymInt arithmetic (mul, floordiv, sym_float, ...)

@@ -11,7 +11,8 @@ import torch
 
 from kernelgen.offline.lowering import BINARY, CASTS, UNARY
 from kernelgen.offline.nd import shapes as S
-from kernelgen.offline.nd.ir import FLOATS
+from kernelgen.offline.nd.ir import FLOATS, Multi, NoValue
+from kernelgen.offline.nd.lower_views import _dims, view
 from kernelgen.offline.unsupported import unsupported
 
 IDENTITY = {"clone", "alias", "detach", "lift_fresh_copy", "contiguous"}
@@ -27,16 +28,7 @@ def _dt(n: Any) -> str:
     return str(val.dtype).replace("torch.", "") if isinstance(val, torch.Tensor) else "float32"
 
 
-def _dims(dims: Any, rank: int) -> tuple[int, ...]:
-    """Reduced dims, normalised (None or [] means all of them)."""
-    if dims is None or dims == [] or dims == ():
-        return tuple(range(rank))
-    dl = [dims] if isinstance(dims, int) else list(dims)
-    return tuple(sorted({d % max(rank, 1) for d in dl}))
-
-
 def lower_call(b: Any, n: Any, ns: str, base: str, args: list, kwargs: dict) -> Any:
-    from kernelgen.offline.nd.lower import _Multi, _NoValue
 
     overload = n.target._overloadname
     dtype = _dt(n)
@@ -49,7 +41,7 @@ def lower_call(b: Any, n: Any, ns: str, base: str, args: list, kwargs: dict) -> 
             return None  # a running statistic written back into an input: not part of the result
         unsupported("an in-place copy into an intermediate value")
     if base in ("empty", "empty_like", "empty_strided", "new_empty"):
-        return _NoValue("an uninitialised tensor (torch.empty)")
+        return NoValue("an uninitialised tensor (torch.empty)")
     if base == "scalar_tensor":
         return b.scalar(args[0])
     if base in ("full", "full_like", "zeros", "zeros_like", "ones", "ones_like", "new_zeros", "new_ones", "new_full"):
@@ -127,7 +119,7 @@ def lower_call(b: Any, n: Any, ns: str, base: str, args: list, kwargs: dict) -> 
 
     handled = lower_reduce.lower_reduction(b, n, base, overload, args, kwargs, dtype)
     if handled is not NotImplemented:
-        return _Multi(handled) if isinstance(handled, list) else handled
+        return Multi(handled) if isinstance(handled, list) else handled
     if base in ("mm", "bmm"):
         return b.add("mm", (b.operand(args[0]), b.operand(args[1])), b.shape_of(n), dtype)
     if base == "convolution":
@@ -152,25 +144,6 @@ def lower_call(b: Any, n: Any, ns: str, base: str, args: list, kwargs: dict) -> 
     if base.startswith("_scaled_dot_product") or base == "scaled_dot_product_attention":
         unsupported("scaled dot-product attention in the n-dimensional generator")
     unsupported(f"the op {ns}.{base}.{overload}")
-
-
-def view(b: Any, x: int, kind: str, shape: tuple | None = None, **attrs: Any) -> int:
-    """A view of x; its shape from the trace (`shape`) or worked out here for the simple kinds."""
-    xs = b.v(x).shape
-    if shape is None:
-        if kind == "unsqueeze":
-            shape = xs[: attrs["dim"]] + (S.ONE,) + xs[attrs["dim"]:]
-        elif kind == "squeeze":
-            shape = tuple(d for i, d in enumerate(xs) if i not in attrs["dims"])
-        elif kind == "permute":
-            shape = tuple(xs[p] for p in attrs["perm"])
-        elif kind == "flip":
-            shape = xs
-        else:
-            raise ValueError(f"view {kind} needs its shape")
-    if kind == "reshape" and S.same_shape(tuple(shape), xs):
-        return x
-    return b.add("view", (x,), tuple(shape), b.v(x).dtype, kind=kind, **attrs)
 
 
 def cast(b: Any, x: int, target: Any) -> int:

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from kernelgen.offline.nd import shapes as S
-from kernelgen.offline.nd.lower_ops import _dims, view
+from kernelgen.offline.nd.ir import NoValue
+from kernelgen.offline.nd.lower_views import _dims, view
 from kernelgen.offline.unsupported import unsupported
 
 NEG_INF = float("-inf")
@@ -142,7 +143,6 @@ def layer_norm(b: Any, x: int, k: int, weight: Any, bias: Any, eps: float) -> li
 
 
 def group_norm(b: Any, x: int, weight: Any, bias: Any, groups: int, eps: float) -> list:
-    from kernelgen.offline.nd.lower import _NoValue
     from torch.utils._sympy.functions import FloorDiv
 
     xs = b.v(x).shape
@@ -153,14 +153,13 @@ def group_norm(b: Any, x: int, weight: Any, bias: Any, groups: int, eps: float) 
     w = view(b, b.operand(weight), "reshape", gshape) if weight is not None else None
     bb = view(b, b.operand(bias), "reshape", gshape) if bias is not None else None
     out = view(b, _affine(b, y, w, bb), "reshape", xs)
-    stat = _NoValue("group_norm's saved statistics")
+    stat = NoValue("group_norm's saved statistics")
     return [out, stat, stat]
 
 
 def batch_norm(b: Any, n: Any, base: str, overload: str, x: int, args: list) -> list:
     """_native_batch_norm_legit(x, w, b, running_mean, running_var, training, momentum, eps) and its
     variants: batch statistics in training, the running ones otherwise."""
-    from kernelgen.offline.nd.lower import _NoValue
 
     if base == "_native_batch_norm_legit" and overload == "no_stats":
         weight, bias, training, eps = args[1], args[2], bool(args[3]), float(args[5])
@@ -185,7 +184,7 @@ def batch_norm(b: Any, n: Any, base: str, overload: str, x: int, args: list) -> 
         rstd = b.add("rsqrt", (b.add("add", (channel(rv), b.scalar(eps)), per_channel),), per_channel)
         y = b.add("mul", (b.add("sub", (x, channel(rm)), shape), rstd), shape)
     out = _affine(b, y, channel(weight), channel(bias))
-    stat = _NoValue("batch norm's saved or running statistics")
+    stat = NoValue("batch norm's saved or running statistics")
     extra = 4 if base == "_native_batch_norm_legit_functional" else 2
     return [out] + [stat] * extra
 

@@ -3,6 +3,7 @@ through templates/offline/nd_program.py.j2."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,3 +91,9 @@ def generate_nd_source(spec: OperatorSpec, analysis: NdAnalysis, knobs: Any = No
         inputs=list(names.inputs), ranks=ranks, route=route, out_dtypes=out_dtypes,
         signature=spec.signature, config=CONFIG, main=main_context(spec, names),
     )
+
+
+@functools.lru_cache(maxsize=64)
+def analyse_nd_cached(spec_json: str) -> NdAnalysis:
+    # Tracing every test case symbolically costs 0.2-1 s; validate, generate and the knob space ask for it in turn.
+    return analyse_nd(OperatorSpec.model_validate_json(spec_json))
