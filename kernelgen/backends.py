@@ -46,6 +46,7 @@ class FirstKernel:
     tokens: TokenUsage = field(default_factory=TokenUsage)
     attempts: list[str] = field(default_factory=list)
     model_notes: list[str] = field(default_factory=list)  # an LLM's design note and stated causes -> RoundRecord.model_notes
+    dispatch: list[dict[str, Any]] = field(default_factory=list)  # the offline kernel's dispatch table -> RoundRecord.dispatch
 
 
 class KernelWriter(Protocol):
@@ -69,7 +70,13 @@ class OfflineWriter:
         self._kernel = generate_kernel(self.spec)
 
     def write(self, op: OperatorDir, device: DeviceInfo, on_step: Step) -> FirstKernel:
-        return FirstKernel(source=self._kernel.source, backend="offline", note=self._kernel.summary)
+        from kernelgen.devices import device_facts
+        from kernelgen.offline import first_kernel
+
+        # round 0 from the analysis: each perf case's algorithm for this device's SMs (132 assumed on the interpreter)
+        kern = first_kernel(self.spec, None if device.interpreter else device_facts(device).sm_count)
+        return FirstKernel(source=kern.source, backend="offline", note=kern.summary,
+                           dispatch=[e.model_dump() for e in kern.dispatch])
 
 
 @dataclass
