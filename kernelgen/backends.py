@@ -110,9 +110,13 @@ def make_proposer(requested: str, op: OperatorDir, device: DeviceInfo, llm_optio
     if backend == "offline":
         from kernelgen.devices import device_facts
         from kernelgen.optimize.planner import OfflinePlanner
+        from kernelgen.optimize.remember import family_of, recalled
 
-        # the SM count feeds the few-rows rule (rows < 2 x SMs: split the row); the interpreter has none
-        return OfflinePlanner(op.spec, sm_count=None if device.interpreter else device_facts(device).sm_count)
+        if device.interpreter:  # no SM count for the few-rows rule, and nothing remembered (nothing is timed there)
+            return OfflinePlanner(op.spec)
+        facts = device_facts(device)  # the SM count feeds the few-rows rule (rows < 2 x SMs: split the row)
+        return OfflinePlanner(op.spec, sm_count=facts.sm_count, remembered=recalled(op.spec, device, facts),
+                              family=family_of(op.spec), device_name=facts.name)
     from kernelgen.llm.proposer import LLMProposer
 
     return LLMProposer.create(backend, op, device, llm_options or {})
