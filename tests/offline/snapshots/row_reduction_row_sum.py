@@ -242,6 +242,13 @@ def _keep(plan, kernel, compiled, aligned, n_tensors, *args):
         plan.lean[kernel] = _resolve(kernel, compiled, n_tensors, args, plan)
 
 
+def _copied(plan, *tensors):
+    """The inputs copied as the plan says: made contiguous, or with their broadcast materialised."""
+    if plan.copies == "contiguous":
+        return tuple(t.contiguous() for t in tensors)
+    return tuple(t.expand(plan.shape).contiguous() for t in tensors)
+
+
 def _plan(x_shape, x_stride, x_dtype, device):
     """The plan of one call signature: the shape collapsed to the kernel's frame, the route (the
     base knobs or the nearest dispatch entry), the kernel, its grid and launch constants."""
