@@ -46,6 +46,7 @@ class FirstKernel:
     tokens: TokenUsage = field(default_factory=TokenUsage)
     attempts: list[str] = field(default_factory=list)
     model_notes: list[str] = field(default_factory=list)  # an LLM's design note and stated causes -> RoundRecord.model_notes
+    dispatch: list[dict[str, Any]] = field(default_factory=list)  # the offline kernel's dispatch table -> RoundRecord.dispatch
 
 
 class KernelWriter(Protocol):
@@ -69,7 +70,13 @@ class OfflineWriter:
         self._kernel = generate_kernel(self.spec)
 
     def write(self, op: OperatorDir, device: DeviceInfo, on_step: Step) -> FirstKernel:
-        return FirstKernel(source=self._kernel.source, backend="offline", note=self._kernel.summary)
+        from kernelgen.devices import device_facts
+        from kernelgen.offline import first_kernel
+
+        # round 0 from the analysis: each perf case's algorithm for this device's SMs (132 assumed on the interpreter)
+        kern = first_kernel(self.spec, None if device.interpreter else device_facts(device).sm_count)
+        return FirstKernel(source=kern.source, backend="offline", note=kern.summary,
+                           dispatch=[e.model_dump() for e in kern.dispatch])
 
 
 @dataclass
@@ -103,9 +110,13 @@ def make_proposer(requested: str, op: OperatorDir, device: DeviceInfo, llm_optio
     if backend == "offline":
         from kernelgen.devices import device_facts
         from kernelgen.optimize.planner import OfflinePlanner
+        from kernelgen.optimize.remember import family_of, recalled
 
-        # the SM count feeds the few-rows rule (rows < 2 x SMs: split the row); the interpreter has none
-        return OfflinePlanner(op.spec, sm_count=None if device.interpreter else device_facts(device).sm_count)
+        if device.interpreter:  # no SM count for the few-rows rule, and nothing remembered (nothing is timed there)
+            return OfflinePlanner(op.spec)
+        facts = device_facts(device)  # the SM count feeds the few-rows rule (rows < 2 x SMs: split the row)
+        return OfflinePlanner(op.spec, sm_count=facts.sm_count, remembered=recalled(op.spec, device, facts),
+                              family=family_of(op.spec), device_name=facts.name)
     from kernelgen.llm.proposer import LLMProposer
 
     return LLMProposer.create(backend, op, device, llm_options or {})

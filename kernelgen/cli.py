@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 import typer
 from rich.markdown import Markdown
 
+from kernelgen.cli_memory import memory_app
 from kernelgen.cli_options import (BaseUrl, Backend, Candidates, Device, LLMTimeout, MaxRetries, MaxTokens, Model, Repairs,
                                    Replay, ReplayMismatch, Temperature, _Command, llm_options)
 from kernelgen.console import err, errors_to_exit, llm_warnings, out, print_run, progress
@@ -19,6 +20,7 @@ from kernelgen.errors import KernelGenError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="KernelGen: from an operator spec (YAML) to a verified, benchmarked, optimized Triton kernel.")
+app.add_typer(memory_app, name="memory")
 
 
 @app.command(cls=_Command)

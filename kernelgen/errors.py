@@ -87,3 +87,8 @@ class InterruptedRunError(KernelGenError):
 
 class HarnessError(KernelGenError):
     """The trusted harness itself could not run (not the candidate failing: that is a result)."""
+
+
+class TuningMemoryError(UsageError):
+    """The tuning memory cannot be read or written: a damaged database, a file that is not an export
+    of it, or one written by a newer KernelGen."""

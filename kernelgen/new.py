@@ -24,7 +24,7 @@ from kernelgen.opdir import OperatorDir, operator_status
 from kernelgen.verify.trusted import render_baseline, write_trusted_files
 from kernelgen.record.analysis import analyse_operator
 from kernelgen.record.oplog import write_log
-from kernelgen.record.state import STATE_FILE, OpState, RoundRecord, save_state
+from kernelgen.record.state import STATE_FILE, DispatchRecord, OpState, RoundRecord, save_state
 from kernelgen.spec import load_spec
 from kernelgen.verify import integrity
 from kernelgen.verify.runner import open_judge, run_accuracy, run_performance
@@ -74,7 +74,8 @@ def _round0(op: OperatorDir, spec_text: str, writer: KernelWriter, dev: DeviceIn
     record = RoundRecord(round=0, started_at=now(), backend=generated.backend, change="initial kernel",
                          change_type="initial", kernel_file=f"rounds/round_0/{op.file('triton').name}",
                          attempts=generated.attempts, tokens=generated.tokens, reason=generated.note,
-                         model_notes=generated.model_notes)
+                         model_notes=generated.model_notes,
+                         dispatch=[DispatchRecord.model_validate(d) for d in generated.dispatch])
     state.rounds.append(record)
     return state, record
 

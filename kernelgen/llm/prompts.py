@@ -23,6 +23,7 @@ from kernelgen.verify.staticcheck import ALLOWED_IMPORTS
 
 if TYPE_CHECKING:
     from kernelgen.devices import DeviceInfo
+    from kernelgen.memory import MemoryEntry
     from kernelgen.llm.history import HistoryEntry
     from kernelgen.record.state import Diagnosis
     from kernelgen.spec import OperatorSpec
@@ -84,14 +85,30 @@ def unmeasured_cases(spec: OperatorSpec, perf: PerformanceResult | None) -> list
 def optimization_messages(spec: OperatorSpec, best_source: str, *, device: DeviceInfo | None = None,
                           performance: PerformanceResult | None = None, diagnosis: Diagnosis | None = None,
                           history: list[HistoryEntry] | None = None, best_round: int = 0, round_k: int | None = None,
-                          candidate: int = 1, candidates: int = 1, earlier: list[str] | None = None) -> Messages:
+                          candidate: int = 1, candidates: int = 1, earlier: list[str] | None = None,
+                          remembered: list[MemoryEntry] | None = None) -> Messages:
     """One optimization proposal: the device's facts, the current best code, its measurements per
     case x dtype, the diagnosis, every earlier round (llm/history), what each change type may touch,
     and the advice for the operator's kind. `earlier`: the CHANGE lines of this round's proposals so
-    far, when several are asked for. The reply starts with CHANGE / TYPE / REASON (llm/replies)."""
+    far, when several are asked for. `remembered`: the tuning memory's entries about this device and
+    family (kernelgen.optimize.remember.recalled); those on cases alike to the spec's are quoted with
+    their numbers. The reply starts with CHANGE / TYPE / REASON (llm/replies)."""
     peaks = performance.peaks if performance is not None else None
+    quoted = memory_lines(spec, remembered or [])
+    first = remembered[0] if remembered else None
     return _with_system(spec, render(
         "prompts/optimize.md.j2", best_source=best_source, dev=prompt_device(device, peaks), perf=performance,
         unmeasured=unmeasured_cases(spec, performance), diagnosis=diagnosis, history=history or [],
         best_round=best_round, round_k=round_k, candidate=candidate, candidates=candidates, earlier=earlier or [],
+        remembered=quoted, remembered_device=first.device if first else "", remembered_family=first.family if first else "",
         **_spec_context(spec)))
+
+
+def memory_lines(spec: OperatorSpec, entries: list[MemoryEntry], limit: int = 12) -> list[str]:
+    """The entries on cases alike to the spec's perf cases (kernelgen.memory.shapes), wins first, at
+    most `limit`, each as one line with its numbers; scrubbed like everything a prompt quotes."""
+    from kernelgen.memory.shapes import RECALL_DISTANCE, distance
+
+    near = [e for e in entries if e.shapes and any(distance(e.shapes, c) <= RECALL_DISTANCE for c in spec.effective_perf_cases)]
+    near.sort(key=lambda e: (e.verdict != "win", -e.speedup))
+    return [scrub_candidate_text(e.describe()) for e in near[:limit]]

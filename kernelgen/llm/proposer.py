@@ -15,7 +15,7 @@ under max_tokens. The price is N copies of the prompt's tokens.
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kernelgen.devices import DeviceInfo
@@ -30,13 +30,17 @@ class LLMProposer:
     setup: Any  # kernelgen.llm.setup.LLMSetup
     session: Any  # kernelgen.llm.Session
     name: str = "openai"
+    remembered: list[Any] = field(default_factory=list)  # the tuning memory's entries for this device and family
 
     @classmethod
     def create(cls, backend: str, op: OperatorDir, device: DeviceInfo, options: dict[str, Any]) -> "LLMProposer":
         from kernelgen.llm.setup import connect, prepare
 
+        from kernelgen.optimize.remember import recalled
+
         setup = prepare(backend, options)  # ConfigError (exit 2) before any round starts
-        return cls(op=op, device=device, setup=setup, session=connect(setup, op.path), name=setup.backend)
+        return cls(op=op, device=device, setup=setup, session=connect(setup, op.path), name=setup.backend,
+                   remembered=recalled(op.spec, device))
 
     @property
     def candidates(self) -> int:
@@ -61,7 +65,7 @@ class LLMProposer:
             messages = optimization_messages(
                 self.op.spec, ctx.best_source, device=self.device, performance=perf, diagnosis=ctx.diagnosis,
                 history=entries, best_round=ctx.best.round, round_k=ctx.round, candidate=c, candidates=n,
-                earlier=[p.change for p in proposals])
+                earlier=[p.change for p in proposals], remembered=self.remembered)
             outcome = write_and_repair(self.session, self.op, self.device, messages, round_k=ctx.round,
                                        repairs=self.setup.repairs, purpose="optimize", tag=f"candidate-{c}" if n > 1 else "",
                                        check=self._check(ctx))

@@ -3,6 +3,7 @@
     kern = generate_kernel(spec)            # shape-aware default heuristics in the file
     kern = generate_kernel(spec, {"num_warps": 8})   # one knob fixed, the rest default
     kern = generate_kernel(spec, knobs, dispatch=[DispatchEntry(...), ...])  # per-shape routes
+    kern = first_kernel(spec, sm_count=132)     # round 0: per perf case, the algorithm the analysis picks
     kern.knobs                              # the typed knobs baked in (kernelgen.offline.knobs)
     space = knob_space(spec)                # what the optimize loop may vary (None: the file's heuristic)
     prune(spec, "algorithm", space["algorithm"], kern.knobs, shapes, "bfloat16", 132)  # before timing
@@ -30,6 +31,7 @@ The pipeline, one module per job:
                   _macros.py.j2), rendered through kernelgen.render
     launch.py     a Python model of the generated _launch_config (what a knob value launches)
     pruning.py    the rules that drop knob values before anything is timed
+    round0.py     round 0's dispatch table from the analysis (algorithm, tile, warps per perf case)
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from kernelgen.spec import OperatorSpec
 if TYPE_CHECKING:
     from kernelgen.offline.pruning import Pruned
 
-__all__ = ["DispatchEntry", "OfflineKernel", "generate_kernel", "knob_space", "prune"]
+__all__ = ["DispatchEntry", "OfflineKernel", "first_kernel", "generate_kernel", "knob_space", "prune"]
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,15 @@ def generate_kernel(spec: OperatorSpec, knobs: Knobs | Mapping[str, Any] | None 
     entries = [e if isinstance(e, DispatchEntry) else DispatchEntry.model_validate(e) for e in dispatch or []]
     source = generate_source(spec, traced, kind, resolved, entries)
     return OfflineKernel(source=source, family=kind.family, knobs=resolved, summary=kind.summary, dispatch=tuple(entries))
+
+
+def first_kernel(spec: OperatorSpec, sm_count: int | None = None) -> OfflineKernel:
+    """Round 0's kernel: the family's default knobs, and a dispatch table giving each perf case x dtype
+    the row algorithm, tile and warps the analysis picks for a device of `sm_count` SMs (None: 132,
+    an H100/H200): kernelgen.offline.round0. Pointwise and matmul files keep their heuristics."""
+    from kernelgen.offline.round0 import first_dispatch
+
+    return generate_kernel(spec, None, dispatch=first_dispatch(spec, sm_count))
 
 
 def knob_space(spec: OperatorSpec) -> dict[str, list[Any]]:

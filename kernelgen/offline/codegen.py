@@ -76,7 +76,7 @@ def _def_line(head: str, params: list[str], width: int = 100) -> str:
 
 
 def _host(spec: OperatorSpec, names: Names, traced: Traced, routes_: list[Route], forms: list[dict],
-          pointers: list[str], *, copies: bool, split: bool, sm: bool, key_what: str) -> dict[str, Any]:
+          pointers: list[str], *, copies: bool, split: bool, sm: bool, key_what: str, l2: bool = False) -> dict[str, Any]:
     """The host path's data: the base knobs, the dispatch table, the plan's fields, the launches.
     `copies`: the pointwise and row families, whose plans may copy inputs and whose outputs may
     take the first input's shape (torch.empty_like)."""
@@ -86,7 +86,8 @@ def _host(spec: OperatorSpec, names: Names, traced: Traced, routes_: list[Route]
             "params": params, "outputs": names.outputs, "returns_tuple": traced.returns_tuple,
             "base": [(k, literal(v)) for k, v in base.model_dump().items()],
             "dispatch": table(routes_, spec) if len(routes_) > 1 else [], "key_what": key_what,
-            "imports_functools": sm, "interpreter_sms": defaults.INTERPRETER_SMS,
+            "imports_functools": sm or l2, "interpreter_sms": defaults.INTERPRETER_SMS, "l2": l2,
+            "interpreter_l2": defaults.DEFAULT_L2_BYTES,
             "forms": forms, "copies": copies, "split": split, "like": copies}
 
 
@@ -111,18 +112,24 @@ def _role_checks(names: Names, roles: list[str], used: list[str]) -> list[dict[s
 
 def _frame_plan(spec: OperatorSpec, traced: Traced, names: Names, sizes: list[str], *, keep_last: bool,
                 dispatch: bool, sm: bool, itemsize: str | None, autotuned: dict | None, split: int,
-                roles: list[str], used: list[str]) -> dict[str, Any]:
+                roles: list[str], used: list[str], l2: str | None = None) -> dict[str, Any]:
     outputs = []
     for o, info in zip(names.outputs, traced.outputs):
         shape = "shape" if info.space == "full" else ("shape[:-1] + (1,)" if info.keepdim else "shape[:-1]")
         outputs.append({"name": o, "shape": shape, "dtype": _dtype_expr(info.dtype_rule, names)})
     return {"name": spec.name, "inputs": names.inputs, "same_dtype": [names.inputs[i] for i in traced.same_dtype_inputs],
-            "keep_last": keep_last, "route_dtype": _route_dtype(spec), "dispatch": dispatch, "sm": sm,
+            "keep_last": keep_last, "route_dtype": _route_dtype(spec), "dispatch": dispatch, "sm": sm, "l2": l2,
             "itemsize": itemsize, "sizes": sizes, "autotuned": autotuned, "split": split, "outputs": outputs,
             "out_dtypes": [f"{o}_dtype" for o in names.outputs],
             "expanded": [f"_expanded({x}_shape, {x}_stride, shape)" for x in names.inputs],
             "contiguous": [f"_expanded({x}_shape, _contiguous({x}_shape), shape)" for x in names.inputs],
             "role_checks": _role_checks(names, roles, used)}
+
+
+def _itemsize(traced: Traced, names: Names) -> str:
+    """The widest element the kernel moves, in _plan (the signature's dtypes)."""
+    return "max(" + ", ".join([f"{n}_dtype.itemsize" for n in names.inputs] +
+                              [f"{o}_dtype.itemsize" for o in names.outputs]) + ")"
 
 
 def _forms(variants: list[dict], autotuned: str | None) -> list[dict]:
@@ -159,10 +166,8 @@ def _pointwise(spec: OperatorSpec, traced: Traced, kind: Classification, names: 
                 if base.grid == "2d" else 'lambda meta: (triton.cdiv(n_rows * n_cols, meta["BLOCK_SIZE"]),)')
         autotuned = {"kernel": kname, "grid": grid, "meta": "{}",
                      "why": "the autotuned configs pick the tile, num_warps and num_stages"}
-    itemsize = "max(" + ", ".join([f"{n}_dtype.itemsize" for n in names.inputs] +
-                                  [f"{o}_dtype.itemsize" for o in names.outputs]) + ")"
     plan = _frame_plan(spec, traced, names, vs[0]["kernel"].sizes, keep_last=False, dispatch=len(routes_) > 1,
-                       sm=persistent, itemsize=itemsize, autotuned=autotuned, split=0, roles=kind.roles,
+                       sm=persistent, itemsize=_itemsize(traced, names), autotuned=autotuned, split=0, roles=kind.roles,
                        used=vs[0]["kernel"].pointers)
     host = _host(spec, names, traced, routes_, _forms(vs, f"{kname}_autotuned" if base.autotune else None),
                  vs[0]["kernel"].pointers, copies=True, split=False, sm=persistent,
@@ -215,6 +220,7 @@ def _rows(spec: OperatorSpec, traced: Traced, kind: Classification, names: Names
             variants[key] = v
     vs = list(variants.values())
     sm = "split" in algorithms or any(r.knobs.persistent for r in routes_)
+    l2 = any(r.knobs.algorithm == "online" and r.knobs.persistent for r in routes_)  # the grid sized by the L2
     multi = len(vs) > 1
     pick = {"rows": (("_KERNELS[path, eviction, persistent]" if "online" in algorithms else
                       '_KERNELS["rows", eviction, persistent]') if multi else kname),
@@ -227,17 +233,18 @@ def _rows(spec: OperatorSpec, traced: Traced, kind: Classification, names: Names
     n_stats = len(partial_stats(fuse(g))) if "split" in algorithms else 0
     plan = _frame_plan(spec, traced, names, vs[0]["kernel"].sizes, keep_last=True, dispatch=len(routes_) > 1,
                        sm=sm, itemsize=None, autotuned=autotuned, split=n_stats, roles=kind.roles,
-                       used=vs[0]["kernel"].pointers)
+                       used=vs[0]["kernel"].pointers, l2=_itemsize(traced, names) if l2 else None)
     forms = _forms(vs, f"{kname}_autotuned" if base.autotune else None)
     host = _host(spec, names, traced, routes_, forms, vs[0]["kernel"].pointers, copies=True,
-                 split="split" in algorithms, sm=sm, key_what="the output seen as [product of the leading dims, last dim]")
+                 split="split" in algorithms, sm=sm, key_what="the output seen as [product of the leading dims, last dim]", l2=l2)
     config = {"single": defaults.ROW_MAX_SINGLE, "single_limit": defaults.ROW_SINGLE_LIMIT, "loop": defaults.ROW_LOOP_BLOCK,
               "tile": defaults.ROW_TILE, "split_min": defaults.SPLIT_MIN_COLS,
               "persistent_warps": defaults.PERSISTENT_WARPS_PER_SM}
-    return dict(kernels=vs, variants=vs if multi else [], algorithms=algorithms, persistent=any(r.knobs.persistent for r in routes_),
+    return dict(kernels=vs, variants=vs if multi else [], algorithms=algorithms, persistent=any(r.knobs.persistent for r in routes_), l2=l2,
                 stages=f", num_stages={base.num_stages}" if base.num_stages else "",
                 one_pass=bool(algorithms & {"online", "split"}), autotuned=base.autotune, pick=pick,
-                launch_def=_def_line("def _launch_config(", ["n_rows", "n_cols", "sm_count", "*", *type(base).model_fields]),
+                launch_def=_def_line("def _launch_config(", ["n_rows", "n_cols", "sm_count", *(["itemsize", "l2_bytes"] if l2 else []),
+                                                             "*", *type(base).model_fields]),
                 config=config, plan=plan, host=host)
 
 

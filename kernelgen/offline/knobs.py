@@ -35,6 +35,9 @@ ROW_SINGLE_LIMIT = 32768
 # programs per SM, each looping over tiles; under the CPU interpreter 4 "SMs" (no device to ask).
 PERSISTENT_WARPS_PER_SM = 32
 INTERPRETER_SMS = 4
+# An online row's write pass re-reads what its statistics pass read; a persistent online grid keeps
+# the rows in flight within half the device's L2 (this much where the device reports none: an H100's).
+DEFAULT_L2_BYTES = 50 * 2**20
 # algorithm="split": a row is split only while there are fewer row blocks than 2 programs per SM,
 # and each program keeps at least 2048 columns (8 KB of fp32), so the second launch and the
 # partials' round trip stay small against the row's own traffic.

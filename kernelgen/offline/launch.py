@@ -55,7 +55,8 @@ def persistent_cap(num_warps: int, sm_count: int) -> int:
     return max(1, k.PERSISTENT_WARPS_PER_SM // num_warps) * sm_count
 
 
-def rows_launch(knobs: RowKnobs, n_rows: int, n_cols: int, sm_count: int) -> Launch:
+def rows_launch(knobs: RowKnobs, n_rows: int, n_cols: int, sm_count: int, itemsize: int = 4,
+                l2_bytes: int = k.DEFAULT_L2_BYTES) -> Launch:
     """The generated rows file's `_launch_config` (templates/offline/rows.py.j2)."""
     alg = knobs.algorithm
     block_c = next_pow2(n_cols)
@@ -75,6 +76,8 @@ def rows_launch(knobs: RowKnobs, n_rows: int, n_cols: int, sm_count: int) -> Lau
     path = "single" if single else ("online" if alg == "online" else "looped")
     tiles = cdiv(n_rows, block_r)
     programs = min(tiles, persistent_cap(warps, sm_count)) if knobs.persistent else tiles
+    if knobs.persistent and path == "online":  # the rows in flight within half the L2
+        programs = min(programs, max(sm_count, l2_bytes // 2 // (block_r * n_cols * itemsize)))
     return Launch(path, block_r, block_c, warps, tiles, programs, 1, knobs.num_stages)
 
 

@@ -82,7 +82,7 @@ class _Case:
             return matmul_tiles(knobs, m, n, self.dtype == "float32")
         if isinstance(knobs, RowKnobs):
             rows, cols = frame_key([self.shapes[n] for n in self.spec.input_names])
-            return rows_launch(knobs, rows, cols, self.sms)
+            return rows_launch(knobs, rows, cols, self.sms, self.itemsize)
         assert isinstance(knobs, PointwiseKnobs)
         rows, cols = collapsed_frame([self.shapes[n] for n in self.spec.input_names], keep_last=False)
         return pointwise_launch(knobs, rows, cols, self.itemsize, self.sms)

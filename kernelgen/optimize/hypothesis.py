@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import Any
 
+from kernelgen.memory import Advice
 from kernelgen.record.state import Hypothesis
 from kernelgen.spec import OperatorSpec
 from kernelgen.verify.results import PerformanceResult
@@ -54,6 +55,26 @@ def views(spec: OperatorSpec, perf: PerformanceResult | None) -> list[CaseView]:
         for dtype in spec.effective_perf_dtypes:
             out.append(CaseView(f"{'x'.join(map(str, first))} {dtype}", dtype, max(1, prod(first) // first[-1]), first[-1],
                                 size.get(dtype, 4), None, "unknown", None, None))
+    return out
+
+
+def remembered(advice: list[tuple[CaseView, Advice]], space: dict[str, list[Any]],
+               base: dict[str, Any]) -> list[tuple[Hypothesis, list[Any]]]:
+    """Hypotheses from the tuning memory, the largest remembered win first: (the hypothesis, the
+    remembered values to time). Each is re-timed here before anything is kept."""
+    by_knob: dict[str, list[tuple[CaseView, Advice]]] = {}
+    for view, a in sorted(advice, key=lambda va: -va[1].speedup):
+        if a.knob in space and a.value in space[a.knob] and a.value != base.get(a.knob):
+            by_knob.setdefault(a.knob, []).append((view, a))
+    out = []
+    for knob, found in by_knob.items():
+        view, best = found[0]
+        values = list(dict.fromkeys(a.value for _, a in found))
+        out.append((Hypothesis(
+            knob=knob, cases=sorted({v.label for v, _ in found}),
+            problem=f"{view.label}: the tuning memory holds a win on an alike case of this family on this device: {best.describe()}",
+            idea=f"{knob}={best.value!r} here too" + (f" (also remembered: {', '.join(map(repr, values[1:]))})" if len(values) > 1 else ""),
+            expected=f"about x{best.speedup:.2f} where the cases are alike; re-timed against the best before it is kept"), values))
     return out
 
 

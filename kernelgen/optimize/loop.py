@@ -22,6 +22,7 @@ from kernelgen.optimize.decide import at_ceiling, stop_reason
 from kernelgen.optimize.diagnose import diagnose
 from kernelgen.optimize.pool import JudgePool
 from kernelgen.optimize.proposal import Proposer, RoundContext
+from kernelgen.optimize.remember import remember
 from kernelgen.optimize.resume import finished_rounds, recover
 from kernelgen.optimize.round import run_round
 from kernelgen.record.oplog import write_log
@@ -122,6 +123,7 @@ def _rounds(op: OperatorDir, state: OpState, device: DeviceInfo, proposer: Propo
         if not run_round(op, state, k, proposer, diag, device, judge, step, spare_judges=judges.spares):
             source = (op.path / best.kernel_file).read_text(encoding="utf-8")
             return f"nothing left to try: {proposer.next_directions(RoundContext(op, state, k, best, source, diag, judge))}"
+        remember(op.spec, state.rounds[-1], device, step)  # judged rounds only: the interpreter's teach nothing
         _after_round(op, state)
 
 

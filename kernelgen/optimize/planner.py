@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from kernelgen.errors import KernelGenError
-from kernelgen.optimize.hypothesis import hypotheses, views
+from kernelgen.memory import MemoryEntry, advise
+from kernelgen.optimize.hypothesis import CaseView, hypotheses, remembered, views
 from kernelgen.optimize.proposal import Proposal, RoundContext
 from kernelgen.record.state import CandidateRecord, DispatchRecord, RoundRecord
 from kernelgen.spec import OperatorSpec
@@ -47,6 +48,11 @@ class OfflinePlanner:
     # prune(spec, knob, values, base, shapes, dtype, sm_count) -> [Pruned(value, kept, reason)]: the
     # rules that drop a value before it is timed (None: every value is timed)
     prune_fn: Callable[..., list[Any]] | None = None
+    # the tuning memory's entries about this device and family (kernelgen.optimize.remember.recalled):
+    # their wins on alike cases are the first hypotheses, each re-timed by the round's search
+    remembered: list[MemoryEntry] = field(default_factory=list)
+    family: str = ""  # the spec's family, as the memory files it
+    device_name: str = ""
     name: str = "offline"
     skipped: list[str] = field(default_factory=list)  # settings the generator refused in the last propose()
     pruned: list[CandidateRecord] = field(default_factory=list)  # values the last propose() dropped untimed
@@ -104,9 +110,12 @@ class OfflinePlanner:
         family = getattr(self._generate(base, ctx.best.dispatch), "family", "")
         tried = self._tried(ctx)
         self.skipped = []
-        for h in hypotheses(self.spec, family, space, views(self.spec, perf), self.sm_count, ctx.best_source):
+        cases = views(self.spec, perf)
+        planned = self._recalled(cases, space, base)
+        planned += [(h, space[h.knob]) for h in hypotheses(self.spec, family, space, cases, self.sm_count, ctx.best_source)]
+        for h, candidates in planned:
             out, pruned = [], []
-            values = [v for v in space[h.knob] if v != base.get(h.knob) and (h.knob, _key({"v": v})) not in tried]
+            values = [v for v in candidates if v != base.get(h.knob) and (h.knob, _key({"v": v})) not in tried]
             for value, why in self._prune(h.knob, values, base):
                 knobs = dict(base, **{h.knob: value})
                 if why:
@@ -128,6 +137,15 @@ class OfflinePlanner:
                 return out
         self.pruned = []
         return []
+
+    def _recalled(self, cases: list[CaseView], space: dict[str, list[Any]], base: dict[str, Any]) -> list[tuple[Any, list[Any]]]:
+        """The memory's hypotheses for these cases, with the values it remembers winning."""
+        if not self.remembered:
+            return []
+        found = [(view, a) for view in cases  # the memory compares cases as [rows, cols], as the views read them
+                 for a in advise(self.remembered, device=self.device_name, family=self.family, dtype=view.dtype,
+                                 shapes={"case": [view.rows, view.cols]})]
+        return list(remembered(found, space, base))
 
     def _prune(self, knob: str, values: list[Any], base: dict[str, Any]) -> list[tuple[Any, str]]:
         """(value, "") when it is worth timing at some perf case x dtype, else why not at any (the

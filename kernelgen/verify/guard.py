@@ -5,7 +5,8 @@ evidence the judge adds to its own checks, never the only evidence. It provides:
 - a `TorchDispatchMode` that lets the wrapper only allocate, view and copy without a dtype change;
   any other operator is PyTorch doing the kernel's work (`torch-compute-in-wrapper`); fresh
   allocations are poisoned with the judge's fill of this call (kernelgen.verify.poison);
-- launch hooks on Triton's JIT and interpreter runners: launches are counted (`no-triton-launch`,
+- launch hooks on Triton's JIT and interpreter runners and on the GPU backend's launcher (which a
+  compiled kernel can be launched through directly): launches are counted (`no-triton-launch`,
   `off-stream-launch`), and in an *ablated* call every launch — pre-run hooks included — becomes a
   no-op, so the judge can check that the answer really came from Triton;
 - the interpreter's program order (forward, reversed, shuffled), so a kernel relying on programs
@@ -141,11 +142,11 @@ def launch_runners() -> list[type]:
 
 
 def describe_launch(fn: Any, kwargs: dict[str, Any]) -> str:
-    """`_k grid=(64, 1) BLOCK=1024 num_warps=4`: what decides a launch's speed besides its data; two
+    """`_k grid=(64, 1, 1) BLOCK=1024 num_warps=4`: what decides a launch's speed besides its data; two
     kernels launching the same strings on the same inputs run the same machine code."""
     name = getattr(getattr(fn, "fn", fn), "__name__", "kernel")
     grid = kwargs.get("grid")
-    shown = grid if isinstance(grid, tuple) else "callable"
+    shown = (tuple(grid) + (1, 1))[:3] if isinstance(grid, tuple) else "callable"  # (64,) and a launcher's (64, 1, 1) alike
     consts = " ".join(f"{k}={v}" for k, v in sorted(kwargs.items()) if k not in ("grid", "warmup") and
                       isinstance(v, (int, float, str, bool)))
     return f"{name} grid={shown} {consts}".strip()
@@ -157,8 +158,74 @@ def _current_stream() -> Any:
     return None
 
 
+# A compiled kernel's launches may skip JITFunction.run: a generated wrapper hands the compiled kernel
+# straight to Triton's launcher after its first call (templates/offline/_macros.py.j2, _launch), and
+# any candidate could. The launcher class is hooked too, so those launches are counted and ablated
+# like the rest; a launch through JITFunction.run is counted there, once (_RUNNING).
+_RUNNING = [0]  # JITFunction.run calls in progress
+_DESCRIBED: dict[Any, tuple[Any, dict[str, Any]]] = {}  # compiled function handle -> (its JIT function, launch kwargs)
+
+
+def _launched(fn: Any, kwargs: dict[str, Any], described: str, go: Any) -> Any:
+    """One launch: counted, described, checked for hooks and stream, ablated on request, else `go()`."""
+    for c in _COUNTERS:
+        c[0] += 1
+    if _ACTIVE:
+        mode = _ACTIVE[-1]
+        mode.report.launches += 1
+        mode.report.configs.append(described)
+        if getattr(fn, "pre_run_hooks", None):
+            mode.report.add("launch-hook", "the kernel carries pre-run hooks: Python of the candidate's runs "
+                            "inside the launch, where it can compute what the kernel claims to")
+        stream = _current_stream()
+        if mode.watched_stream is not None and stream is not None and stream != mode.watched_stream:
+            mode.report.add("off-stream-launch", "a Triton kernel was launched on a stream other than the caller's; timing would not see it")
+    if _ABLATE[0]:
+        return None  # no hooks, no kernel: the answer must not appear anyway
+    if not _ACTIVE:
+        return go()
+    mode.launching += 1
+    try:
+        return go()
+    finally:
+        mode.launching -= 1
+
+
+def _launcher_class() -> type | None:
+    """The active GPU backend's launcher class (Triton 3.x: driver.active.launcher_cls); None on the
+    interpreter or without a GPU driver."""
+    try:
+        from triton.runtime import driver
+
+        cls = driver.active.launcher_cls
+    except Exception:  # noqa: BLE001 - no driver (the CPU interpreter): JITFunction.run is the only way in
+        return None
+    return cls if isinstance(cls, type) else None
+
+
+def hook_launcher(launcher: type) -> None:
+    """Wrap a launcher class's `__call__`: launches that skip JITFunction.run are counted, described
+    (as the JITFunction.run launch that compiled them was) and ablated like the others."""
+    original = launcher.__call__
+
+    def call(self, grid_x, grid_y, grid_z, stream, function, *rest, __original=original):  # noqa: ANN001, ANN202
+        def go() -> Any:
+            return __original(self, grid_x, grid_y, grid_z, stream, function, *rest)
+
+        if _RUNNING[0]:  # the launch JITFunction.run makes: counted there
+            return go()
+        fn, kwargs = _DESCRIBED.get(function, (None, {}))
+        grid = (grid_x, grid_y, grid_z)
+        described = describe_launch(fn, {**kwargs, "grid": grid}) if fn is not None else \
+            f"an unregistered compiled kernel {function} grid={grid}"
+        return _launched(fn, kwargs, described, go)
+
+    launcher.__call__ = call  # type: ignore[method-assign]
+
+
 def install_launch_hooks() -> None:
-    """Wrap Triton's launch path once per process: count, watch the stream, ablate on request."""
+    """Wrap Triton's launch paths once per process (JITFunction.run, the interpreter's run, the GPU
+    backend's launcher): count, watch the stream, ablate on request."""
     with _PATCH_LOCK:
         if _PATCHED[0]:
             return
@@ -166,29 +233,20 @@ def install_launch_hooks() -> None:
             original = cls.run
 
             def run(self, *args, __original=original, **kwargs):  # noqa: ANN001, ANN202
-                for c in _COUNTERS:
-                    c[0] += 1
-                if _ACTIVE:
-                    mode = _ACTIVE[-1]
-                    mode.report.launches += 1
-                    mode.report.configs.append(describe_launch(self, kwargs))
-                    if getattr(self, "pre_run_hooks", None):
-                        mode.report.add("launch-hook", "the kernel carries pre-run hooks: Python of the candidate's runs "
-                                        "inside the launch, where it can compute what the kernel claims to")
-                    stream = _current_stream()
-                    if mode.watched_stream is not None and stream is not None and stream != mode.watched_stream:
-                        mode.report.add("off-stream-launch", "a Triton kernel was launched on a stream other than the caller's; timing would not see it")
-                if _ABLATE[0]:
-                    return None  # no hooks, no kernel: the answer must not appear anyway
-                if not _ACTIVE:
-                    return __original(self, *args, **kwargs)
-                mode.launching += 1
+                _RUNNING[0] += 1
                 try:
-                    return __original(self, *args, **kwargs)
+                    compiled = _launched(self, kwargs, describe_launch(self, kwargs), lambda: __original(self, *args, **kwargs))
                 finally:
-                    mode.launching -= 1
+                    _RUNNING[0] -= 1
+                function = getattr(compiled, "function", None)
+                if function is not None:  # its later launches may come straight to the launcher
+                    _DESCRIBED[function] = (self, {k: v for k, v in kwargs.items() if k != "grid"})
+                return compiled
 
             cls.run = run
+        launcher = _launcher_class()
+        if launcher is not None:
+            hook_launcher(launcher)
         _install_program_order()
         _PATCHED[0] = True
 

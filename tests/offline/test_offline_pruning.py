@@ -8,6 +8,7 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
+import inspect  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -128,10 +129,13 @@ def test_rows_launch_model_matches_the_generated_file(knobs: dict, tmp_path: Pat
     spec = example("softmax")
     module = import_source(spec.name, generate_kernel(spec, knobs).source, tmp_path)
     model = RowKnobs.model_validate(knobs)
-    for sms in (4, 132):
+    # an online persistent grid is also sized by the L2 (itemsize and L2 bytes follow the SM count)
+    sized = "l2_bytes" in inspect.signature(module._launch_config).parameters
+    assert sized == (knobs.get("algorithm") == "online" and knobs.get("persistent", False))
+    for sms, l2 in ((4, 4 << 20), (132, 50 << 20)):
         for rows, cols in ROW_SHAPES:
-            kernel, grid, meta, split = module._launch_config(rows, cols, sms, **{**module._BASE})
-            launch = rows_launch(model, rows, cols, sms)
+            kernel, grid, meta, split = module._launch_config(rows, cols, sms, *((2, l2) if sized else ()), **module._BASE)
+            launch = rows_launch(model, rows, cols, sms, 2, l2)
             assert (meta["BLOCK_R"], meta["BLOCK_C"], meta["num_warps"], grid[0]) == \
                    (launch.block_r, launch.block_c, launch.num_warps, launch.programs), (rows, cols, sms)
             assert (split or (1,))[0] == launch.chunks and meta.get("num_stages") == launch.num_stages
