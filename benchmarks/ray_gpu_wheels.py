@@ -173,13 +173,14 @@ def main() -> int:
     call2 = (head + "{ test -f $W/ray.whl.part1 || { echo 'part 1 is gone: the machine was given back after call 1; "
              "run call 1 again, then call 2 within 30 s'; exit 3; }; } && "
              f"cat $W/ray.whl.part1 .whl-ray2/ray.whl.part2 > {whl} && "
-             f"echo '{hashlib.sha256(data).hexdigest()}  {whl}' | sha256sum -c - && {install} {whl}{deps2} && "
+             f'echo "{hashlib.sha256(data).hexdigest()}  {whl}" | sha256sum -c - && {install} {whl}{deps2} && '
              f"export PYTHONPATH=/tmp/site:$PWD && "
              f"python3 benchmarks/ray_gpus.py ray --work $W --rounds {args.rounds} 2>&1 | tee $OUT/ray_console.txt")
+    print("\nTwo device calls, the second within 30 s of the first one's end (the machine then goes back,\n"
+          "and with it part 1 of the wheel). Each: kind, timeout_s, carry, then the command on one line.")
     for n, (folder, cmd) in enumerate(((one.name, call1), (two.name, call2)), 1):
         assert len(cmd) < 2000, f"call {n} is {len(cmd)} characters"
-        print(f"\n# call {n} ({len(cmd)} characters); call 2 within 30 s of call 1's end")
-        print(f'run(kind="nvidia-h200-x2", timeout_s=600, carry=["{folder}"], command={cmd!r})')
+        print(f"\n# call {n}: kind nvidia-h200-x2, timeout_s 600, carry [\"{folder}\"], command ({len(cmd)} characters):\n{cmd}")
     return 0
 
 
