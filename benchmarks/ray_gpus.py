@@ -101,7 +101,10 @@ class Killer:
             pid = int(heads[-1]["pid"]) if heads else 0
             if not pid or not running_steps(f"kernelgen-batch-{log.stem}-pid{pid}-"):
                 continue  # its task ended, or is between two steps: a reused worker may run another one by now
-            state = json.loads((op / "state.json").read_text())
+            try:  # the folder may be being replaced by a newer copy right now
+                state = json.loads((op / "state.json").read_text())
+            except (OSError, ValueError):
+                continue
             round0 = next((r for r in state["rounds"] if r["round"] == 0), {})
             try:
                 os.kill(pid, signal.SIGKILL)
