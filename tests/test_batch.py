@@ -5,20 +5,25 @@ one-case float32 broadcast, gelu and row_sum), one optimization round each:
   first operator finished, then run again: the finished operator is not redone, the others resume
   where they stopped, all three finish; a bad spec and an operator the offline generator cannot
   build, in the same folder, are reported with their reason while the rest goes on;
-- the Ray engine on a local two-CPU Ray instance (one CPU per task: no GPU here), uninterrupted.
+- the Ray engine on a local two-CPU Ray instance (one CPU per task: no GPU here), whose first task
+  to send round 0 back has its worker SIGKILLed: the batch goes on and reports it, the same command
+  again finishes it from round 0, and the others are not redone.
 
 Each test runs the three operators once; the local run, its resume and the bad input share one
-test to keep CI short.
+test, and so do the Ray run and its resume, to keep CI short.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -63,20 +68,73 @@ def assert_all_finished(out: Path) -> dict:
     return report
 
 
-def test_ray_engine_on_a_local_two_cpu_cluster(tmp_path):
+def _kill_ray_worker_after_round_0(out: Path, killed: dict) -> None:
+    """From the driver's side: once an operator's folder came back with round 0 finished, SIGKILL the
+    Ray worker running its task (the log that came back with the folder names its pid)."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        for name in NAMES:
+            log = out / "_batch" / "logs" / f"{name}.log"
+            found = re.search(r"worker pid (\d+)", log.read_text()) if log.is_file() else None
+            if found:
+                killed.update(name=name, pid=int(found.group(1)), round0=load_state(out / name).rounds[0].started_at)
+                os.kill(killed["pid"], signal.SIGKILL)
+                return
+        time.sleep(0.05)
+
+
+def _running(fragment: str) -> list[str]:
+    """Command lines of this host's processes that contain `fragment`."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if fragment in text:
+            found.append(text)
+    return found
+
+
+def test_ray_task_killed_mid_operator_is_reported_and_the_next_run_resumes_it(tmp_path):
+    """A local two-CPU Ray instance (one CPU per task: no GPU here). The worker of the first task whose
+    round 0 came back is killed; the batch goes on, reports it with its reason, and the same command
+    again finishes it from round 0 while the two others are not redone."""
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    out = tmp_path / "out"
+    args = ["batch", str(SPECS), "--out", str(out), "--rounds", "1", "--backend", "offline", "--engine", "ray"]
+    killed: dict = {}
+    killer = threading.Thread(target=_kill_ray_worker_after_round_0, args=(out, killed))
     try:
-        out = tmp_path / "out"
-        r = CliRunner().invoke(app, ["batch", str(SPECS), "--out", str(out), "--rounds", "1", "--backend", "offline",
-                                     "--engine", "ray"])
+        killer.start()
+        first = CliRunner().invoke(app, args)
+        killer.join()
+        left = _running(f"-pid{killed.get('pid')}-")  # its steps, had they outlived their worker
+        again = CliRunner().invoke(app, args)
     finally:
         ray.shutdown()
-    assert r.exit_code == 0, r.output
+    assert killed, first.output
+    name = killed["name"]
+    assert first.exit_code == 1, first.output
+    assert not left, left
+
+    assert again.exit_code == 0, again.output
     report = assert_all_finished(out)
     assert report["engine"].startswith("ray: a local Ray instance, 2 CPU")
+    rows = {r["name"]: r for r in report["operators"]}
+    assert not rows[name]["skipped"] and rows[name]["resumed"].startswith("round 0 done")
+    assert all(rows[n]["skipped"] for n in NAMES if n != name)  # finished in the first run, beside the killed task
     assert all(" cpu (pid " in row["target"] for row in report["operators"])
-    assert (out / "_batch" / "logs" / "row_sum.log").read_text().count("$ kernelgen ") == 3
+    assert load_state(out / name).rounds[0].started_at == killed["round0"], "round 0 was redone"
+    steps = [ln.split("$ kernelgen ")[1].split()[0] for ln in (out / "_batch" / "logs" / f"{name}.log").read_text().splitlines()
+             if "$ kernelgen " in ln]
+    assert steps.count("new") == 1 and steps[-2:] == ["optimize", "bench"], steps
+    assert not list(Path(tempfile.gettempdir()).glob(f"kernelgen-batch-*-pid{killed['pid']}-*")), "the dead task's scratch is left"
+    first_text = flat(first.output)
+    assert f"{name} error" in first_text and "the Ray task failed: WorkerCrashedError" in first_text
+    assert "round 0 finished" in first_text and "a later run resumes this operator" in first_text
+    assert all(f"{n} finished" in first_text for n in NAMES if n != name)
 
 
 def _snapshot(out: Path) -> dict[str, tuple[bytes, int]]:

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kernelgen.batch import artifacts
+from kernelgen.batch.checkpoint import FolderShipper
 from kernelgen.batch.plan import plan_specs
 from kernelgen.batch.report import build_report, render_markdown
 from kernelgen.batch.resume import FINAL_FILE, JOB_FILE, JobResult, phase_of, save_job
@@ -18,7 +19,8 @@ from kernelgen.batch.targets import Target, parse_gpus
 from kernelgen.cli import app
 from kernelgen.errors import UsageError
 from kernelgen.fsutil import now
-from kernelgen.record.state import OpState, RoundRecord, save_state
+from kernelgen.record.state import OpState, RoundRecord, load_state, save_state
+from kernelgen.verify.devicelock import ENV as LOCK_ENV
 from kernelgen.verify.results import KernelTiming, PerfCase, PerformanceResult, RunRecord
 
 SPECS = Path(__file__).resolve().parent / "data" / "batch"
@@ -148,6 +150,65 @@ def test_folder_shipped_to_a_task_and_back_replaces_the_old_one_and_keeps_moved_
     assert (driver / "gelu" / "state.json").read_text() == "new"
     assert (driver / "gelu.previous-20260101-000000" / "kept.txt").read_text() == "kept"
     assert sorted(p.name for p in driver.iterdir()) == ["gelu", "gelu.previous-20260101-000000"]
+
+
+def _finish_round(op: Path, k: int) -> None:
+    state = load_state(op)
+    state.rounds.append(RoundRecord(round=k, started_at=now(), finished_at=now(), backend="offline",
+                                    kernel_file=f"rounds/round_{k}/gelu_triton.py"))
+    save_state(op, state)
+
+
+def test_a_task_sends_its_folder_back_after_each_finished_round(tmp_path):
+    """What a Ray task sends while it runs: nothing until a round finishes, then the folder with the
+    log so far; a copy moved aside goes once; `final` gives the rest."""
+    node, driver = tmp_path / "node", tmp_path / "driver"
+    text = (SPECS / "gelu.yaml").read_text()
+    op = _op_folder(node, text, round0_done=False)
+    log = node / "job.log"
+    log.write_text("$ kernelgen new\n")
+    sent: list[tuple[bytes, str, str]] = []
+    shipper = FolderShipper(node, "gelu", log, lambda *copy: sent.append(copy))
+    assert not shipper.poll() and not sent  # round 0 under way: nothing the driver could resume from
+
+    state = load_state(op)
+    state.rounds[0].finished_at = now()
+    save_state(op, state)
+    (node / "gelu.previous-20260101-000000").mkdir()  # what `new --force` moved aside
+    assert shipper.poll() and not shipper.poll()
+    data, log_part, what = sent[0]
+    assert (log_part, what) == ("$ kernelgen new\n", "round 0 finished")
+    artifacts.unpack(driver, data)
+    assert phase_of(driver / "gelu", text, 1) == ("optimize", "round 0 done, 0 optimization round(s) done: optimize resumes")
+
+    with open(log, "a") as f:
+        f.write("$ kernelgen optimize\n")
+    _finish_round(op, 1)
+    assert shipper.poll()
+    artifacts.unpack(driver, sent[1][0])
+    assert sent[1][1:] == ("$ kernelgen optimize\n", "round 1 finished")
+    assert sorted(p.name for p in driver.iterdir()) == ["gelu", "gelu.previous-20260101-000000"]  # not twice
+    assert [r.round for r in load_state(driver / "gelu").rounds] == [0, 1]
+    with open(log, "a") as f:
+        f.write("$ kernelgen bench\n")
+    data, rest = shipper.final()
+    assert rest == "$ kernelgen bench\n" and artifacts.unpack(driver, data) == [driver / "gelu"]
+
+
+def test_a_ray_task_pins_its_steps_to_the_device_ray_gave_it(monkeypatch):
+    from kernelgen.batch.ray_engine import LOCK_DIR, step_env
+
+    monkeypatch.delenv(LOCK_ENV, raising=False)
+    worker = {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0,1", "OMP_NUM_THREADS": "1"}
+    env = step_env("cuda", ["1"], {}, worker)
+    assert env["CUDA_VISIBLE_DEVICES"] == "1" and env["KERNELGEN_DEVICE"] == "cuda" and env["PATH"] == "/bin"
+    assert env[LOCK_ENV] == str(LOCK_DIR / "cuda1.lock")  # one per device of the node, whichever task holds it
+    assert "OMP_NUM_THREADS" not in env  # Ray's 1, not the driver's
+    assert step_env("cuda", ["0"], {"OMP_NUM_THREADS": "8"}, worker)["OMP_NUM_THREADS"] == "8"
+    assert step_env("npu", ["2"], {}, {})["ASCEND_RT_VISIBLE_DEVICES"] == "2"
+    assert step_env("cpu", [], {}, worker)["KERNELGEN_DEVICE"] == "cpu"
+    monkeypatch.setenv(LOCK_ENV, "/shared/mine.lock")  # a lock the user set is kept
+    assert step_env("cuda", ["1"], {}, {**worker, LOCK_ENV: "/shared/mine.lock"})[LOCK_ENV] == "/shared/mine.lock"
 
 
 # --- report ---------------------------------------------------------------------------------------

@@ -53,8 +53,10 @@ def kernelgen_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "kernelgen", *args]
 
 
-def run_step(name: str, args: list[str], log_file: Path, timeout_s: float, on_step: Step) -> StepOutput:
-    """Run one CLI command; its output goes to the log, its progress lines to `on_step`."""
+def run_step(name: str, args: list[str], log_file: Path, timeout_s: float, on_step: Step,
+             env: dict[str, str] | None = None) -> StepOutput:
+    """Run one CLI command (in `env`, else this process's environment); its output goes to the log,
+    its progress lines to `on_step`."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     cmd = kernelgen_command(*args)
     t0 = time.monotonic()
@@ -64,7 +66,7 @@ def run_step(name: str, args: list[str], log_file: Path, timeout_s: float, on_st
         log.flush()
         # Same process group as the worker: stopping the batch stops its steps.
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, errors="replace")
+                                text=True, errors="replace", env=env)
         timed_out = threading.Event()
 
         def stop() -> None:
@@ -110,8 +112,9 @@ def _llm_flags(req: JobRequest) -> list[str]:
     return ["--backend", req.backend, "--device", req.device, *req.options]
 
 
-def run_job(req: JobRequest, target: str = "", on_step: Step = lambda s: None) -> JobResult:
-    """Run what is left of one operator; finished operators come back as they were, marked skipped."""
+def run_job(req: JobRequest, target: str = "", on_step: Step = lambda s: None, env: dict[str, str] | None = None) -> JobResult:
+    """Run what is left of one operator; finished operators come back as they were, marked skipped.
+    The steps run in `env` (a Ray task pins them there), else in this process's environment."""
     op_dir = Path(req.out_root) / req.name
     log = Path(req.log_file)
     spec_text = Path(req.spec_file).read_text(encoding="utf-8")
@@ -126,7 +129,7 @@ def run_job(req: JobRequest, target: str = "", on_step: Step = lambda s: None) -
         on_step(f"earlier run: {found}")
 
     def step(name: str, args: list[str]) -> StepOutput:
-        out = run_step(name, args, log, req.step_timeout_s, on_step)
+        out = run_step(name, args, log, req.step_timeout_s, on_step, env)
         result.steps.append(out.record)
         return out
 
@@ -138,11 +141,11 @@ def run_job(req: JobRequest, target: str = "", on_step: Step = lambda s: None) -
 
     if phase in ("new", "redo"):
         force = ["--force"] if phase == "redo" else []
-        # With rounds to run, `optimize` times round 0 itself (its kernel, eager) before diagnosing it and
-        # `bench` times the final kernel against everything: timing round 0 here too (torch.compile and
-        # the peers compile per case x dtype, tens of seconds on a GPU) would be thrown away.
-        no_bench = ["--no-bench"] if req.rounds != 0 else []
-        out = step("new", ["new", req.spec_file, "--out", req.out_root, *_llm_flags(req), *force, *no_bench])
+        # `bench` below times the final kernel against everything, and with rounds to run `optimize` times
+        # round 0 itself (its kernel, eager) before diagnosing it: timing round 0 here too (torch.compile
+        # and the peers compile per case x dtype, tens of seconds on a GPU) would be thrown away, also
+        # with --rounds 0, where the final kernel is round 0's and `bench` times it again.
+        out = step("new", ["new", req.spec_file, "--out", req.out_root, *_llm_flags(req), *force, "--no-bench"])
         rc = out.record.exit_code
         if rc == 2:
             return end("invalid", _why(out, "the spec or the configuration was refused"))
