@@ -23,7 +23,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
 
 @app.command(cls=_Command)
 def new(
-    spec: Annotated[Path, typer.Argument(help="operator spec (YAML)", metavar="SPEC")],
+    spec: Annotated[Path, typer.Argument(help="operator spec (YAML), or a KernelBench-format problem (.py)", metavar="SPEC")],
     out_dir: Annotated[Path, typer.Option("--out", help="parent folder of the operator folder")] = Path("generated"),
     backend: Backend = "auto",
     device: Device = "auto",
@@ -61,13 +61,13 @@ def new(
 
 
 @app.command(cls=_Command)
-def validate(spec: Annotated[Path, typer.Argument(help="operator spec (YAML)", metavar="SPEC")]) -> None:
+def validate(spec: Annotated[Path, typer.Argument(help="operator spec (YAML), or a KernelBench-format problem (.py)", metavar="SPEC")]) -> None:
     """Check a spec and write nothing; say which backend can build it."""
     from kernelgen.backends import offline_verdict
-    from kernelgen.spec import load_spec
+    from kernelgen.spec.given import read_spec
 
     with errors_to_exit():
-        s = load_spec(spec)
+        s = read_spec(spec).spec
         verdict = offline_verdict(s)
     out.print(f"{spec}: ok — {s.name}({s.signature}), {len(s.test_cases)} test case(s) x {len(s.dtypes)} dtype(s), "
               f"{len(s.effective_perf_cases)} perf case(s)", highlight=False)
@@ -240,7 +240,7 @@ def optimize(
 
 @app.command(cls=_Command)
 def batch(
-    specs: Annotated[list[Path], typer.Argument(help="spec files, or folders of them (every *.yaml inside)")],
+    specs: Annotated[list[Path], typer.Argument(help="spec files (YAML, or KernelBench-format .py), or folders of them (every *.yaml and *.py inside)")],
     out_dir: Annotated[Path, typer.Option("--out", help="parent folder of the operator folders")] = Path("generated"),
     rounds: Annotated[Optional[int], typer.Option("--rounds", help="optimization rounds per operator (default: each spec's max_rounds)")] = None,
     backend: Backend = "auto",

@@ -87,3 +87,12 @@ class InterruptedRunError(KernelGenError):
 
 class HarnessError(KernelGenError):
     """The trusted harness itself could not run (not the candidate failing: that is a result)."""
+
+
+class ProblemFileError(UsageError):
+    """A KernelBench-format problem file no operator spec can be derived from: one reason, exit 2."""
+
+    def __init__(self, path: object, why: str):
+        self.path = str(path)
+        self.why = why
+        super().__init__(f"{path}: cannot derive an operator spec: {why}")
