@@ -47,18 +47,21 @@ def _kept(sizes: dict[str, Size]) -> set[int]:
     return {v for s in sizes.values() for v in _ints(s) if 2 <= v <= SMALL}
 
 
-def _mapping(values: list[int], divisors: set[int], fixed: set[int], base: int, offset: int) -> dict[int, int]:
+def _mapping(values: list[int], divisors: dict[int, set[int]], fixed: set[int], base: int, offset: int) -> dict[int, int]:
+    """Each size not in `fixed` -> a small one near `base` (odd where it has no divisors to keep), all different."""
     out: dict[int, int] = {}
-    prev = 0
     for v in values:
         if v in fixed:
             continue
-        d = math.lcm(1, *[k for k in divisors if v % k == 0 and k != v])
-        m = max(3, -(-base // d)) + 2 * offset
-        m += 1 - m % 2  # odd
-        while d * m <= prev:
-            m += 2
-        out[v] = prev = d * m
+        d = math.lcm(1, *[k for k in divisors.get(v, ()) if v % k == 0 and k != v])
+        if d == 1:
+            m = max(3, base) + 2 * offset
+            m += 1 - m % 2  # odd
+        else:  # a multiple of its divisors: once may already be large (8192 channels in 512 groups -> 512)
+            m = max(1, -(-base // d)) + offset
+        while d * m in out.values():
+            m += 2 if d == 1 else 1
+        out[v] = d * m
     return out
 
 
@@ -85,8 +88,11 @@ def small_cases(src: ProblemSource, perf: Observation, fits: Callable[[Observati
     fixed = {v for v in _draw_args(perf) if v in values}
     init_sizes = sorted({v for v in _ints(perf.init) if v in values} - fixed)
     helds = [set(fixed)] + [fixed | set(init_sizes[: k + 1]) for k in range(len(init_sizes))]
-    # (sizes held, structural sizes a mapped size keeps as divisors), most shrunk and least even first
-    tries = [(held, divisors) for held in helds for divisors in (set(), kept, kept | held)]
+    in_init = set(_ints(perf.init))
+    # (sizes held, the divisors each mapped size keeps): most shrunk and least even first; a held size
+    # divides only the sizes Model gets too (channels in groups), never the batch
+    tries = [(held, divisors) for held in helds for divisors in (
+        {}, {v: kept for v in values}, {v: kept | (held if v in in_init else set()) for v in values})]
     wanted = [t.init for t in perf.inputs if not t.key]
     cases: list[Observation] = []
     for offset, budget in enumerate(BUDGETS):
@@ -95,12 +101,12 @@ def small_cases(src: ProblemSource, perf: Observation, fits: Callable[[Observati
             found = _search(src, values, divisors, held, offset, budget, wanted, fits, [c.case for c in cases])
             if found is not None:
                 break
-        if found is not None:
+        if found is not None and (not cases or _largest(found) <= budget):  # a second case only if small
             cases.append(found)
     return cases
 
 
-def _search(src: ProblemSource, values: list[int], divisors: set[int], held: set[int], offset: int, budget: int,
+def _search(src: ProblemSource, values: list[int], divisors: dict[int, set[int]], held: set[int], offset: int, budget: int,
             wanted: list, fits: Callable[[Observation], bool], taken: list[dict]) -> Observation | None:
     over: Observation | None = None  # the smallest case that fits but exceeds the budget
     for base in _BASES:

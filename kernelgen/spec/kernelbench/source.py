@@ -73,14 +73,16 @@ class _Override(ast.NodeTransformer):
 
 def _assignments(stmt: ast.stmt) -> list[tuple[str, ast.expr, Any]]:
     """(name, value, a setter of the value) of each name a module-level statement assigns:
-    `n = 4`, `n: int = 4`, and `h, w = 128, 128`."""
+    `n = 4`, `n: int = 4`, `h = w = 128` and `h, w = 128, 128`."""
     if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
         return [(stmt.target.id, stmt.value, lambda v: setattr(stmt, "value", v))]
-    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+    if not isinstance(stmt, ast.Assign):
+        return []
+    if all(isinstance(t, ast.Name) for t in stmt.targets):  # equal sizes stay equal: one value for all
+        return [(t.id, stmt.value, lambda v: setattr(stmt, "value", v)) for t in stmt.targets]  # type: ignore[attr-defined]
+    if len(stmt.targets) != 1:
         return []
     target = stmt.targets[0]
-    if isinstance(target, ast.Name):
-        return [(target.id, stmt.value, lambda v: setattr(stmt, "value", v))]
     if (isinstance(target, ast.Tuple) and isinstance(stmt.value, ast.Tuple) and len(target.elts) == len(stmt.value.elts)
             and all(isinstance(t, ast.Name) for t in target.elts)):
         elts = stmt.value.elts
