@@ -261,7 +261,7 @@ def batch(
 ) -> None:
     """Many operators: new, optimize and a final measurement for each, over every GPU (or a Ray cluster). Resumable."""
     from kernelgen.batch.progress import BatchProgress
-    from kernelgen.batch.report import summary_text
+    from kernelgen.batch.report import fast_p_text, summary_text
     from kernelgen.batch.run import BatchOptions, prepare_batch, run_prepared
     from kernelgen.batch.tables import op_columns, rich_table
     from kernelgen.devices import INTERPRETER_WARNING
@@ -279,6 +279,7 @@ def batch(
             outcome = run_prepared(prepared, progress)
     out.print(rich_table(op_columns(), outcome.report.operators, "KernelGen batch"))
     out.print(summary_text(outcome.report), highlight=False, markup=False)
+    out.print(fast_p_text(outcome.report), highlight=False, markup=False)
     out.print("wrote " + ", ".join(str(p) for p in outcome.files.values()), highlight=False)
     raise typer.Exit(0 if outcome.all_correct else 1)
 
@@ -289,12 +290,14 @@ def report(
     out_file: Annotated[Optional[Path], typer.Option("--out", help="markdown file to write (default: ROOT/report.md)")] = None,
 ) -> None:
     """A table over all operators: correct, best speedup, fraction of peak, rounds, tokens."""
-    from kernelgen.record.report import build_report, report_table, write_report
+    from kernelgen.record.report import build_report, fast_p_text, report_table, write_report
 
     with errors_to_exit():
         rows = build_report(root)
         path = write_report(root, rows, out_file)
     out.print(report_table(rows))
+    if rows:
+        out.print(fast_p_text(rows), highlight=False, markup=False)
     out.print(f"wrote {path}")
 
 
