@@ -132,15 +132,32 @@ def observe(src: ProblemSource, overrides: dict[str, Any] | None = None) -> Obse
 
 def mutated(obs: Observation) -> set[str]:
     """The lifted tensors the forward writes in place (training-mode BatchNorm's running statistics),
-    found by running it once on meta tensors and reading their version counters."""
+    found by running it once on meta tensors and reading each op's schema: which arguments it writes."""
     import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
 
     args = [torch.empty(t.shape, dtype=getattr(torch, t.dtype), device="meta") for t in obs.inputs]
     lifted = {t.key: a for t, a in zip(obs.inputs, args) if t.key}
     forward = [a for t, a in zip(obs.inputs, args) if not t.key]
-    before = {k: a._version for k, a in lifted.items()}
+    written: set[int] = set()
+
+    class Writes(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            kwargs = kwargs or {}
+            schema = func._schema.arguments
+            given = list(args) + [kwargs.get(a.name) for a in schema[len(args):]]
+            named = {a.name: v for a, v in zip(schema, given)}
+            # native_batch_norm's schema does not mark the running statistics it updates in training mode
+            stats = "batch_norm" in func.__name__ and named.get("training") is True
+            for a, v in zip(schema, given):
+                writes = a.alias_info is not None and a.alias_info.is_write
+                if isinstance(v, torch.Tensor) and (writes or (stats and a.name in ("running_mean", "running_var"))):
+                    written.add(id(v))
+            return func(*args, **kwargs)
+
     try:
-        torch.func.functional_call(obs.model, lifted, tuple(forward))
+        with Writes():
+            torch.func.functional_call(obs.model, lifted, tuple(forward))
     except Exception:  # noqa: BLE001 - an op without a meta kernel: nothing learned, the CPU run checks the rest
         return set()
-    return {k for k, a in lifted.items() if a._version != before[k]}
+    return {k for k, a in lifted.items() if id(a) in written}

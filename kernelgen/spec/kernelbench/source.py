@@ -126,7 +126,7 @@ def read_problem(path: str | Path) -> ProblemSource:
         raw = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise ProblemFileError(p, f"cannot be read: {e}") from None
-    text = "\n".join(line.rstrip() for line in raw.expandtabs(4).splitlines()).strip("\n") + "\n"
+    text = "\n".join(line.rstrip() for line in raw.expandtabs(4).splitlines()).rstrip("\n") + "\n"  # lines keep their numbers
     try:
         tree = ast.parse(text, filename=str(p))
     except SyntaxError as e:
