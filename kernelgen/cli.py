@@ -153,17 +153,24 @@ def refresh(
 @app.command(cls=_Command)
 def export(
     op_dir: Annotated[Path, typer.Argument(help="operator folder, e.g. generated/broadcast", metavar="OP_DIR")],
-    out_file: Annotated[Optional[Path], typer.Option("--out", help="module to write (default: OP_DIR/<name>_op.py)")] = None,
+    out_file: Annotated[Optional[Path], typer.Option("--out", help="module to write (default: OP_DIR/<name>_op.py, "
+                                                    "or <name>_kernelbench.py)")] = None,
+    kernelbench: Annotated[bool, typer.Option("--kernelbench", help="write the ModelNew file KernelBench's evaluator loads "
+                                              "(an operator made from a KernelBench problem file)")] = False,
 ) -> None:
     """Register the best kernel as torch.ops.kernelgen.<name> (a torch.library custom op): a module for models,
-    torch.compile(fullgraph=True) and CUDA graphs."""
-    from kernelgen.export import export_operator
+    torch.compile(fullgraph=True) and CUDA graphs. With --kernelbench: KernelBench's ModelNew instead."""
+    from kernelgen.export import export_kernelbench, export_operator
 
     with errors_to_exit():
-        result = export_operator(op_dir, out=out_file)
+        result = (export_kernelbench if kernelbench else export_operator)(op_dir, out=out_file)
     if result.moved_aside:
         out.print(f"the earlier {result.path.name} differs: kept as {result.moved_aside}", highlight=False)
     verb = "unchanged" if result.unchanged else "wrote"
+    if kernelbench:
+        out.print(f"{verb} {result.path}: ModelNew with round {result.round}'s kernel, for KernelBench's evaluator "
+                  "(self-contained: give it as the custom model source)", highlight=False)
+        return
     out.print(f"{verb} {result.path}: torch.ops.kernelgen.{result.op.name}, round {result.round}'s kernel "
               f"(import the module, then call {result.op.name}(...); see its docstring)", highlight=False)
 

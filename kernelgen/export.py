@@ -10,6 +10,7 @@ Only the verified bytes are exported: `<name>_triton.py` must be the best round'
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from datetime import date
@@ -98,3 +99,73 @@ def _same_but_date(old: str, new: str) -> bool:
         return re.sub(r"^(Exported by KernelGen \S+) on \d{4}-\d{2}-\d{2} ", r"\1 ", t, count=1, flags=re.MULTILINE)
 
     return strip(old) == strip(new)
+
+
+# --- KernelBench's ModelNew -------------------------------------------------------------------------
+KERNELBENCH_SUFFIX = "_kernelbench.py"
+_MARKER = "# --- KernelGen: the Model above"
+
+
+def _without_main(source: str) -> str:
+    """The kernel file without its `if __name__ == "__main__":` self-check (KernelBench imports the file)."""
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    for node in reversed(tree.body):
+        if (isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and isinstance(node.test.left, ast.Name)
+                and node.test.left.id == "__name__"):
+            del lines[node.lineno - 1: node.end_lineno]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _state_access(key: str, kind: str) -> str:
+    """Python reaching a parameter or buffer from ModelNew's forward: `self.gemm.weight`."""
+    parts = key.split(".")
+    if all(p.isidentifier() for p in parts):
+        return "self." + key
+    return f"self.get_{kind}({key!r})"
+
+
+def kernelbench_parts(spec: OperatorSpec) -> tuple[str, list[str], list[str]]:
+    """(the problem's source, the forward's argument names, the kernel's arguments from ModelNew's forward),
+    read back from a reference `kernelgen new PROBLEM.py` derived; UsageError for any other spec."""
+    text = spec.reference or ""
+    if _MARKER not in text:
+        raise UsageError(f"{spec.name}: its spec was not derived from a KernelBench-format problem file (no Model built "
+                         "in its reference), so there is no Model for a ModelNew", hint="use `kernelgen export OP_DIR` for a torch op")
+    problem = text.split(_MARKER)[0].rstrip() + "\n"
+    entry = next(n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == spec.name)
+    state: dict[str, str] = {}  # input name -> how ModelNew reaches it
+    forward: list[str] = []
+    for node in ast.walk(entry):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and isinstance(node.targets[0], ast.Name):
+            kind = "parameter" if node.targets[0].id == "parameters" else "buffer"
+            for k, v in zip(node.value.keys, node.value.values):
+                name = v.func.value if isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) else v
+                state[name.id] = _state_access(k.value, kind)  # type: ignore[union-attr]
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "functional_call"
+                and len(node.args) == 3 and isinstance(node.args[2], ast.Tuple)):
+            forward = [e.id for e in node.args[2].elts if isinstance(e, ast.Name)]  # (module, state, args)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_MODEL":
+            forward = [a.id for a in node.args if isinstance(a, ast.Name)]
+    calls = [state.get(i, i) for i in spec.input_names]
+    return problem, forward, calls
+
+
+def export_kernelbench(op_dir: str | Path, *, out: str | Path | None = None) -> ExportResult:
+    """Write the ModelNew file KernelBench's evaluator loads (templates/export/kernelbench_model_new.py.j2)."""
+    op = open_operator(op_dir)
+    round_k = _verified_round(op)
+    problem, forward, calls = kernelbench_parts(op.spec)
+    path = Path(out) if out is not None else op.path / f"{op.name}{KERNELBENCH_SUFFIX}"
+    if path.is_dir():
+        path = path / f"{op.name}{KERNELBENCH_SUFFIX}"
+    text = render("export/kernelbench_model_new.py.j2", name=op.name, version=__version__, date=date.today().isoformat(),
+                  round=round_k, kernel=_without_main(op.file("triton").read_text(encoding="utf-8")).rstrip(),
+                  problem=problem.rstrip(), forward_args=", ".join(forward), call_args=", ".join(calls))
+    moved = None
+    if path.is_file():
+        if _same_but_date(path.read_text(encoding="utf-8"), text):
+            return ExportResult(op, path, round_k, None, unchanged=True)
+        moved = move_aside(path)
+    atomic_write(path, text)
+    return ExportResult(op, path, round_k, moved)

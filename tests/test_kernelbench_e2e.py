@@ -1,0 +1,144 @@
+"""KernelBench-format problems through `kernelgen new` on the CPU interpreter, the spec.yaml the operator
+folder keeps, and `kernelgen export --kernelbench` held to KernelBench's contract: ModelNew(*get_init_inputs())
+with Model's state dict loaded matches Model on fresh inputs."""
+
+import importlib.util
+import textwrap
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from kernelgen.cli import app
+from kernelgen.spec import load_spec
+from kernelgen.spec.kernelbench import derive_spec
+
+RELU = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    """Simple model that performs a ReLU activation."""
+    def __init__(self):
+        super(Model, self).__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x)
+
+batch_size = 64
+dim = 3000
+
+def get_inputs():
+    x = torch.rand(batch_size, dim)
+    return [x]
+
+def get_init_inputs():
+    return []
+'''
+
+LINEAR = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    """Gemm, scale, LeakyReLU."""
+    def __init__(self, in_features, out_features, multiplier, negative_slope):
+        super(Model, self).__init__()
+        self.gemm = nn.Linear(in_features, out_features)
+        self.multiplier = multiplier
+        self.leaky_relu = nn.LeakyReLU(negative_slope)
+
+    def forward(self, x):
+        x = self.gemm(x)
+        x = x * self.multiplier
+        return self.leaky_relu(x)
+
+batch_size = 50
+in_features = 96
+out_features = 80
+multiplier = 2.0
+negative_slope = 0.1
+
+def get_inputs():
+    return [torch.rand(batch_size, in_features)]
+
+def get_init_inputs():
+    return [in_features, out_features, multiplier, negative_slope]
+'''
+
+
+def _new(tmp_path_factory, text, rel):
+    root = tmp_path_factory.mktemp("kb")
+    path = root / rel
+    path.parent.mkdir(parents=True)
+    path.write_text(textwrap.dedent(text).lstrip())
+    out = root / "gen"
+    result = CliRunner().invoke(app, ["new", str(path), "--out", str(out), "--backend", "offline", "--no-bench"])
+    return path, out, result
+
+
+@pytest.fixture(scope="module")
+def relu(tmp_path_factory):
+    return _new(tmp_path_factory, RELU, "level1/19_ReLU.py")
+
+
+@pytest.fixture(scope="module")
+def linear(tmp_path_factory):
+    return _new(tmp_path_factory, LINEAR, "level2/12_Gemm_Multiply_LeakyReLU.py")
+
+
+@pytest.mark.parametrize("which,name", [("relu", "kb1_19_relu"), ("linear", "kb2_12_gemm_multiply_leakyrelu")])
+def test_new_builds_a_correct_kernel_and_keeps_the_derived_spec(which, name, request):
+    path, out, result = request.getfixturevalue(which)
+    assert result.exit_code == 0, result.output
+    assert "PASS" in result.output
+    folder = out / name
+    kept = (folder / "spec.yaml").read_text()
+    assert kept == derive_spec(path).text  # the derived YAML, readable and editable, not the .py
+    assert load_spec(folder / "spec.yaml").name == name
+    assert f"def {name}(" in (folder / f"{name}_baseline.py").read_text()
+
+
+def test_validate_says_offline_yes(relu):
+    path, _, _ = relu
+    r = CliRunner().invoke(app, ["validate", str(path)])
+    assert r.exit_code == 0, r.output
+    assert "kb1_19_relu(x)" in r.output and "offline: yes" in r.output
+
+
+def _load(path):
+    spec = importlib.util.spec_from_file_location(f"kb_export_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_export_kernelbench_model_new_matches_model(linear):
+    _, out, result = linear
+    assert result.exit_code == 0, result.output
+    folder = out / "kb2_12_gemm_multiply_leakyrelu"
+    r = CliRunner().invoke(app, ["export", str(folder), "--kernelbench"])
+    assert r.exit_code == 0, r.output
+    path = folder / "kb2_12_gemm_multiply_leakyrelu_kernelbench.py"
+    text = path.read_text()
+    assert "class ModelNew(Model):" in text and 'if __name__ == "__main__"' not in text
+    module = _load(path)
+    init = module.get_init_inputs()
+    torch.manual_seed(0)
+    model = module.Model(*init)
+    new = module.ModelNew(*init)
+    assert [k for k, _ in new.named_parameters()] == [k for k, _ in model.named_parameters()]
+    new.load_state_dict(model.state_dict())
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        inputs = module.get_inputs()
+        with torch.no_grad():
+            torch.testing.assert_close(new(*inputs), model(*inputs), atol=1e-4, rtol=1e-4)
+
+
+def test_export_kernelbench_refuses_a_spec_not_derived_from_a_problem(repo):
+    from kernelgen.errors import UsageError
+    from kernelgen.export import kernelbench_parts
+
+    with pytest.raises(UsageError, match="not derived from a KernelBench-format problem"):
+        kernelbench_parts(load_spec(repo / "operator_specs" / "broadcast.yaml"))
