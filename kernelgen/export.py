@@ -103,7 +103,6 @@ def _same_but_date(old: str, new: str) -> bool:
 
 # --- KernelBench's ModelNew -------------------------------------------------------------------------
 KERNELBENCH_SUFFIX = "_kernelbench.py"
-_MARKER = "# --- KernelGen: the Model above"
 
 
 def _without_main(source: str) -> str:
@@ -126,29 +125,16 @@ def _state_access(key: str, kind: str) -> str:
 
 
 def kernelbench_parts(spec: OperatorSpec) -> tuple[str, list[str], list[str]]:
-    """(the problem's source, the forward's argument names, the kernel's arguments from ModelNew's forward),
-    read back from a reference `kernelgen new PROBLEM.py` derived; UsageError for any other spec."""
-    text = spec.reference or ""
-    if _MARKER not in text:
+    """(the problem's source, the forward's argument names, the kernel's arguments from ModelNew's forward)
+    of a spec `kernelgen new PROBLEM.py` derived; UsageError for any other spec."""
+    from kernelgen.spec.kernelbench.readback import read_back
+
+    view = read_back(spec)
+    if view is None:
         raise UsageError(f"{spec.name}: its spec was not derived from a KernelBench-format problem file (no Model built "
                          "in its reference), so there is no Model for a ModelNew", hint="use `kernelgen export OP_DIR` for a torch op")
-    problem = text.split(_MARKER)[0].rstrip() + "\n"
-    entry = next(n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == spec.name)
-    state: dict[str, str] = {}  # input name -> how ModelNew reaches it
-    forward: list[str] = []
-    for node in ast.walk(entry):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and isinstance(node.targets[0], ast.Name):
-            kind = "parameter" if node.targets[0].id == "parameters" else "buffer"
-            for k, v in zip(node.value.keys, node.value.values):
-                name = v.func.value if isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) else v
-                state[name.id] = _state_access(k.value, kind)  # type: ignore[union-attr]
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "functional_call"
-                and len(node.args) == 3 and isinstance(node.args[2], ast.Tuple)):
-            forward = [e.id for e in node.args[2].elts if isinstance(e, ast.Name)]  # (module, state, args)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_MODEL":
-            forward = [a.id for a in node.args if isinstance(a, ast.Name)]
-    calls = [state.get(i, i) for i in spec.input_names]
-    return problem, forward, calls
+    calls = [_state_access(view.lifted[i].key, view.lifted[i].kind) if i in view.lifted else i for i in spec.input_names]
+    return view.problem, view.forward, calls
 
 
 def export_kernelbench(op_dir: str | Path, *, out: str | Path | None = None) -> ExportResult:

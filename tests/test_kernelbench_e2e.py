@@ -3,6 +3,8 @@ folder keeps, and `kernelgen export --kernelbench` held to KernelBench's contrac
 with Model's state dict loaded matches Model on fresh inputs."""
 
 import importlib.util
+import sys
+from pathlib import Path
 import textwrap
 
 import pytest
@@ -12,6 +14,9 @@ from typer.testing import CliRunner
 from kernelgen.cli import app
 from kernelgen.spec import load_spec
 from kernelgen.spec.kernelbench import derive_spec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # fake_llm_server, as the LLM tests import it
+from fake_llm_server import llm_env  # noqa: E402, F401 - the fixture
 
 RELU = '''
 import torch
@@ -142,3 +147,54 @@ def test_export_kernelbench_refuses_a_spec_not_derived_from_a_problem(repo):
 
     with pytest.raises(UsageError, match="not derived from a KernelBench-format problem"):
         kernelbench_parts(load_spec(repo / "operator_specs" / "broadcast.yaml"))
+
+
+# --- with an LLM: the prompt shows the problem and names the lifted inputs -------------------------------
+RELU_KERNEL = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _relu_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n_elements
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, tl.maximum(x, 0.0), mask=mask)
+
+
+def kb1_19_relu(x):
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    n = x.numel()
+    _relu_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
+    return out
+'''
+
+
+def test_openai_backend_prompt_shows_the_problem(llm_env, relu, tmp_path, monkeypatch):  # noqa: F811
+    from fake_llm_server import FakeLLMServer, fenced, ok
+
+    path, _, _ = relu
+    with FakeLLMServer([ok(fenced(RELU_KERNEL))]) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789abcdef")
+        result = CliRunner().invoke(app, ["new", str(path), "--backend", "openai", "--model", "fake-model",
+                                          "--out", str(tmp_path / "out"), "--no-bench"])
+    assert result.exit_code == 0, result.output
+    user = " ".join(server.messages(0)[1]["content"].split())
+    for needle in ("The problem (KernelBench format)", "class Model(nn.Module):", "batch_size = 64", "def get_inputs():",
+                   "Its forward takes `x`; the module holds no parameters or buffers", "_MODEL = Model(*_INIT)"):
+        assert needle in user, needle
+
+
+def test_prompt_names_the_lifted_parameters(linear):
+    from kernelgen.llm.prompts import generation_messages
+
+    path, _, _ = linear
+    user = " ".join(generation_messages(derive_spec(path).spec)[1]["content"].split())
+    for needle in ("`gemm_weight`: dtype the case dtype; rank 2; values drawn as `uniform(", "Model's parameter `gemm.weight`",
+                   "Model's parameter `gemm.bias`", "Its forward takes `x`; the entry function's inputs after those",
+                   "self.gemm = nn.Linear(in_features, out_features)", "advice below is for a **matmul** operator"):
+        assert needle in user, needle
