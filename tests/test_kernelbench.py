@@ -16,33 +16,7 @@ from kernelgen.spec import draw_inputs, load_reference, load_spec
 from kernelgen.spec.init import draw_init, init_code, parse_init
 from kernelgen.spec.kernelbench import derive_spec, problem_name
 
-LINEAR = '''
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    """Gemm, scale, LeakyReLU."""
-    def __init__(self, in_features, out_features, multiplier, negative_slope):
-        super(Model, self).__init__()
-        self.gemm = nn.Linear(in_features, out_features)
-        self.multiplier = multiplier
-        self.leaky_relu = nn.LeakyReLU(negative_slope)
-
-    def forward(self, x):
-        return self.leaky_relu(self.gemm(x) * self.multiplier)
-
-batch_size = 64
-in_features  = 96
-out_features = 80
-multiplier = 2.0
-negative_slope = 0.1
-
-def get_inputs():
-    return [torch.rand(batch_size, in_features)]
-
-def get_init_inputs():
-    return [in_features, out_features, multiplier, negative_slope]
-'''
+from kernelbench_problems import LINEAR  # noqa: E402 - beside this file
 
 CROSS_ENTROPY = '''
 import torch

@@ -4,8 +4,8 @@ with Model's state dict loaded matches Model on fresh inputs."""
 
 import importlib.util
 import sys
-from pathlib import Path
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,59 +17,7 @@ from kernelgen.spec.kernelbench import derive_spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # fake_llm_server, as the LLM tests import it
 from fake_llm_server import llm_env  # noqa: E402, F401 - the fixture
-
-RELU = '''
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    """Simple model that performs a ReLU activation."""
-    def __init__(self):
-        super(Model, self).__init__()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.relu(x)
-
-batch_size = 64
-dim = 3000
-
-def get_inputs():
-    x = torch.rand(batch_size, dim)
-    return [x]
-
-def get_init_inputs():
-    return []
-'''
-
-LINEAR = '''
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    """Gemm, scale, LeakyReLU."""
-    def __init__(self, in_features, out_features, multiplier, negative_slope):
-        super(Model, self).__init__()
-        self.gemm = nn.Linear(in_features, out_features)
-        self.multiplier = multiplier
-        self.leaky_relu = nn.LeakyReLU(negative_slope)
-
-    def forward(self, x):
-        x = self.gemm(x)
-        x = x * self.multiplier
-        return self.leaky_relu(x)
-
-batch_size = 50
-in_features = 96
-out_features = 80
-multiplier = 2.0
-negative_slope = 0.1
-
-def get_inputs():
-    return [torch.rand(batch_size, in_features)]
-
-def get_init_inputs():
-    return [in_features, out_features, multiplier, negative_slope]
-'''
+from kernelbench_problems import LINEAR, RELU  # noqa: E402
 
 
 def _new(tmp_path_factory, text, rel):
