@@ -7,6 +7,7 @@ operator specs: `derive_spec(path)` (derive.py) does it all; the modules read as
     shrink.py   small test cases from the problem's own sizes
     checks.py   no randomness in the forward; which 16-bit dtypes the reference runs in
     derive.py   all of it -> the spec and its readable YAML
+    readback.py the problem behind a derived spec, read back from its reference (prompts, export)
 """
 
 from kernelgen.spec.kernelbench.derive import DerivedSpec, derive_spec

@@ -23,6 +23,7 @@ import yaml
 from kernelgen import __version__
 from kernelgen.errors import ProblemFileError, SpecError
 from kernelgen.render import render
+from kernelgen.spec.kernelbench.checks import check_deterministic, runnable_dtypes
 from kernelgen.spec.kernelbench.lift import Observation, TensorInput, mutated, observe
 from kernelgen.spec.kernelbench.shrink import small_cases
 from kernelgen.spec.kernelbench.source import ProblemSource, problem_name, read_problem
@@ -117,8 +118,6 @@ def _outputs(src: ProblemSource, fn: Callable[..., Any], perf: Observation) -> l
 
 
 def _input_line(t: TensorInput) -> dict[str, str]:
-    if t.dtype not in DTYPES:
-        raise ValueError(t.dtype)
     note = f"{t.kind} `{t.key}` of Model" if t.key else ""
     return {"name": t.name, "dtype": "" if t.dtype == "float32" else t.dtype, "init": _q(t.init.text), "note": note}
 
@@ -143,8 +142,6 @@ def _validate(src: ProblemSource, text: str) -> OperatorSpec:
 
 def derive_spec(path: str | Path) -> DerivedSpec:
     """The spec of a KernelBench-format problem file, or ProblemFileError saying why there is none."""
-    from kernelgen.spec.kernelbench.checks import check_deterministic, runnable_dtypes
-
     src = read_problem(path)
     name = problem_name(src.path)
     perf = observe(src)

@@ -219,7 +219,9 @@ class Recorder:
         if name == "scalar_tensor":
             return InitPlan("full", (float(args[0]),))
         if name.startswith("empty") or name == "new_empty":
-            return Opaque("left uninitialised (torch.empty)")
+            # nn.init.trunc_normal_ and orthogonal_ do nothing on the meta device: their tensors stay empty here
+            return Opaque("torch.empty, never filled where KernelGen could see it (nn.init.trunc_normal_ and "
+                          "orthogonal_ do nothing on the meta device)")
         if name == "uniform_":
             lo, hi = float(args[1]) if len(args) > 1 else kwargs.get("from", 0.0), float(args[2]) if len(args) > 2 else kwargs.get("to", 1.0)
             return InitPlan("uniform", (lo, hi))
