@@ -25,7 +25,7 @@ app.add_typer(memory_app, name="memory")
 
 @app.command(cls=_Command)
 def new(
-    spec: Annotated[Path, typer.Argument(help="operator spec (YAML)", metavar="SPEC")],
+    spec: Annotated[Path, typer.Argument(help="operator spec (YAML), or a KernelBench-format problem (.py)", metavar="SPEC")],
     out_dir: Annotated[Path, typer.Option("--out", help="parent folder of the operator folder")] = Path("generated"),
     backend: Backend = "auto",
     device: Device = "auto",
@@ -63,13 +63,13 @@ def new(
 
 
 @app.command(cls=_Command)
-def validate(spec: Annotated[Path, typer.Argument(help="operator spec (YAML)", metavar="SPEC")]) -> None:
+def validate(spec: Annotated[Path, typer.Argument(help="operator spec (YAML), or a KernelBench-format problem (.py)", metavar="SPEC")]) -> None:
     """Check a spec and write nothing; say which backend can build it."""
     from kernelgen.backends import offline_verdict
-    from kernelgen.spec import load_spec
+    from kernelgen.spec.given import read_spec
 
     with errors_to_exit():
-        s = load_spec(spec)
+        s = read_spec(spec).spec
         verdict = offline_verdict(s)
     out.print(f"{spec}: ok — {s.name}({s.signature}), {len(s.test_cases)} test case(s) x {len(s.dtypes)} dtype(s), "
               f"{len(s.effective_perf_cases)} perf case(s)", highlight=False)
@@ -162,17 +162,24 @@ def refresh(
 @app.command(cls=_Command)
 def export(
     op_dir: Annotated[Path, typer.Argument(help="operator folder, e.g. generated/broadcast", metavar="OP_DIR")],
-    out_file: Annotated[Optional[Path], typer.Option("--out", help="module to write (default: OP_DIR/<name>_op.py)")] = None,
+    out_file: Annotated[Optional[Path], typer.Option("--out", help="module to write (default: OP_DIR/<name>_op.py, "
+                                                    "or <name>_kernelbench.py)")] = None,
+    kernelbench: Annotated[bool, typer.Option("--kernelbench", help="write the ModelNew file KernelBench's evaluator loads "
+                                              "(an operator made from a KernelBench problem file)")] = False,
 ) -> None:
     """Register the best kernel as torch.ops.kernelgen.<name> (a torch.library custom op): a module for models,
-    torch.compile(fullgraph=True) and CUDA graphs."""
-    from kernelgen.export import export_operator
+    torch.compile(fullgraph=True) and CUDA graphs. With --kernelbench: KernelBench's ModelNew instead."""
+    from kernelgen.export import export_kernelbench, export_operator
 
     with errors_to_exit():
-        result = export_operator(op_dir, out=out_file)
+        result = (export_kernelbench if kernelbench else export_operator)(op_dir, out=out_file)
     if result.moved_aside:
         out.print(f"the earlier {result.path.name} differs: kept as {result.moved_aside}", highlight=False)
     verb = "unchanged" if result.unchanged else "wrote"
+    if kernelbench:
+        out.print(f"{verb} {result.path}: ModelNew with round {result.round}'s kernel, for KernelBench's evaluator "
+                  "(self-contained: give it as the custom model source)", highlight=False)
+        return
     out.print(f"{verb} {result.path}: torch.ops.kernelgen.{result.op.name}, round {result.round}'s kernel "
               f"(import the module, then call {result.op.name}(...); see its docstring)", highlight=False)
 
@@ -249,7 +256,7 @@ def optimize(
 
 @app.command(cls=_Command)
 def batch(
-    specs: Annotated[list[Path], typer.Argument(help="spec files, or folders of them (every *.yaml inside)")],
+    specs: Annotated[list[Path], typer.Argument(help="spec files (YAML, or KernelBench-format .py), or folders of them (every *.yaml and *.py inside)")],
     out_dir: Annotated[Path, typer.Option("--out", help="parent folder of the operator folders")] = Path("generated"),
     rounds: Annotated[Optional[int], typer.Option("--rounds", help="optimization rounds per operator (default: each spec's max_rounds)")] = None,
     backend: Backend = "auto",
@@ -270,7 +277,7 @@ def batch(
 ) -> None:
     """Many operators: new, optimize and a final measurement for each, over every GPU (or a Ray cluster). Resumable."""
     from kernelgen.batch.progress import BatchProgress
-    from kernelgen.batch.report import summary_text
+    from kernelgen.batch.report import fast_p_text, summary_text
     from kernelgen.batch.run import BatchOptions, prepare_batch, run_prepared
     from kernelgen.batch.tables import op_columns, rich_table
     from kernelgen.devices import INTERPRETER_WARNING
@@ -288,6 +295,7 @@ def batch(
             outcome = run_prepared(prepared, progress)
     out.print(rich_table(op_columns(), outcome.report.operators, "KernelGen batch"))
     out.print(summary_text(outcome.report), highlight=False, markup=False)
+    out.print(fast_p_text(outcome.report), highlight=False, markup=False)
     out.print("wrote " + ", ".join(str(p) for p in outcome.files.values()), highlight=False)
     raise typer.Exit(0 if outcome.all_correct else 1)
 
@@ -298,12 +306,14 @@ def report(
     out_file: Annotated[Optional[Path], typer.Option("--out", help="markdown file to write (default: ROOT/report.md)")] = None,
 ) -> None:
     """A table over all operators: correct, best speedup, fraction of peak, rounds, tokens."""
-    from kernelgen.record.report import build_report, report_table, write_report
+    from kernelgen.record.report import build_report, fast_p_text, report_table, write_report
 
     with errors_to_exit():
         rows = build_report(root)
         path = write_report(root, rows, out_file)
     out.print(report_table(rows))
+    if rows:
+        out.print(fast_p_text(rows), highlight=False, markup=False)
     out.print(f"wrote {path}")
 
 

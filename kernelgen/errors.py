@@ -92,3 +92,12 @@ class HarnessError(KernelGenError):
 class TuningMemoryError(UsageError):
     """The tuning memory cannot be read or written: a damaged database, a file that is not an export
     of it, or one written by a newer KernelGen."""
+
+
+class ProblemFileError(UsageError):
+    """A KernelBench-format problem file no operator spec can be derived from: one reason, exit 2."""
+
+    def __init__(self, path: object, why: str):
+        self.path = str(path)
+        self.why = why
+        super().__init__(f"{path}: cannot derive an operator spec: {why}")

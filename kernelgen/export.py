@@ -10,6 +10,7 @@ Only the verified bytes are exported: `<name>_triton.py` must be the best round'
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from datetime import date
@@ -98,3 +99,59 @@ def _same_but_date(old: str, new: str) -> bool:
         return re.sub(r"^(Exported by KernelGen \S+) on \d{4}-\d{2}-\d{2} ", r"\1 ", t, count=1, flags=re.MULTILINE)
 
     return strip(old) == strip(new)
+
+
+# --- KernelBench's ModelNew -------------------------------------------------------------------------
+KERNELBENCH_SUFFIX = "_kernelbench.py"
+
+
+def _without_main(source: str) -> str:
+    """The kernel file without its `if __name__ == "__main__":` self-check (KernelBench imports the file)."""
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    for node in reversed(tree.body):
+        if (isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and isinstance(node.test.left, ast.Name)
+                and node.test.left.id == "__name__"):
+            del lines[node.lineno - 1: node.end_lineno]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _state_access(key: str, kind: str) -> str:
+    """Python reaching a parameter or buffer from ModelNew's forward: `self.gemm.weight`."""
+    parts = key.split(".")
+    if all(p.isidentifier() for p in parts):
+        return "self." + key
+    return f"self.get_{kind}({key!r})"
+
+
+def kernelbench_parts(spec: OperatorSpec) -> tuple[str, list[str], list[str]]:
+    """(the problem's source, the forward's argument names, the kernel's arguments from ModelNew's forward)
+    of a spec `kernelgen new PROBLEM.py` derived; UsageError for any other spec."""
+    from kernelgen.spec.kernelbench.readback import read_back
+
+    view = read_back(spec)
+    if view is None:
+        raise UsageError(f"{spec.name}: its spec was not derived from a KernelBench-format problem file (no Model built "
+                         "in its reference), so there is no Model for a ModelNew", hint="use `kernelgen export OP_DIR` for a torch op")
+    calls = [_state_access(view.lifted[i].key, view.lifted[i].kind) if i in view.lifted else i for i in spec.input_names]
+    return view.problem, view.forward, calls
+
+
+def export_kernelbench(op_dir: str | Path, *, out: str | Path | None = None) -> ExportResult:
+    """Write the ModelNew file KernelBench's evaluator loads (templates/export/kernelbench_model_new.py.j2)."""
+    op = open_operator(op_dir)
+    round_k = _verified_round(op)
+    problem, forward, calls = kernelbench_parts(op.spec)
+    path = Path(out) if out is not None else op.path / f"{op.name}{KERNELBENCH_SUFFIX}"
+    if path.is_dir():
+        path = path / f"{op.name}{KERNELBENCH_SUFFIX}"
+    text = render("export/kernelbench_model_new.py.j2", name=op.name, version=__version__, date=date.today().isoformat(),
+                  round=round_k, kernel=_without_main(op.file("triton").read_text(encoding="utf-8")).rstrip(),
+                  problem=problem.rstrip(), forward_args=", ".join(forward), call_args=", ".join(calls))
+    moved = None
+    if path.is_file():
+        if _same_but_date(path.read_text(encoding="utf-8"), text):
+            return ExportResult(op, path, round_k, None, unchanged=True)
+        moved = move_aside(path)
+    atomic_write(path, text)
+    return ExportResult(op, path, round_k, moved)

@@ -25,7 +25,7 @@ from kernelgen.verify.trusted import render_baseline, write_trusted_files
 from kernelgen.record.analysis import analyse_operator
 from kernelgen.record.oplog import write_log
 from kernelgen.record.state import STATE_FILE, DispatchRecord, OpState, RoundRecord, save_state
-from kernelgen.spec import load_spec
+from kernelgen.spec.given import read_spec
 from kernelgen.verify import integrity
 from kernelgen.verify.runner import open_judge, run_accuracy, run_performance
 from kernelgen.verify.session import WorkerSession, early_worker
@@ -111,8 +111,8 @@ def new_operator(
 
 def _new_operator(spec_path: Path, *, out_root: str | Path, backend: str, device: str, force: bool,
                   llm_options: dict | None, measure: bool, on_step: Step, spare: WorkerSession | None) -> NewResult:
-    spec = load_spec(spec_path)
-    spec_text = spec_path.read_text(encoding="utf-8")
+    given = read_spec(spec_path)  # a YAML spec as written, or one derived from a KernelBench-format .py
+    spec, spec_text = given.spec, given.text
     dev = resolve_device(device)
     final = Path(out_root) / spec.name
     # A folder that `kernelgen new` started and never finished (state.json saying round 0 is not

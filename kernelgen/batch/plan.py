@@ -9,10 +9,10 @@ from pathlib import Path
 
 import yaml
 
-from kernelgen.errors import SpecError, UsageError
-from kernelgen.spec import load_spec
+from kernelgen.errors import ProblemFileError, SpecError, UsageError
+from kernelgen.spec.given import PROBLEM_SUFFIX, is_problem_file, read_spec
 
-SPEC_SUFFIXES = (".yaml", ".yml")
+SPEC_SUFFIXES = (".yaml", ".yml", PROBLEM_SUFFIX)  # a .py file is a KernelBench-format problem
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class PlannedOp:
 
 
 def find_specs(paths: list[Path]) -> list[Path]:
-    """The spec files: every file named, and every *.yaml / *.yml directly inside a folder named."""
+    """The spec files: every file named, and every *.yaml / *.yml / *.py directly inside a folder named."""
     if not paths:
         raise UsageError("no spec given", hint="kernelgen batch operator_specs/ (a folder of specs) or SPEC.yaml ...")
     found: list[Path] = []
@@ -36,7 +36,7 @@ def find_specs(paths: list[Path]) -> list[Path]:
         if p.is_dir():
             inside = sorted(f for f in p.iterdir() if f.is_file() and f.suffix in SPEC_SUFFIXES)
             if not inside:
-                raise UsageError(f"{p}: no *.yaml spec in this folder")
+                raise UsageError(f"{p}: no *.yaml spec or *.py KernelBench problem in this folder")
             found += inside
         elif p.is_file():
             found.append(p)
@@ -50,6 +50,10 @@ def find_specs(paths: list[Path]) -> list[Path]:
 
 
 def _name_of_unreadable(path: Path) -> str:
+    if is_problem_file(path):
+        from kernelgen.spec.kernelbench import problem_name
+
+        return problem_name(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
         name = data.get("name") if isinstance(data, dict) else None
@@ -71,7 +75,10 @@ def plan_specs(paths: list[Path]) -> list[PlannedOp]:
     for path in find_specs(paths):
         label = str(path)
         try:
-            spec = load_spec(path, run_reference=False)  # `kernelgen new` runs the reference in the worker
+            spec = read_spec(path, run_reference=False).spec  # `kernelgen new` runs a YAML spec's reference in the worker
+        except ProblemFileError as e:
+            planned.append(PlannedOp(path.resolve(), label, _name_of_unreadable(path), e.why))
+            continue
         except SpecError as e:
             planned.append(PlannedOp(path.resolve(), label, _name_of_unreadable(path), _one_line(e.message)))
             continue

@@ -9,13 +9,14 @@ import math
 import platform
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kernelgen.batch.resume import FINAL_FILE, JobResult, load_job
 from kernelgen.batch.tables import BASELINES, FAST_BASELINE, CaseRow, OpRow, case_columns, markdown_table, op_columns
 from kernelgen.devices import DRY_RUN_LABEL
 from kernelgen.fsutil import atomic_write, now
 from kernelgen.opdir import operator_dirs_under
+from kernelgen.record.fastp import Outcome, fast_p_lines, fast_p_row
 from kernelgen.record.state import load_state
 from kernelgen.verify.results import PerformanceResult, RunRecord
 
@@ -33,6 +34,7 @@ class Summary(_Model):
     fast_1_count: int
     fast_1: float
     geomean: dict[str, float | None]  # baseline label -> geomean speedup over every case of the correct operators
+    fast_p: dict[str, dict[str, float]] = Field(default_factory=dict)  # baseline label -> KernelBench's fast_p per p ("0", "1", "1.5", "2")
     case_timings: int
     measured: bool  # False: the numbers are interpreter dry runs
 
@@ -125,6 +127,7 @@ def build_report(out_root: Path, results: list[JobResult], engine: str) -> Batch
         fast_1=fast / n if n else 0.0,
         geomean={b.label: _geomean_present([c.speedup.get(b.label) for c in cases if c.op in good]) for b in BASELINES},
         case_timings=sum(1 for c in cases if c.op in good), measured=all(measured),
+        fast_p={b.label: fast_p_row([Outcome(r.name in good, r.speedup.get(b.label)) for r in ops]) for b in BASELINES},
     )
     return BatchReport(created_at=now(), out=str(out_root), engine=engine, device=device, summary=summary,
                        operators=ops, cases=cases)
@@ -144,6 +147,11 @@ def summary_text(report: BatchReport) -> str:
             f"(over {s.case_timings} case x dtype timing(s) of the correct operators){dry}")
 
 
+def fast_p_text(report: BatchReport) -> str:
+    """KernelBench's fast_p table: every operator given counts, one that did not build or is wrong as not fast."""
+    return "\n".join(fast_p_lines(report.summary.fast_p, report.summary.operators))
+
+
 def render_markdown(report: BatchReport) -> str:
     d = report.device
     lines = [f"# KernelGen batch: `{report.out}`", "",
@@ -154,6 +162,8 @@ def render_markdown(report: BatchReport) -> str:
     lines += [f"**{summary_text(report)}**", "",
               f"fast_1: the share of all operators whose kernel is correct and faster than {FAST_BASELINE} at every perf case. "
               "Pass rate: a correct kernel with a final measurement.", "",
+              "KernelBench's fast_p: the share of all operators correct with a geomean speedup above p "
+              "(fast_0: the correct share).", "", "```", fast_p_text(report), "```", "",
               "## Operators", "", markdown_table(op_columns(), report.operators), "",
               "## Perf cases (final measurement of the best kernel)", "",
               markdown_table(case_columns(), report.cases) if report.cases else "(none)", ""]

@@ -28,9 +28,12 @@ _ATTENTION = {"scaled_dot_product_attention", "multi_head_attention_forward"}
 _INDEXING = {"gather", "scatter", "scatter_add", "scatter_reduce", "index_select", "index_add", "index_copy",
              "index_put", "index_fill", "take", "take_along_dim", "embedding", "embedding_bag", "masked_select",
              "masked_scatter", "one_hot"}
-_NORMS = {"layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "normalize", "local_response_norm"}
-_SOFTMAX = {"softmax", "log_softmax", "softmin"}
-_MATMUL = {"matmul", "mm", "bmm", "addmm", "baddbmm", "linear", "einsum", "tensordot", "dot", "mv", "addmv"}
+_NORMS = {"layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "normalize", "local_response_norm",
+          # nn modules, as a KernelBench problem's Model builds them
+          "LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d",
+          "InstanceNorm2d", "InstanceNorm3d"}
+_SOFTMAX = {"softmax", "log_softmax", "softmin", "Softmax", "LogSoftmax"}
+_MATMUL = {"matmul", "mm", "bmm", "addmm", "baddbmm", "linear", "einsum", "tensordot", "dot", "mv", "addmv", "Linear"}
 _REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "prod", "var", "std", "norm", "logsumexp", "argmax",
                "argmin", "all", "any", "count_nonzero", "nansum", "nanmean", "var_mean", "std_mean"}
 _ROTARY_WORDS = ("rotary", "rope")

@@ -37,7 +37,9 @@ def system_prompt(spec: OperatorSpec) -> str:
 
 
 def _spec_context(spec: OperatorSpec) -> dict[str, Any]:
-    return {"spec": spec, "facts": spec_facts(spec), "kind": operator_kind(spec)}
+    from kernelgen.spec.kernelbench.readback import read_back
+
+    return {"spec": spec, "facts": spec_facts(spec), "kind": operator_kind(spec), "problem": read_back(spec)}
 
 
 def _with_system(spec: OperatorSpec, user: str) -> Messages:

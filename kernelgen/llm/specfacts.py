@@ -26,6 +26,7 @@ class InputFact(_Fact):
     dtype: str  # "the case dtype" or "int64 (fixed)"
     rank: str  # "rank 2", "rank 1 to 4"
     init: str  # how the harness draws its values
+    lifted: str = ""  # a KernelBench problem's module tensor it is: "parameter `gemm.weight`" ("" for other inputs)
 
 
 class OutputFact(_Fact):
@@ -50,12 +51,17 @@ def _rank_text(ranks: set[int]) -> str:
 
 
 def input_facts(spec: OperatorSpec) -> list[InputFact]:
+    from kernelgen.spec.kernelbench.readback import read_back
+
     cases = _cases(spec)
+    view = read_back(spec)
+    lifted = view.lifted if view else {}
     out = []
     for inp in spec.inputs:
         ranks = {len(c[inp.name]) for c in cases}
         dtype = f"{inp.dtype} (fixed, whatever the case dtype)" if inp.dtype else "the case dtype"
-        out.append(InputFact(name=inp.name, dtype=dtype, rank=_rank_text(ranks), init=inp.init))
+        what = f"{lifted[inp.name].kind} `{lifted[inp.name].key}`" if inp.name in lifted else ""
+        out.append(InputFact(name=inp.name, dtype=dtype, rank=_rank_text(ranks), init=inp.init, lifted=what))
     return out
 
 

@@ -201,6 +201,11 @@ class _GraphBuilder:
         out_shape = shape_of(n)
 
         if base in CASTS:
+            got = self.env.get(args[0])
+            if isinstance(got, (int, Transposed)) and self._feeds_only_matmuls(n) and self._is_input(got):
+                # addmm's 16-bit decomposition upcasts both operands first (nn.Linear in float16); the
+                # matmul kernel accumulates in float32 from the inputs as they are
+                return got
             src = self.operand(args[0])
             target = kwargs.get("dtype") or (args[1] if len(args) > 1 and isinstance(args[1], torch.dtype) else None)
             if target is None:
@@ -288,6 +293,14 @@ class _GraphBuilder:
         ):
             return
         unsupported(f"a reshape from {list(in_shape)} to {list(out_shape)} (only size-1 dimensions may be added or removed)")
+
+    @staticmethod
+    def _feeds_only_matmuls(n: Any) -> bool:
+        return bool(n.users) and all(getattr(u.target, "__name__", "").startswith("mm") for u in n.users)
+
+    def _is_input(self, got: Value) -> bool:
+        node = got.node if isinstance(got, Transposed) else got
+        return isinstance(node, int) and self.nodes[node].op == "input"
 
     def matmul(self, a_fx: Any, b_fx: Any) -> int:
         ids = []

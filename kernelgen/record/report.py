@@ -10,6 +10,7 @@ from kernelgen.devices import DRY_RUN_LABEL
 from kernelgen.errors import UsageError
 from kernelgen.fsutil import atomic_write
 from kernelgen.opdir import is_operator_dir, operator_dirs_under, operator_status
+from kernelgen.record.fastp import Outcome, fast_p_lines, fast_p_row
 from kernelgen.record.state import load_state
 from kernelgen.verify.precision import ENV
 
@@ -82,6 +83,13 @@ def build_report(root: Path) -> list[ReportRow]:
     return [report_row(d) for d in operator_dirs(root)]
 
 
+def fast_p_text(rows: list[ReportRow]) -> str:
+    """KernelBench's fast_p over every folder listed: one not tested, or not correct, counts as not fast."""
+    table = {"eager": fast_p_row([Outcome(r.correct and not r.problem, r.x_eager) for r in rows]),
+             "torch.compile": fast_p_row([Outcome(r.correct and not r.problem, r.x_compile) for r in rows])}
+    return "\n".join(fast_p_lines(table, len(rows)))
+
+
 def render_markdown(rows: list[ReportRow], root: Path) -> str:
     lines = [f"# KernelGen report: `{root}`", ""]
     if any(not r.measured for r in rows):
@@ -96,6 +104,9 @@ def render_markdown(rows: list[ReportRow], root: Path) -> str:
     if not rows:
         lines.append("")
         lines.append("(no operator folders found)")
+    else:
+        lines += ["", "KernelBench's fast_p: the share of all operators correct with a geomean speedup above p "
+                      "(fast_0: the correct share).", "", "```", fast_p_text(rows), "```"]
     return "\n".join(lines) + "\n"
 
 

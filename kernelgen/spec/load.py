@@ -13,6 +13,7 @@ import yaml
 from pydantic import ValidationError
 
 from kernelgen.errors import Problem, SpecError
+from kernelgen.spec.init import init_shape_problem, parse_init
 from kernelgen.spec.model import DTYPES, InputSpec, OperatorSpec, OutputSpec, ParamSpec, ToleranceSpec
 from kernelgen.spec.shapes import eval_shape_expr
 
@@ -89,6 +90,7 @@ def _check_reference(spec: OperatorSpec) -> list[Problem]:
 def _check_cases(spec: OperatorSpec) -> list[Problem]:
     problems = []
     names = spec.input_names
+    inits = {i.name: i.init for i in spec.inputs}
     for field in ("test_cases", "perf_cases"):
         for i, case in enumerate(getattr(spec, field)):
             for n in names:
@@ -99,6 +101,8 @@ def _check_cases(spec: OperatorSpec) -> list[Problem]:
                     problems.append(Problem(f"{field}[{i}].{k}", f"not an input (inputs: {', '.join(names)})"))
                 elif any(d < 1 for d in shape):
                     problems.append(Problem(f"{field}[{i}].{k}", f"dimensions must be >= 1, got {shape}"))
+                elif (why := init_shape_problem(parse_init(inits[k]), shape)) is not None:
+                    problems.append(Problem(f"{field}[{i}].{k}", f"its init {inits[k]!r} cannot draw this shape: {why}"))
     return problems
 
 

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kernelgen.spec.init import parse_init
 from kernelgen.spec.shapes import Case, eval_shape_expr
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -34,46 +35,6 @@ DTYPES: dict[str, str] = {
 }
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
 Category = Literal["pointwise", "broadcast", "reduction", "softmax", "normalization", "matmul", "other"]
-
-
-# Value generators an input's `init` may name: name -> number of numeric arguments.
-INIT_GENERATORS: dict[str, int] = {
-    "randn": 0,  # standard normal
-    "rand": 0,  # uniform [0, 1)
-    "uniform": 2,  # uniform [lo, hi)
-    "normal": 2,  # normal(mean, std)
-    "randint": 2,  # integers in [lo, hi)
-    "bernoulli": 1,  # 0/1 (or bool) with probability p
-    "ones": 0,
-}
-_INIT_RE = re.compile(r"^\s*([a-z_]+)\s*(?:\((.*)\))?\s*$")
-
-
-def parse_init(text: str) -> tuple[str, tuple[float, ...]]:
-    """Parse an input's `init` ("randn", "randint(0, 100)") into (generator, args); ValueError if bad."""
-    match = _INIT_RE.match(text)
-    if not match:
-        raise ValueError(f"cannot parse init {text!r}; expected e.g. 'randn' or 'randint(0, 100)'")
-    gen, arg_text = match.group(1), match.group(2)
-    if gen not in INIT_GENERATORS:
-        known = ", ".join(INIT_GENERATORS)
-        raise ValueError(f"unknown init generator {gen!r}; known: {known}")
-    args: tuple[float, ...] = ()
-    if arg_text is not None and arg_text.strip():
-        try:
-            args = tuple(float(a) for a in arg_text.split(","))
-        except ValueError:
-            raise ValueError(f"init {text!r}: arguments must be numbers") from None
-    want = INIT_GENERATORS[gen]
-    if len(args) != want:
-        raise ValueError(f"init {gen!r} takes {want} argument(s), got {len(args)}")
-    if gen in ("uniform", "randint") and not args[0] < args[1]:
-        raise ValueError(f"init {text!r}: the lower bound must be below the upper bound")
-    if gen == "normal" and args[1] <= 0:
-        raise ValueError(f"init {text!r}: std must be positive")
-    if gen == "bernoulli" and not 0.0 <= args[0] <= 1.0:
-        raise ValueError(f"init {text!r}: p must be in [0, 1]")
-    return gen, args
 
 
 class _Strict(BaseModel):

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelgen.spec.model import DTYPES, OperatorSpec, parse_init
+from kernelgen.spec.init import draw_init, parse_init
+from kernelgen.spec.model import DTYPES, OperatorSpec
 from kernelgen.spec.shapes import Case
 
 
@@ -30,23 +31,6 @@ def draw_inputs(spec: OperatorSpec, case: Case, dtype: str, seed: int, device: s
     g.manual_seed(seed)
     out = []
     for inp in spec.inputs:
-        shape = case[inp.name]
-        dt = torch_dtype(spec.input_dtype(inp, dtype))
-        kind, args = parse_init(inp.init)
-        kw = {"generator": g, "device": gen_device}
-        if kind == "randn":
-            t = torch.randn(shape, **kw)
-        elif kind == "rand":
-            t = torch.rand(shape, **kw)
-        elif kind == "uniform":
-            t = torch.rand(shape, **kw) * (args[1] - args[0]) + args[0]
-        elif kind == "normal":
-            t = torch.randn(shape, **kw) * args[1] + args[0]
-        elif kind == "randint":
-            t = torch.randint(int(args[0]), int(args[1]), shape, **kw)
-        elif kind == "bernoulli":
-            t = torch.rand(shape, **kw) < args[0]
-        else:  # ones
-            t = torch.ones(shape, device=gen_device)
-        out.append(t.to(dtype=dt, device=device))
+        t = draw_init(parse_init(inp.init), case[inp.name], g, gen_device)
+        out.append(t.to(dtype=torch_dtype(spec.input_dtype(inp, dtype)), device=device))
     return out

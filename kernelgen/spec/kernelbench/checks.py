@@ -1,0 +1,74 @@
+"""Checks of a derived spec that need real numbers (small CPU tensors): the forward must not draw random
+numbers of its own, and which 16-bit dtypes the reference runs in."""
+
+from __future__ import annotations
+
+import math
+
+from kernelgen.errors import ProblemFileError
+from kernelgen.spec.kernelbench.source import ProblemSource
+from kernelgen.spec.model import OperatorSpec
+from kernelgen.spec.reference import load_reference
+from kernelgen.spec.sampling import draw_inputs
+
+
+def _smallest(spec: OperatorSpec) -> dict[str, list[int]]:
+    return min(spec.test_cases, key=lambda c: sum(math.prod(s) for s in c.values()))
+
+
+def _outputs(out: object) -> tuple:
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def _same(a: object, b: object) -> bool:
+    import torch
+
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return a == b
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    equal = a == b
+    if a.is_floating_point():
+        equal |= a.isnan() & b.isnan()
+    return bool(equal.all())
+
+
+def check_deterministic(src: ProblemSource, spec: OperatorSpec) -> None:
+    """Run the reference twice on the same inputs under different global seeds: a forward that draws
+    (nn.Dropout in training mode) has no single right answer for a kernel to match."""
+    import torch
+
+    fn = load_reference(spec)
+    inputs = draw_inputs(spec, _smallest(spec), "float32", 0, "cpu")
+    runs = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        try:
+            with torch.no_grad():
+                runs.append(_outputs(fn(*inputs)))
+        except Exception as e:  # noqa: BLE001 - the problem's forward failing on real numbers
+            raise ProblemFileError(src.path, f"Model's forward fails on small CPU inputs {_smallest(spec)}: "
+                                             f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+    if not all(_same(a, b) for a, b in zip(*runs)):
+        raise ProblemFileError(src.path, "the forward draws random numbers (e.g. nn.Dropout in training mode): two runs on the "
+                                         "same inputs with different seeds differ, so no kernel has one right answer")
+
+
+def runnable_dtypes(spec: OperatorSpec, candidates: tuple[str, ...]) -> list[str]:
+    """The candidate dtypes the reference runs in on the CPU, with finite results wherever float32's are."""
+    import torch
+
+    fn = load_reference(spec)
+    case = _smallest(spec)
+    with torch.no_grad():
+        base = _outputs(fn(*draw_inputs(spec, case, "float32", 0, "cpu")))
+    ok = []
+    for dtype in candidates:
+        try:
+            with torch.no_grad():
+                outs = _outputs(fn(*draw_inputs(spec, case, dtype, 0, "cpu")))
+        except Exception:  # noqa: BLE001 - an op without a kernel in this dtype: not a dtype of this problem
+            continue
+        if all(not (b.is_floating_point() and b.isfinite().all() and not o.isfinite().all()) for b, o in zip(base, outs)):
+            ok.append(dtype)
+    return ok

@@ -1,0 +1,159 @@
+"""A KernelBench-format problem file -> an operator spec (plain KernelGen YAML, written out readable).
+
+    derived = derive_spec("KernelBench/level2/12_Gemm_Multiply_LeakyReLU.py")
+    derived.spec      # OperatorSpec, validated like any spec file
+    derived.text      # the spec.yaml text `kernelgen new` writes into the operator folder
+
+The reference is the problem's own source, then `Model(*get_init_inputs())` built once on the meta
+device and an entry function calling it through `torch.func.functional_call` with every parameter
+and buffer passed in. Inputs and their draws come from `get_inputs()` and the module's own
+initialisation (lift.py), the small test cases from the problem's sizes shrunk (shrink.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from kernelgen import __version__
+from kernelgen.errors import ProblemFileError, SpecError
+from kernelgen.render import render
+from kernelgen.spec.kernelbench.checks import check_deterministic, runnable_dtypes
+from kernelgen.spec.kernelbench.lift import Observation, TensorInput, mutated, observe
+from kernelgen.spec.kernelbench.shrink import small_cases
+from kernelgen.spec.kernelbench.source import ProblemSource, problem_name, read_problem
+from kernelgen.spec.load import validate_spec_data
+from kernelgen.spec.model import DTYPES, OperatorSpec
+from kernelgen.spec.reference import PRELUDE
+
+EXTRA_DTYPES = ("float16", "bfloat16")  # besides KernelBench's float32, where the reference runs in them
+
+
+@dataclass(frozen=True)
+class DerivedSpec:
+    spec: OperatorSpec
+    text: str
+
+
+def _q(text: str) -> str:
+    """A YAML scalar that reads as itself (JSON's double-quoted strings are valid YAML)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _flow(case: dict[str, list[int]]) -> str:
+    return "{" + ", ".join(f"{k}: {v}" for k, v in case.items()) + "}"
+
+
+def _description(src: ProblemSource, model: Any) -> str:
+    doc = " ".join((model.__class__.__doc__ or "").strip().split("\n\n")[0].split())
+    where = src.path.name if not src.path.parent.name.lower().startswith("level") else f"{src.path.parent.name}/{src.path.name}"
+    return f"KernelBench {where}" + (f": {doc}" if doc else "")
+
+
+def reference_source(src: ProblemSource, name: str, obs: Observation, cloned: set[str]) -> str:
+    forward = [t for t in obs.inputs if not t.key]
+
+    def entry(t: TensorInput) -> str:
+        return f"{_q(t.key)}: {t.name}" + (".clone()" if t.key in cloned else "")
+
+    params = [entry(t) for t in obs.inputs if t.kind == "parameter"]
+    buffers = [entry(t) for t in obs.inputs if t.kind == "buffer"]
+    state = "(parameters, buffers)" if params and buffers else ("parameters" if params else "buffers")
+    init = repr(obs.init)
+    if ast.literal_eval(init) != obs.init:
+        raise ProblemFileError(src.path, f"get_init_inputs() returns values that cannot be written as Python literals: {init}")
+    note = ("training mode updates these in place: the forward gets copies, so the inputs stay as drawn"
+            if cloned else "")
+    return render("spec/kernelbench_reference.py.j2", source=src.text.rstrip("\n"), init=init, name=name,
+                  mode="training mode, as KernelBench evaluates it" if obs.training else "eval mode, as the problem sets it",
+                  signature=", ".join(t.name for t in obs.inputs), forward_args=", ".join(t.name for t in forward),
+                  forward_count=len(forward), parameters=params, buffers=buffers, state=state, cloned=note)
+
+
+def _entry(text: str, name: str) -> Callable[..., Any]:
+    namespace: dict[str, Any] = {"__name__": f"kernelgen_reference_{name}"}
+    exec(compile(PRELUDE + text, f"<reference of {name}>", "exec"), namespace)  # noqa: S102 - the problem's own code
+    return namespace[name]
+
+
+def _meta_run(fn: Callable[..., Any], obs: Observation) -> Any:
+    import torch
+
+    return fn(*[torch.empty(t.shape, dtype=getattr(torch, t.dtype), device="meta") for t in obs.inputs])
+
+
+def _fits(fn: Callable[..., Any]) -> Callable[[Observation], bool]:
+    def fits(obs: Observation) -> bool:
+        try:
+            _meta_run(fn, obs)
+        except NotImplementedError:
+            return True  # an op without a meta kernel: the CPU run below checks for real
+        except Exception:  # noqa: BLE001 - these sizes do not fit the module built at KernelBench's
+            return False
+        return True
+
+    return fits
+
+
+def _outputs(src: ProblemSource, fn: Callable[..., Any], perf: Observation) -> list[str]:
+    import torch
+
+    try:
+        out = _meta_run(fn, perf)
+    except NotImplementedError:
+        out = None
+    except Exception as e:  # noqa: BLE001 - the user's module failing at its own sizes
+        raise ProblemFileError(src.path, f"Model's forward fails on get_inputs(): {type(e).__name__}: {str(e).splitlines()[0]}") from None
+    if out is None:
+        return ["out"]
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
+        raise ProblemFileError(src.path, "Model's forward must return a tensor or a tuple of tensors")
+    return ["out"] if len(outs) == 1 else [f"out{i}" for i in range(len(outs))]
+
+
+def _input_line(t: TensorInput) -> dict[str, str]:
+    note = f"{t.kind} `{t.key}` of Model" if t.key else ""
+    return {"name": t.name, "dtype": "" if t.dtype == "float32" else t.dtype, "init": _q(t.init.text), "note": note}
+
+
+def _render(src: ProblemSource, name: str, perf: Observation, cases: list[Observation], reference: str,
+            outputs: list[str], dtypes: list[str]) -> str:
+    for t in perf.inputs:
+        if t.dtype not in DTYPES:
+            raise ProblemFileError(src.path, f"`{t.name}` is a {t.dtype} tensor; a spec's dtypes are {', '.join(DTYPES)}")
+    return render("spec/kernelbench.yaml.j2", version=__version__, source=_q(str(src.path)), name=name,
+                  description=_q(_description(src, perf.model)), inputs=[_input_line(t) for t in perf.inputs],
+                  outputs=outputs, reference=reference.rstrip("\n") + "\n", dtypes=dtypes, test_cases=[_flow(c.case) for c in cases],
+                  perf_case=_flow(perf.case))
+
+
+def _validate(src: ProblemSource, text: str) -> OperatorSpec:
+    try:
+        return validate_spec_data(yaml.safe_load(text), str(src.path))
+    except SpecError as e:
+        raise ProblemFileError(src.path, "the derived spec does not validate: " + "; ".join(map(str, e.problems))) from None
+
+
+def derive_spec(path: str | Path) -> DerivedSpec:
+    """The spec of a KernelBench-format problem file, or ProblemFileError saying why there is none."""
+    src = read_problem(path)
+    name = problem_name(src.path)
+    perf = observe(src)
+    reference = reference_source(src, name, perf, mutated(perf))
+    fn = _entry(reference, name)
+    outputs = _outputs(src, fn, perf)
+    cases = small_cases(src, perf, _fits(fn))
+    if not cases:
+        raise ProblemFileError(src.path, "no small test case runs on the module built at KernelBench's sizes "
+                                         "(its forward depends on sizes given to Model, e.g. a LayerNorm's shape)")
+    draft = _validate(src, _render(src, name, perf, cases, reference, outputs, ["float32"]))
+    check_deterministic(src, draft)
+    dtypes = ["float32"] + runnable_dtypes(draft, EXTRA_DTYPES)
+    text = _render(src, name, perf, cases, reference, outputs, dtypes)
+    return DerivedSpec(_validate(src, text), text)
