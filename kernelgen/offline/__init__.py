@@ -91,6 +91,8 @@ def first_kernel(spec: OperatorSpec, sm_count: int | None = None) -> OfflineKern
     an H100/H200): kernelgen.offline.round0. Pointwise and matmul files keep their heuristics."""
     from kernelgen.offline.round0 import first_dispatch
 
+    if route(spec.model_dump_json()) == "nd":
+        return generate_kernel(spec)  # no row-algorithm choice to make: its tile heuristics decide per call
     return generate_kernel(spec, None, dispatch=first_dispatch(spec, sm_count))
 
 

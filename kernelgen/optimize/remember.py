@@ -22,8 +22,10 @@ def family_of(spec: OperatorSpec) -> str:
     """The offline generator's family of the spec (what its knobs mean), else the spec's category."""
     if spec.reference is not None:
         try:
-            from kernelgen.offline.analysis import analyse
+            from kernelgen.offline.analysis import analyse, route
 
+            if route(spec.model_dump_json()) == "nd":
+                return "nd"
             return analyse(spec.model_dump_json())[1].family
         except (UnsupportedOperatorError, ValueError, ImportError):
             pass
