@@ -39,8 +39,8 @@ pytestmark = pytest.mark.slow
 
 SPECS = Path(__file__).resolve().parent / "data" / "batch"
 NAMES = ["broadcast", "gelu", "row_sum"]
-UNSUPPORTED = ("name: running_total\ndescription: cumulative sum\ninputs:\n  - {name: x}\noutputs:\n  - {name: out}\n"
-               "reference: |\n  def running_total(x):\n      return torch.cumsum(x, dim=-1)\n"
+UNSUPPORTED = ("name: running_max\ndescription: running maximum, which no offline family serves\ninputs:\n  - {name: x}\noutputs:\n  - {name: out}\n"
+               "reference: |\n  def running_max(x):\n      return torch.cummax(x, dim=-1).values\n"
                "dtypes: [float32]\ntest_cases:\n  - {x: [4, 33]}\n")
 BAD = "name: broken\ndescription: no outputs\ninputs:\n  - {name: x}\ndtypes: [float32]\ntest_cases:\n  - {x: [4]}\n"
 
@@ -149,7 +149,7 @@ def test_local_engine_killed_midway_resumes_and_reports_bad_input(tmp_path):
     specs = tmp_path / "specs"
     shutil.copytree(SPECS, specs)
     (specs / "broken.yaml").write_text(BAD)
-    (specs / "running_total.yaml").write_text(UNSUPPORTED)
+    (specs / "running_max.yaml").write_text(UNSUPPORTED)
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "kernelgen", "batch", str(specs), "--out", str(out), "--rounds", "1",
            "--backend", "offline", "--engine", "local", "--gpus", "2"]
@@ -199,13 +199,13 @@ def test_local_engine_killed_midway_resumes_and_reports_bad_input(tmp_path):
 
     # bad input: listed with its reason; the rest of the batch went on
     assert rows["broken"]["status"] == "invalid" and "outputs" in rows["broken"]["reason"]
-    assert rows["running_total"]["status"] == "invalid" and "needs an LLM" in rows["running_total"]["reason"]
+    assert rows["running_max"]["status"] == "invalid" and "needs an LLM" in rows["running_max"]["reason"]
     s = report["summary"]
     assert (s["operators"], s["correct"]) == (5, 3) and s["pass_rate"] == pytest.approx(0.6)
     text = flat(again.stdout)
     assert f"{first} skipped: finished in an earlier run" in text
     assert "pass rate 3/5 (60%)" in text and "local: 2 Triton-interpreter worker(s)" in text
     md = (out / "batch_report.md").read_text()
-    assert "| broken | invalid |" in md and "| running_total | invalid |" in md
+    assert "| broken | invalid |" in md and "| running_max | invalid |" in md
     log = (out / "_batch" / "logs" / f"{first}.log").read_text()
     assert [ln.split("$ kernelgen ")[1].split()[0] for ln in log.splitlines() if "$ kernelgen " in ln] == ["new", "optimize", "bench"]

@@ -9,16 +9,16 @@ from typer.testing import CliRunner
 from kernelgen.cli import app
 from kernelgen.verify.results import KernelTiming, PerfCase
 
-CUMSUM = """\
-name: running_total
-description: cumulative sum
+CUMMAX = """\
+name: running_max
+description: running maximum, which no offline family serves
 inputs:
   - {name: x}
 outputs:
   - {name: out}
 reference: |
-  def running_total(x):
-      return torch.cumsum(x, dim=-1)
+  def running_max(x):
+      return torch.cummax(x, dim=-1).values
 dtypes: [float32]
 test_cases:
   - {x: [4, 33]}
@@ -42,11 +42,11 @@ def test_usage_lines_name_arguments_plainly():
         assert "{" not in r.output.splitlines()[0] and "list[Path]" not in r.output
 
 
-def test_validate_says_the_offline_generator_cannot_build_cumsum(tmp_path):
-    r = CliRunner().invoke(app, ["validate", str(_spec(tmp_path, CUMSUM))])
+def test_validate_says_the_offline_generator_cannot_build_cummax(tmp_path):
+    r = CliRunner().invoke(app, ["validate", str(_spec(tmp_path, CUMMAX))])
     assert r.exit_code == 0, r.output
     text = " ".join(r.output.split())
-    assert "ok" in text and "offline: no (" in text and "cumsum" in text and "needs an LLM backend" in text
+    assert "ok" in text and "offline: no (" in text and "cummax" in text and "needs an LLM backend" in text
 
 
 def test_validate_says_the_offline_generator_builds_broadcast(repo):
@@ -55,7 +55,7 @@ def test_validate_says_the_offline_generator_builds_broadcast(repo):
 
 
 def test_a_bug_in_the_reference_is_reported_with_its_line(tmp_path):
-    bad = CUMSUM.replace("      return torch.cumsum(x, dim=-1)", "      y = x * 2\n      return x + z")
+    bad = CUMMAX.replace("      return torch.cummax(x, dim=-1).values", "      y = x * 2\n      return x + z")
     r = CliRunner().invoke(app, ["validate", str(_spec(tmp_path, bad))])
     assert r.exit_code == 2 and "Traceback" not in r.output
     text = " ".join(r.output.split())
@@ -64,7 +64,7 @@ def test_a_bug_in_the_reference_is_reported_with_its_line(tmp_path):
 
 
 def test_shapes_that_do_not_fit_still_name_the_case_and_the_line(tmp_path):
-    bad = CUMSUM.replace("return torch.cumsum(x, dim=-1)", "return x @ x")
+    bad = CUMMAX.replace("return torch.cummax(x, dim=-1).values", "return x @ x")
     r = CliRunner().invoke(app, ["validate", str(_spec(tmp_path, bad))])
     text = " ".join(r.output.split())
     assert r.exit_code == 2 and "test_cases[0]: the reference fails on these shapes: RuntimeError" in text
@@ -72,7 +72,7 @@ def test_shapes_that_do_not_fit_still_name_the_case_and_the_line(tmp_path):
 
 
 def test_a_folder_given_as_the_spec_points_at_its_spec_yaml(tmp_path):
-    _spec(tmp_path, CUMSUM)
+    _spec(tmp_path, CUMMAX)
     r = CliRunner().invoke(app, ["new", str(tmp_path), "--out", str(tmp_path / "out")])
     text = " ".join(r.output.split())
     assert r.exit_code == 2 and "is a folder, not a spec file" in text and f"{tmp_path / 'spec.yaml'}" in text

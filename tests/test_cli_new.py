@@ -126,10 +126,10 @@ def test_tampered_accuracy_script_is_refused(generated):
 
 
 def test_operator_outside_offline_families_is_refused_before_writing(tmp_path):
-    spec = tmp_path / "running_total.yaml"
+    spec = tmp_path / "running_max.yaml"
     spec.write_text(
-        "name: running_total\ndescription: cumulative sum\ninputs:\n  - {name: x}\noutputs:\n  - {name: out}\n"
-        "reference: |\n  def running_total(x):\n      return torch.cumsum(x, dim=-1)\n"
+        "name: running_max\ndescription: running maximum, which no offline family serves\ninputs:\n  - {name: x}\noutputs:\n  - {name: out}\n"
+        "reference: |\n  def running_max(x):\n      return torch.cummax(x, dim=-1).values\n"
         "dtypes: [float32]\ntest_cases:\n  - {x: [4, 33]}\n"
     )
     out = tmp_path / "out"

@@ -12,8 +12,8 @@ X = [{"name": "x"}]
 
 def _spec(name: str, inputs: list, body: str, cases: list, **fields) -> OperatorSpec:
     args = ", ".join(i["name"] for i in inputs)
-    return make_spec(name=name, inputs=inputs, reference=f"def {name}({args}):\n{body}\n", test_cases=cases,
-                     dtypes=["float32", "float16", "bfloat16"], **fields)
+    fields.setdefault("dtypes", ["float32", "float16", "bfloat16"])
+    return make_spec(name=name, inputs=inputs, reference=f"def {name}({args}):\n{body}\n", test_cases=cases, **fields)
 
 
 def _in(*names: str, **extra: dict) -> list[dict]:
@@ -87,6 +87,23 @@ FAMILIES: dict[str, list[OperatorSpec]] = {
         _spec("two_gemms", _in("x", "w1", "b1", "w2", "b2"),
               "    return torch.logsumexp(F.linear(torch.sigmoid(F.linear(x, w1, b1)), w2, b2), dim=1)",
               [{"x": [3, 5], "w1": [8, 5], "b1": [8], "w2": [6, 8], "b2": [6]}]),
+    ],
+    "pool": [
+        _spec("max_pool1d", X, "    return F.max_pool1d(x, 4, 2, 2, 3)", [{"x": [2, 3, 20]}]),
+        _spec("max_pool2d", X, "    return F.max_pool2d(x, 3, 2, 1, 2)", [{"x": [2, 3, 20, 21]}]),
+        _spec("max_pool3d", X, "    return F.max_pool3d(x, 3, 2, 1, 2)", [{"x": [2, 3, 10, 11, 9]}]),
+        _spec("avg_pool1d", X, "    return F.avg_pool1d(x, 8, 1, 4)", [{"x": [2, 3, 20]}]),
+        _spec("avg_pool2d", X, "    return F.avg_pool2d(x, 3)", [{"x": [2, 3, 20, 22]}]),
+        # PyTorch's CPU avg_pool3d has no float16 kernel: the reference could not run there
+        _spec("avg_pool3d", X, "    return F.avg_pool3d(x, 3, 2, 1)", [{"x": [2, 3, 10, 11, 9]}], dtypes=["float32", "bfloat16"]),
+        _spec("pool_after_gemm", _in("x", "w"), "    return F.avg_pool1d((x @ w).unsqueeze(1), 4).squeeze(1).amax(1)",
+              [{"x": [5, 9], "w": [9, 16]}]),
+    ],
+    "attention": [
+        _spec("sdpa", _in("q", "k", "v"), "    return F.scaled_dot_product_attention(q, k, v)",
+              [{"q": [2, 3, 17, 8], "k": [2, 3, 17, 8], "v": [2, 3, 17, 8]}]),
+        _spec("sdpa_causal", _in("q", "k", "v"), "    return F.scaled_dot_product_attention(q, k, v, is_causal=True)",
+              [{"q": [1, 2, 33, 16], "k": [1, 2, 33, 16], "v": [1, 2, 33, 16]}]),
     ],
 }
 ALL = {s.name: s for specs in FAMILIES.values() for s in specs}

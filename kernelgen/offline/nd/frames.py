@@ -102,7 +102,7 @@ class _Solver:
                 if self.maps.get(v.id) and self.maps[v.id][o] is not None:
                     changed |= self.put(src.id, i, self.maps[v.id][o])
             return changed
-        if v.op in ("reduce", "gather", "input", "param", "const", "size", "full", "iota", "view", "mm", "scan", "cat"):
+        if v.op in ("reduce", "gather", "input", "param", "const", "size", "full", "iota", "view", "mm", "scan", "cat", "pad"):
             return False
         for a in v.args:
             if a not in self.members:
@@ -129,6 +129,8 @@ class _Solver:
             return [(p, q) for p, q in self.aligned(v, src) if _big(src.shape[q])]
         if kind == "permute":
             return [(o, p) for o, p in enumerate(v.attrs["perm"]) if _big(src.shape[p])]
+        if kind == "window":  # the leading dims pass through; windows and kernel positions are new dims
+            return [(i, i) for i in range(src.rank - v.attrs["n"]) if _big(src.shape[i])]
         pairs = relabel_pairs(src.shape, v.shape) or []
         return [(o, i) for i, o in pairs]
 
@@ -191,6 +193,10 @@ def view_strides(shape: tuple, strides: tuple, kind: str, attrs: dict, out: tupl
         lead = len(out) - len(shape)
         return (S.expr(0),) * lead + tuple(S.expr(0) if S.is_one(d) and not S.is_one(t) else s
                                            for d, t, s in zip(shape, out[lead:], strides))
+    if kind == "window":  # [.., L..] -> [.., out.., kernel..]: a window steps by stride, a tap by dilation
+        n, lead = attrs["n"], len(shape) - attrs["n"]
+        return (tuple(strides[:lead]) + tuple(strides[lead + i] * s for i, s in enumerate(attrs["stride"]))
+                + tuple(strides[lead + i] * d for i, d in enumerate(attrs["dilation"])))
     if kind in ("slice", "flip", "select"):
         if kind == "select":
             return tuple(s for i, s in enumerate(strides) if i != attrs["dim"])

@@ -56,6 +56,8 @@ def view_literal(step: tuple) -> str:
         arg = f"({attrs['dim']}, {py(attrs['start'])}, {attrs['step']}, {py(out[attrs['dim']])})"
     elif kind == "select":
         arg = f"({attrs['dim']}, {py(attrs['index'])})"
+    elif kind == "window":
+        arg = repr((attrs["n"], tuple(attrs["kernel"]), tuple(attrs["stride"]), tuple(attrs["dilation"])))
     else:
         raise ValueError(f"no view {kind}")
     return f'("{kind}", {arg})'

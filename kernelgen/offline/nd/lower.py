@@ -104,7 +104,9 @@ class _Builder:
                     unsupported("a tensor constant inside the reference (only scalars are supported)")
                 self.env[n] = self.scalar(t.item())
             elif n.op == "call_function":
-                self.env[n] = self.call(n)
+                # a result nobody reads (max_pool1d's squeezed indices) is not lowered: it may be one
+                # the generator cannot compute, and is not needed
+                self.env[n] = self.call(n) if n.users else None
             elif n.op == "output":
                 (ret,) = n.args
                 returns_tuple = isinstance(ret, (tuple, list))

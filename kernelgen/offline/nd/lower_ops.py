@@ -140,9 +140,16 @@ def lower_call(b: Any, n: Any, ns: str, base: str, args: list, kwargs: dict) -> 
     if base in ("triu", "tril"):
         return triangle(b, n, base, b.operand(args[0]), args[1] if len(args) > 1 else kwargs.get("diagonal", 0), dtype)
     if base.startswith(("max_pool", "avg_pool", "adaptive_", "_adaptive_")):
-        unsupported(f"pooling ({base}) in the n-dimensional generator")
+        from kernelgen.offline.nd.lower_pool import pool
+
+        got = pool(b, n, base, args, kwargs, dtype)
+        return Multi(got) if isinstance(got, list) else got
     if base.startswith("_scaled_dot_product") or base == "scaled_dot_product_attention":
-        unsupported("scaled dot-product attention in the n-dimensional generator")
+        from kernelgen.offline.nd.lower_attention import OPS, attention
+
+        if base not in OPS:
+            unsupported(f"the attention op {base}")
+        return Multi(attention(b, n, base, args, kwargs, dtype))
     unsupported(f"the op {ns}.{base}.{overload}")
 
 

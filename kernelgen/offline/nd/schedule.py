@@ -117,6 +117,9 @@ class _Scheduler:
         if v.op == "cat":
             self.place_cat(v)
             return
+        if v.op == "pad":
+            self.place_pad(v)
+            return
         self.place_pointwise(v)
 
     def loadify(self, u: int) -> None:
@@ -198,6 +201,29 @@ class _Scheduler:
                 self.leafish.discard(p)
             self.store(st, p, Access(name, [step], ()))
             offset = offset + length
+        self.leafish.add(v.id)
+        self.access[v.id] = Access(name, [], ())
+
+    def place_pad(self, v: Value) -> None:
+        """A padded copy: one buffer, its interior written from the value (in the stage computing it,
+        or a copy stage) and each border slab from a constant, every part through its slice views."""
+        name = f"t{sum(1 for b in self.buffers.values() if b.kind == 'temp')}"
+        self.buffers[name] = Buffer(name, "temp", v.shape, dtype="float32" if v.is_float else v.dtype, value=v.id)
+        self.buffer_of[v.id] = name
+        for p, region in zip(v.args, v.attrs["regions"]):
+            steps, shape = [], list(v.shape)
+            for kind, attrs in region:
+                shape[attrs["dim"]] = self.v(p).shape[attrs["dim"]]
+                steps.append((kind, attrs, tuple(shape)))
+            if p in self.stage_of:
+                st = self.stages[self.stage_of[p]]
+            elif p in self.access:  # a buffer (an input): a copy stage loads it
+                st = self.new_stage("pointwise", self.v(p).shape)
+            else:
+                st = self.new_stage("pointwise", self.v(p).shape)
+                self.stage_of[p] = st.id  # a constant slab, or a prologue computed from loads here
+                self.leafish.discard(p)
+            self.store(st, p, Access(name, steps, ()))
         self.leafish.add(v.id)
         self.access[v.id] = Access(name, [], ())
 

@@ -134,6 +134,12 @@ def _view(shape, strides, offset, steps):
             d, index = arg
             offset += index * strides[d]
             del shape[d], strides[d]
+        elif kind == "window":  # pooling windows: [.., L..] -> [.., out.., kernel..], overlapping reads
+            n, ks, ss, ds = arg
+            lead, size, st = len(shape) - n, shape[-n:], strides[-n:]
+            outs = [(size[i] - ds[i] * (ks[i] - 1) - 1) // ss[i] + 1 for i in range(n)]
+            shape = shape[:lead] + outs + list(ks)
+            strides = strides[:lead] + [st[i] * ss[i] for i in range(n)] + [st[i] * ds[i] for i in range(n)]
     return tuple(shape), tuple(strides), offset
 
 
