@@ -129,12 +129,12 @@ def acc_finish(em: Any, r: int, depth: int) -> None:
 def _rows_after(em: Any, level: int) -> list[int]:
     """Row and scalar values of this level (computed once per program, after its reductions)."""
     return [u for u in em.st.values if em.level[u] == level and em.space(u) in ("row", "scalar")
-            and em.g[u].op not in ("reduce", "gather")]
+            and (em.g[u].op not in ("reduce", "gather") or u in em.load_port)]
 
 
 def reduce_body(em: Any) -> None:
     g, st = em.g, em.st
-    reductions = [u for u in st.values if g[u].op in ("reduce", "gather")]
+    reductions = [u for u in st.values if g[u].op in ("reduce", "gather") and u not in em.load_port]
     levels = max(em.level[u] for u in reductions)
     stores_full = [p for p in em.ports if p.store and em.space(p.value) == "full"]
     stores_row = [p for p in em.ports if p.store and em.space(p.value) != "full"]
@@ -148,7 +148,7 @@ def reduce_body(em: Any) -> None:
     em.r_tile(1, "0")
     order = [u for u in st.values]
     for u in order:
-        if g[u].op in ("reduce", "gather"):
+        if g[u].op in ("reduce", "gather") and u not in em.load_port:
             single(em, u, 1)
         else:
             s = em.statement(u)

@@ -72,6 +72,9 @@ class _Emitter:
         lv: dict[int, int] = {}
         for u in self.st.values:
             v = self.g[u]
+            if u in self.load_port:  # a value an earlier stage computed: read, level 0
+                lv[u] = 0
+                continue
             base = max((lv.get(a, 0) for a in v.args), default=0)
             lv[u] = base + 1 if v.op in ("reduce", "gather") else base
         return lv
@@ -117,12 +120,18 @@ class _Emitter:
         up = ".to(tl.float32)" if v.is_float else ""
         if sp == "scalar":
             return f"v{u} = tl.load({self.address(p, sp)}){up}"
-        return f"v{u} = tl.load({self.address(p, sp)}, mask={self.tile_mask(sp)}, other=0){up}"
+        addr = self.address(p, sp)
+        if self.k_groups[-1] not in p.groups:  # constant along the tiled kept group: one address, every lane
+            addr = f"tl.broadcast_to({addr}, {self._shape(sp)})"
+        return f"v{u} = tl.load({addr}, mask={self.tile_mask(sp)}, other=0){up}"
+
+    def _shape(self, sp: str) -> str:
+        return "[BLOCK_K, BLOCK_R]" if (self.two_d and sp == "full") else ("[BLOCK_K, 1]" if self.two_d else "[BLOCK_K]")
 
     def store(self, p: Port) -> str:
         sp = self.space(p.value)
         val = var(self.g, p.value)
-        shape = "[BLOCK_K, BLOCK_R]" if (self.two_d and sp == "full") else ("[BLOCK_K, 1]" if self.two_d else "[BLOCK_K]")
+        shape = self._shape(sp)
         if sp == "scalar":
             val = f"(tl.zeros({shape}, tl.float32) + {val})"
             sp = "row" if self.two_d else "full"
@@ -143,7 +152,7 @@ class _Emitter:
             seen.add(w)
             if w in self.load_port and self.space(w) == "full":
                 return False
-            if self.g[w].op in ("reduce", "gather", "scan"):
+            if self.g[w].op in ("reduce", "gather", "scan") or w in self.load_port:
                 continue
             stack.extend(self.g[w].args)
         return True
@@ -175,14 +184,16 @@ class _Emitter:
             if self.space(u) in stop and u not in roots:
                 continue
             seen.add(u)
+            if u in self.load_port:
+                continue
             if self.g[u].op not in ("reduce", "gather") or u not in roots:
                 stack.extend(self.g[u].args)
         return sorted(seen)
 
     def emit(self, us: list[int], depth: int) -> None:
         for u in us:
-            if self.g[u].op in ("reduce", "gather", "scan"):
-                continue
+            if self.g[u].op in ("reduce", "gather", "scan") and u not in self.load_port:
+                continue  # computed by its pass (one loaded from an earlier stage's buffer is a load here)
             s = self.statement(u)
             if s is not None:
                 self.lines.append("    " * depth + s)

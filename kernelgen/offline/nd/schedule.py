@@ -58,17 +58,21 @@ class _Scheduler:
             self.store(self.stages[self.stage_of[u]], u, Access(name, [], ()))
         return name
 
-    def deps(self, u: int) -> set[int]:
-        """Stages that must run before a value can be computed: where it is computed, or who writes
-        the buffer it is loaded from, or (a prologue value) what its operands need."""
+    def deps(self, u: int) -> tuple[set[int], set[int]]:
+        """(stages a value can join: where its computed operands are computed; stages it must come
+        after: who writes the buffers its loads read). A stage that writes a buffer cannot also read it
+        back: its programs would read elements other programs have not written yet."""
         if u in self.stage_of:
-            return {self.stage_of[u]}
+            return {self.stage_of[u]}, set()
         if u in self.access:
-            return set(self.writers.get(self.access[u].buffer, ()))
-        out: set[int] = set()
+            return set(), set(self.writers.get(self.access[u].buffer, ()))
+        join: set[int] = set()
+        after: set[int] = set()
         for a in self.v(u).args:
-            out |= self.deps(a)
-        return out
+            j, f = self.deps(a)
+            join |= j
+            after |= f
+        return join, after
 
     def store(self, st: Stage, u: int, access: Access) -> None:
         st.stores.append((u, access))
@@ -102,7 +106,11 @@ class _Scheduler:
             return
         if v.op == "mm":
             for a in v.args:
-                if not self.loadable(a):
+                if a in self.access:
+                    continue
+                if self.loadable(a):  # a prologue (computed from loads): a stage of its own writes it
+                    self.compute_prologue(a)
+                else:
                     self.loadify(a)
             st = self.new_stage("matmul", v.shape, anchor=v.id)
             self.stage_of[v.id] = st.id
@@ -168,10 +176,15 @@ class _Scheduler:
             idx = v.args[1]
             if not S.is_one(self.v(idx).shape[dims[0]]):
                 unsupported("a gather of more than one element per row")
-        needs = set().union(*[self.deps(a) for a in v.args])
+        join: set[int] = set()
+        after: set[int] = set()
+        for a in v.args:
+            j, f = self.deps(a)
+            join |= j
+            after |= f
         for st in reversed(self.stages):
             if st.kind == "reduce" and S.same_shape(st.frame, frame) and st.reduced == dims and \
-                    all(n <= st.id for n in needs):
+                    all(n <= st.id for n in join) and all(n < st.id for n in after):
                 break
         else:
             st = None
@@ -228,17 +241,26 @@ class _Scheduler:
         self.access[v.id] = Access(name, [], ())
 
     def place_pointwise(self, v: Value) -> None:
-        needs: set[int] = set()
+        join: set[int] = set()
+        after: set[int] = set()
         for a in v.args:
-            needs |= self.deps(a)
-        if not needs:
-            self.leafish.add(v.id)
+            j, f = self.deps(a)
+            join |= j
+            after |= f
+        if join and max(join) > max(after, default=-1) and fits(v.shape, self.stages[max(join)].frame):
+            target = max(join)
+            for a in v.args:
+                if a in self.stage_of and self.stage_of[a] != target:
+                    self.loadify(a)
+            self.stage_of[v.id] = target
             return
-        target = max(needs)
+        # from loads alone (of inputs, or of buffers earlier stages write), or broadcast past the
+        # frame of the stage computing its operands: a prologue, recomputed in whichever later stage
+        # needs it
         for a in v.args:
-            if a in self.stage_of and self.stage_of[a] != target:
+            if a in self.stage_of:
                 self.loadify(a)
-        self.stage_of[v.id] = target
+        self.leafish.add(v.id)
 
     def output(self, k: int, o: int) -> tuple[str, list]:
         """Where output k comes from: a buffer written by a stage, or a view of one. A view the stage
@@ -344,6 +366,16 @@ class _Scheduler:
         accesses = [frame_strides(st, self.buffers[a.buffer].shape, a.views, a.map) for a in
                     list(st.loads.values()) + [a for _, a in st.stores]]
         st.groups = groups(st, accesses)
+
+
+def fits(shape: tuple, frame: tuple) -> bool:
+    """Whether a value of `shape` lives in `frame` (right-aligned, its size-1 dims broadcast): else
+    it cannot join that stage (a [B, 1] row result added to a [B, K] input makes a [B, K] value that
+    a [B, 1] frame has no room for)."""
+    if len(shape) > len(frame):
+        return False
+    lead = len(frame) - len(shape)
+    return all(S.is_one(d) or S.same(d, frame[lead + i]) for i, d in enumerate(shape))
 
 
 def invert(views: list, shape: tuple) -> list | None:
