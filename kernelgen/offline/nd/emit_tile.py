@@ -121,7 +121,8 @@ class _Emitter:
         if sp == "scalar":
             return f"v{u} = tl.load({self.address(p, sp)}){up}"
         addr = self.address(p, sp)
-        if self.k_groups[-1] not in p.groups:  # constant along the tiled kept group: one address, every lane
+        blocked = self.k_groups[-1] in p.groups or (sp == "full" and self.r_groups and self.r_groups[-1] in p.groups)
+        if not blocked:  # no tiled index in the address: one pointer, a block of lanes to load it
             addr = f"tl.broadcast_to({addr}, {self._shape(sp)})"
         return f"v{u} = tl.load({addr}, mask={self.tile_mask(sp)}, other=0){up}"
 

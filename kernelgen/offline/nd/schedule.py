@@ -369,13 +369,20 @@ class _Scheduler:
 
 
 def fits(shape: tuple, frame: tuple) -> bool:
-    """Whether a value of `shape` lives in `frame` (right-aligned, its size-1 dims broadcast): else
-    it cannot join that stage (a [B, 1] row result added to a [B, K] input makes a [B, K] value that
-    a [B, 1] frame has no room for)."""
-    if len(shape) > len(frame):
-        return False
-    lead = len(frame) - len(shape)
-    return all(S.is_one(d) or S.same(d, frame[lead + i]) for i, d in enumerate(shape))
+    """Whether a value of `shape` can live in `frame`: its dims of size > 1 are frame dims of the same
+    size, in the same order (a [B] per-row value lives in a [B, C] frame). Else it cannot join that
+    stage: a [B, 1] row result added to a [B, K] input makes a [B, K] value that a [B, 1] frame has
+    no room for, and a [1, N, B, 1] broadcast has its dims in the other order from a [B, N] frame."""
+    at = 0
+    for d in shape:
+        if S.is_one(d):
+            continue
+        while at < len(frame) and not S.same(d, frame[at]):
+            at += 1
+        if at == len(frame):
+            return False
+        at += 1
+    return True
 
 
 def invert(views: list, shape: tuple) -> list | None:
