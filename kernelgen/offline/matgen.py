@@ -62,7 +62,7 @@ def matmul_kernel(graph: Graph, roles: list[str], names: Names, params: list[str
     args += [("BLOCK_M: tl.constexpr", "output tile rows"), ("BLOCK_N: tl.constexpr", "output tile columns"),
              ("BLOCK_K: tl.constexpr", "reduction step"),
              ("GROUP_SIZE_M: tl.constexpr", "row-blocks per group (L2 reuse of b)"),
-             ("INPUT_PRECISION: tl.constexpr", '"ieee" for fp32 inputs (exact products), else "tf32" (unused for 16-bit)'),
+             ("INPUT_PRECISION: tl.constexpr", 'fp32 products: "tf32x3" on NVIDIA GPUs (or "tf32" where allowed), "ieee" elsewhere'),
              ("UPCAST: tl.constexpr", "multiply in fp32 (bf16 under the CPU interpreter only)")]
 
     epilogue: list[str] = []

@@ -34,8 +34,19 @@ def _matmul_case(dtype: str, tflops: float) -> PerfCase:
 def test_a_float32_matmul_is_judged_against_the_fp32_rate_not_bf16():
     pc = _matmul_case("float32", 48.0)  # KernelBench level 1 problem 16 on an H100: "7% of peak" against bf16
     judge_against_peaks(pc, H100, MATMUL_BYTES, 0)
-    assert pc.bound == "compute" and pc.valid and pc.precision == "FP32, TF32 off"
-    assert pc.frac_peak == pytest.approx(48 / 55)
+    # the fp32-accurate ceiling: three TF32 products (380 / 3 = 127 TFLOP/s), above FMA fp32's 55
+    assert pc.bound == "compute" and pc.valid and pc.precision.startswith("tf32x3")
+    assert pc.frac_peak == pytest.approx(48 / (380 / 3))
+    slow_tf32 = H100.model_copy(update={"matmul": {**H100.matmul, "tf32": 120.0}})
+    pc = _matmul_case("float32", 48.0)
+    judge_against_peaks(pc, slow_tf32, MATMUL_BYTES, 0)  # TF32 / 3 below FP32: the FP32 rate stays the ceiling
+    assert pc.precision == "FP32, TF32 off" and pc.frac_peak == pytest.approx(48 / 55)
+
+
+def test_a_tf32x3_float32_matmul_faster_than_fma_fp32_is_valid():
+    pc = _matmul_case("float32", 90.0)  # tf32x3 on tensor cores, past the 55 TFLOP/s of fp32 FMA
+    judge_against_peaks(pc, H100, MATMUL_BYTES, 0)
+    assert pc.valid, pc.invalid_reason
 
 
 def test_a_float32_matmul_at_tf32_speed_with_tf32_off_is_invalid_and_says_why():

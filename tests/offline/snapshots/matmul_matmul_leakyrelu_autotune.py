@@ -30,7 +30,7 @@ def _matmul_leakyrelu_kernel(
     BLOCK_N: tl.constexpr,  # output tile columns
     BLOCK_K: tl.constexpr,  # reduction step
     GROUP_SIZE_M: tl.constexpr,  # row-blocks per group (L2 reuse of b)
-    INPUT_PRECISION: tl.constexpr,  # "ieee" for fp32 inputs (exact products), else "tf32" (unused for 16-bit)
+    INPUT_PRECISION: tl.constexpr,  # fp32 products: "tf32x3" on NVIDIA GPUs (or "tf32" where allowed), "ieee" elsewhere
     UPCAST: tl.constexpr,  # multiply in fp32 (bf16 under the CPU interpreter only)
 ):
     pid = tl.program_id(0)
@@ -94,12 +94,25 @@ def _expanded(shape, stride, to):
     return (0,) * lead + tuple(0 if d == 1 and t != 1 else s for d, t, s in zip(shape, to[lead:], stride))
 
 
+def _precision(dtype, device, upcast):
+    """How tl.dot multiplies fp32: TF32 where PyTorch allows it for matmuls; else on NVIDIA GPUs three
+    TF32 products (tf32x3: the operands split into high and low TF32 parts, an error near fp32's, on
+    tensor cores: fp32 on the FMA units reaches ~60 TFLOP/s of an H100's ~500 TF32) and IEEE fp32
+    elsewhere (the interpreter, ROCm). 16-bit inputs ignore it."""
+    if dtype != torch.float32 or upcast:
+        return "ieee" if upcast else "tf32"
+    if device.type == "cuda" and torch.version.hip is None:
+        return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "tf32x3"
+    return "ieee"
+
+
 def _launch_config(M, N, K, fp32, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_SIZE_M, num_warps, num_stages,
                    autotune):
     """(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_SIZE_M, num_warps, num_stages) for one problem size: the
     heuristic below, where a knob is None."""
     if fp32:
-        # IEEE fp32 runs on FMA units, not tensor cores: moderate tiles, short K steps.
+        # fp32 operands: tf32x3 keeps three products per K step in flight (IEEE on FMA units where it
+        # cannot): moderate tiles, short K steps.
         bm, bn, bk, warps, stages = (128, 128, 32, 8, 3) if M * N >= 1 << 20 else (64, 64, 32, 4, 3)
     elif M * N >= 1 << 24:
         # >= 4096 x 4096 outputs: the Hopper config of Triton's matmul tutorial (128x256x64,
@@ -224,7 +237,7 @@ def _plan(a_shape, a_stride, a_dtype, b_shape, b_stride, b_dtype, device):
     stride_bk, stride_bn = b_stride
     knobs = _BASE
     upcast = device.type == "cpu" and a_dtype == torch.bfloat16  # interpreter workaround, see the kernel
-    precision = "ieee" if a_dtype == torch.float32 or upcast else "tf32"
+    precision = _precision(a_dtype, device, upcast)
     bm, bn, bk, group, num_warps, num_stages = _launch_config(M, N, K, a_dtype == torch.float32, **knobs)
     sizes = (M, N, K, stride_am, stride_ak, stride_bk, stride_bn)
     kernel, grid = _matmul_leakyrelu_kernel, (triton.cdiv(M, bm) * triton.cdiv(N, bn),)

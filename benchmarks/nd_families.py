@@ -1,0 +1,97 @@
+"""The n-dimensional generator's families on a GPU: every spec of tests/offline/nd_specs.py built,
+run and compared with its reference in float32, float16 and bfloat16 (the interpreter cannot run
+bfloat16 arithmetic, so the CPU tests stop at float16), on contiguous and on transposed inputs.
+One line per spec x dtype x layout, a short table last.
+
+    python benchmarks/nd_families.py [--device cuda]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # this checkout's kernelgen, whatever else is installed
+sys.path.insert(0, str(REPO / "tests" / "offline"))  # the specs: nd_specs.py and its helper
+
+
+def _import(name: str, source: str, tmp: Path):
+    path = tmp / f"{name}_triton.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"{name}_triton", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+def _transposed(t):
+    if t.dim() < 2 or not t.dtype.is_floating_point:
+        return t
+    order = list(reversed(range(t.dim())))
+    return t.permute(*order).contiguous().permute(*order)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda")
+    args = ap.parse_args()
+    import torch
+
+    from kernelgen.offline import generate_kernel
+    from kernelgen.spec import draw_inputs
+    from kernelgen.spec.reference import load_reference
+    from nd_specs import FAMILIES
+
+    tmp = Path(tempfile.mkdtemp(prefix="nd-families-"))
+    rows: list[tuple[str, str, int, int, str]] = []
+    for family, specs in FAMILIES.items():
+        for spec in specs:
+            t0 = time.perf_counter()
+            ok = total = 0
+            worst = ""
+            try:
+                kern = generate_kernel(spec)
+                fn = _import(spec.name, kern.source, tmp)
+            except Exception as e:  # noqa: BLE001 - reported per spec, the run goes on
+                rows.append((family, spec.name, 0, 1, f"build: {type(e).__name__}: {str(e).splitlines()[0][:90]}"))
+                print(f"{spec.name}: build failed: {e}", flush=True)
+                continue
+            ref = load_reference(spec)
+            for ci, case in enumerate(spec.test_cases):
+                for dtype in spec.dtypes:
+                    for layout in ("contiguous", "transposed"):
+                        total += 1
+                        try:
+                            inputs = draw_inputs(spec, case, dtype, 11 + ci, args.device)
+                            if layout == "transposed":
+                                inputs = [_transposed(t) for t in inputs]
+                            expected = ref(*inputs, **spec.param_defaults)
+                            got = fn(*inputs)
+                            tol = spec.tolerance_for(dtype)
+                            if expected.dtype.is_floating_point:
+                                torch.testing.assert_close(got.float(), expected.float(), atol=tol.atol, rtol=tol.rtol)
+                            elif not torch.equal(got, expected):
+                                raise AssertionError("integer result differs")
+                            ok += 1
+                        except Exception as e:  # noqa: BLE001
+                            worst = worst or f"case {ci} {dtype} {layout}: {type(e).__name__}: {str(e).splitlines()[0][:90]}"
+            secs = time.perf_counter() - t0
+            rows.append((family, spec.name, ok, total, worst))
+            print(f"{spec.name}: {ok}/{total} in {secs:.1f} s {worst}", flush=True)
+    print(f"\n{torch.cuda.get_device_name() if args.device == 'cuda' else args.device}; "
+          f"PyTorch {torch.__version__}; Triton {__import__('triton').__version__}")
+    print(f"{'family':<15} {'spec':<20} {'passed':>8}  first failure")
+    for family, name, ok, total, worst in rows:
+        print(f"{family:<15} {name:<20} {ok:>3}/{total:<4}  {worst}")
+    bad = sum(1 for r in rows if r[2] != r[3])
+    print(f"{len(rows) - bad} of {len(rows)} specs pass every check")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
