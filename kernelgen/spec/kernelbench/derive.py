@@ -24,7 +24,7 @@ from kernelgen import __version__
 from kernelgen.errors import ProblemFileError, SpecError
 from kernelgen.render import render
 from kernelgen.spec.kernelbench.checks import check_deterministic, runnable_dtypes
-from kernelgen.spec.kernelbench.lift import Observation, TensorInput, mutated, observe
+from kernelgen.spec.kernelbench.lift import Observation, ScalarInput, TensorInput, mutated, observe
 from kernelgen.spec.kernelbench.shrink import small_cases
 from kernelgen.spec.kernelbench.source import ProblemSource, problem_name, read_problem
 from kernelgen.spec.load import validate_spec_data
@@ -56,8 +56,6 @@ def _description(src: ProblemSource, model: Any) -> str:
 
 
 def reference_source(src: ProblemSource, name: str, obs: Observation, cloned: set[str]) -> str:
-    forward = [t for t in obs.inputs if not t.key]
-
     def entry(t: TensorInput) -> str:
         return f"{_q(t.key)}: {t.name}" + (".clone()" if t.key in cloned else "")
 
@@ -71,8 +69,8 @@ def reference_source(src: ProblemSource, name: str, obs: Observation, cloned: se
             if cloned else "")
     return render("spec/kernelbench_reference.py.j2", source=src.text.rstrip("\n"), init=init, name=name,
                   mode="training mode, as KernelBench evaluates it" if obs.training else "eval mode, as the problem sets it",
-                  signature=", ".join(t.name for t in obs.inputs), forward_args=", ".join(t.name for t in forward),
-                  forward_count=len(forward), parameters=params, buffers=buffers, state=state, cloned=note)
+                  signature=", ".join([t.name for t in obs.inputs] + [f"{s.name}={s.value!r}" for s in obs.scalars]),
+                  forward_args=", ".join(obs.forward), forward_count=len(obs.forward), parameters=params, buffers=buffers, state=state, cloned=note)
 
 
 def _entry(text: str, name: str) -> Callable[..., Any]:
@@ -122,6 +120,10 @@ def _input_line(t: TensorInput) -> dict[str, str]:
     return {"name": t.name, "dtype": "" if t.dtype == "float32" else t.dtype, "init": _q(t.init.text), "note": note}
 
 
+def _param_line(s: ScalarInput) -> dict[str, str]:
+    return {"name": s.name, "type": s.type, "default": repr(s.value), "note": s.how}
+
+
 def _render(src: ProblemSource, name: str, perf: Observation, cases: list[Observation], reference: str,
             outputs: list[str], dtypes: list[str]) -> str:
     for t in perf.inputs:
@@ -129,6 +131,7 @@ def _render(src: ProblemSource, name: str, perf: Observation, cases: list[Observ
             raise ProblemFileError(src.path, f"`{t.name}` is a {t.dtype} tensor; a spec's dtypes are {', '.join(DTYPES)}")
     return render("spec/kernelbench.yaml.j2", version=__version__, source=_q(str(src.path)), name=name,
                   description=_q(_description(src, perf.model)), inputs=[_input_line(t) for t in perf.inputs],
+                  params=[_param_line(s) for s in perf.scalars],
                   outputs=outputs, reference=reference.rstrip("\n") + "\n", dtypes=dtypes, test_cases=[_flow(c.case) for c in cases],
                   perf_case=_flow(perf.case))
 
