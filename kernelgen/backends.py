@@ -168,6 +168,7 @@ def offline_verdict(spec: OperatorSpec, *, run: bool = True, worker: WorkerSessi
     else:
         result = run_first_case(spec, src, worker)
     if not result.passed:
-        return OfflineVerdict(False, f"the generated kernel failed its own check: {result.detail}", seconds=result.seconds)
-    return OfflineVerdict(True, detail, ran=f"its kernel matched the reference on {result.detail} in the CPU interpreter, "
+        return OfflineVerdict(False, f"the generated kernel failed its own check: {result.why} (run on {result.case})",
+                              seconds=result.seconds)
+    return OfflineVerdict(True, detail, ran=f"its kernel matched the reference on {result.case} in the CPU interpreter, "
                                             f"{result.seconds:.1f} s", seconds=result.seconds)

@@ -8,7 +8,7 @@ anti-cheat calls. It only keeps `validate` from promising a kernel that its own 
 
     with first_run_worker() as worker:
         result = run_first_case(spec, KernelSource(source, f"{spec.name}_triton.py", "offline"), worker)
-    result.passed, result.detail, result.seconds
+    result.passed, result.case, result.why, result.seconds
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ _SLACK = 16 << 20  # arena room beyond one case's inputs and outputs
 @dataclass(frozen=True)
 class FirstRun:
     passed: bool
-    detail: str  # what ran ("case 1 {x: [3, 5]} float32"), then why it failed, on one line
+    case: str  # what ran: "case 1 {x: [3, 5]} float32"
+    why: str  # why it failed, on one line ("" when it passed)
     seconds: float  # the worker's load, the reference and the one call (not the worker's start)
 
 
@@ -90,7 +91,7 @@ def run_first_case(spec: OperatorSpec, kernel: KernelSource, worker: WorkerSessi
     what = f"case {index} {{{', '.join(f'{k}: {v}' for k, v in case.items())}}} {dtype}"
 
     def done(passed: bool, why: str = "") -> FirstRun:
-        return FirstRun(passed, f"{what}: {why}" if why else what, time.monotonic() - started)
+        return FirstRun(passed, what, why, time.monotonic() - started)
 
     check = CheckCase(index, case, dtype, seeds=(SEED,))
     inputs = draw(spec, check, SEED, "cpu")
