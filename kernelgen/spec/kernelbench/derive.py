@@ -25,7 +25,7 @@ from kernelgen.errors import ProblemFileError, SpecError
 from kernelgen.render import render
 from kernelgen.spec.kernelbench.checks import check_deterministic, runnable_dtypes
 from kernelgen.spec.kernelbench.lift import Observation, ScalarInput, TensorInput, mutated, observe
-from kernelgen.spec.kernelbench.shrink import kept_dims_case, small_cases
+from kernelgen.spec.kernelbench.shrink import fitting_cases, small_cases
 from kernelgen.spec.kernelbench.source import ProblemSource, problem_name, read_problem
 from kernelgen.spec.load import validate_spec_data
 from kernelgen.spec.model import DTYPES, OperatorSpec
@@ -199,10 +199,7 @@ def derive_spec(path: str | Path) -> DerivedSpec:
     reference = reference_source(src, name, perf, mutated(perf))
     fn = _entry(reference, name)
     outputs = _outputs(src, fn, perf)
-    cases = small_cases(src, perf, _fits(fn))
-    if not cases:
-        kept = kept_dims_case(src, perf, _fits(fn))
-        cases = [kept] if kept is not None else []
+    cases = fitting_cases(src, perf, _fits(fn))
     if not cases:
         reference, cases = _sized_reference(src, name, perf)
         fn = _entry(reference, name)
