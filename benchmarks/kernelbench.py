@@ -67,6 +67,8 @@ def _verdict(task: tuple[str, Path, bool]) -> tuple[str, str, str, str, float]:
 
     level, path, run = task
     number = path.name.split("_")[0]
+    if run and (_WORKER is None or _WORKER.closed):  # a kernel that timed out took its worker with it
+        _start_worker()
     try:
         verdict = offline_verdict(read_spec(path).spec, run=run, worker=_WORKER if run else None)
     except KernelGenError as e:

@@ -89,9 +89,9 @@ class Model(nn.Module):
         return self.ln(x)
 
 batch_size = 16
-features = 12
-dim1 = 40
-dim2 = 40
+features = 20
+dim1 = 96
+dim2 = 96
 
 def get_inputs():
     x = torch.rand(batch_size, features, dim1, dim2)

@@ -55,18 +55,19 @@ def test_a_drawn_number_takes_the_problems_constant(tmp_path):
 # --- dims the module fixes -------------------------------------------------------------------------
 def test_layernorm_over_three_dims_keeps_them_and_shrinks_the_batch(tmp_path):
     spec = derive_spec(write(tmp_path, LAYERNORM, "level1/40_LayerNorm.py")).spec
-    assert spec.perf_cases == [{"x": [16, 12, 40, 40], "ln_weight": [12, 40, 40], "ln_bias": [12, 40, 40]}]
-    # 12x40x40 = 19,200 elements in each normalized row stay; 16 rows (307k) are more than a first case's
-    # 24k budget, so the batch goes down to 2
-    assert spec.test_cases == [{"x": [2, 12, 40, 40], "ln_weight": [12, 40, 40], "ln_bias": [12, 40, 40]}]
+    assert spec.perf_cases == [{"x": [16, 20, 96, 96], "ln_weight": [20, 96, 96], "ln_bias": [20, 96, 96]}]
+    # 16 rows of 20x96x96 = 184,320 elements (2.9M) are above HARD_CAP, and a batch of 16 counts as a
+    # structural size, so no case shrinks by value; the normalized dims stay and the batch goes down to 2
+    assert 16 * 20 * 96 * 96 > HARD_CAP
+    assert spec.test_cases == [{"x": [2, 20, 96, 96], "ln_weight": [20, 96, 96], "ln_bias": [20, 96, 96]}]
     assert "_SIZED" not in spec.reference
     x, w, b = draw_inputs(spec, spec.test_cases[0], "float32", 0, "cpu")
-    torch.testing.assert_close(load_reference(spec)(x, w, b), torch.nn.functional.layer_norm(x, (12, 40, 40), w, b))
+    torch.testing.assert_close(load_reference(spec)(x, w, b), torch.nn.functional.layer_norm(x, (20, 96, 96), w, b))
 
 
 def test_a_module_fixing_too_many_dims_is_built_again_at_shrunk_sizes(tmp_path):
-    text = LAYERNORM.replace("features = 12", "features = 192").replace("dim1 = 40", "dim1 = 256").replace(
-        "dim2 = 40", "dim2 = 256")
+    text = LAYERNORM.replace("features = 20", "features = 192").replace("dim1 = 96", "dim1 = 256").replace(
+        "dim2 = 96", "dim2 = 256")
     assert 192 * 256 ** 2 > KEPT_CAP  # one normalized row is already more than a kept case may hold
     spec = derive_spec(write(tmp_path, text, "level1/40_Huge.py")).spec
     assert spec.perf_cases[0]["x"] == [16, 192, 256, 256]
