@@ -158,8 +158,11 @@ def offline_verdict(spec: OperatorSpec, *, run: bool = True, worker: WorkerSessi
     detail = kernel.summary or kernel.family
     if not run:
         return OfflineVerdict(True, detail)
-    from kernelgen.verify.firstrun import first_run_worker, run_first_case
+    from kernelgen.verify.firstrun import first_dtype, first_run_worker, run_first_case
     from kernelgen.verify.judge import KernelSource
+
+    if first_dtype(spec) is None:
+        return OfflineVerdict(True, detail, ran="generated, not run: the CPU interpreter has no bfloat16 arithmetic")
 
     src = KernelSource(kernel.source, f"{spec.name}_triton.py", "offline")
     if worker is None:

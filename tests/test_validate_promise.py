@@ -49,3 +49,12 @@ def test_no_run_keeps_the_instant_answer_and_says_so(repo, monkeypatch):
     r = CliRunner().invoke(app, ["validate", str(repo / "operator_specs" / "row_sum.yaml"), "--no-run"])
     assert r.exit_code == 0, r.output
     assert "offline: yes (row_reduction" in r.output and "generated, not run (--no-run)" in " ".join(r.output.split())
+
+
+def test_a_bfloat16_only_spec_is_generated_and_says_it_was_not_run(repo):
+    from kernelgen.backends import offline_verdict
+    from kernelgen.spec import load_spec
+
+    spec = load_spec(repo / "operator_specs" / "row_sum.yaml").model_copy(update={"dtypes": ["bfloat16"], "perf_dtypes": []})
+    verdict = offline_verdict(spec)
+    assert verdict.ok and "not run: the CPU interpreter has no bfloat16 arithmetic" in verdict.describe()

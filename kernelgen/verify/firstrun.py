@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 from kernelgen.devices import DeviceInfo
 from kernelgen.spec import Case, OperatorSpec, load_reference
 from kernelgen.verify.compare import as_tuple, compare
-from kernelgen.verify.inputs import CheckCase, draw, tolerance_of
+from kernelgen.verify.inputs import CheckCase, checkable_dtypes, draw, tolerance_of
 from kernelgen.verify.judge import Judge, KernelSource
 from kernelgen.verify.poison import draw_fills
 from kernelgen.verify.protocol import OtherValue
@@ -62,8 +62,10 @@ def smallest_case(spec: OperatorSpec) -> tuple[int, Case]:
     return min(enumerate(spec.test_cases), key=lambda ic: (sum(math.prod(s) for s in ic[1].values()), ic[0]))
 
 
-def first_dtype(spec: OperatorSpec) -> str:
-    return "float32" if "float32" in spec.dtypes else spec.dtypes[0]
+def first_dtype(spec: OperatorSpec) -> str | None:
+    """float32 where the spec has it, else its first dtype the interpreter runs; None for none (bfloat16)."""
+    runnable, _ = checkable_dtypes(spec, interpreter=True)
+    return "float32" if "float32" in runnable else (runnable[0] if runnable else None)
 
 
 def _line(text: str) -> str:
@@ -88,6 +90,8 @@ def run_first_case(spec: OperatorSpec, kernel: KernelSource, worker: WorkerSessi
     started = time.monotonic()
     index, case = smallest_case(spec)
     dtype = first_dtype(spec)
+    if dtype is None:
+        raise ValueError(f"{spec.name}: no dtype the interpreter runs (bfloat16 only); ask first_dtype() first")
     what = f"case {index} {{{', '.join(f'{k}: {v}' for k, v in case.items())}}} {dtype}"
 
     def done(passed: bool, why: str = "") -> FirstRun:
