@@ -58,3 +58,13 @@ def test_a_bfloat16_only_spec_is_generated_and_says_it_was_not_run(repo):
     spec = load_spec(repo / "operator_specs" / "row_sum.yaml").model_copy(update={"dtypes": ["bfloat16"], "perf_dtypes": []})
     verdict = offline_verdict(spec)
     assert verdict.ok and "not run: the CPU interpreter has no bfloat16 arithmetic" in verdict.describe()
+
+
+def test_a_kernel_that_hangs_is_a_no_within_the_time_limit(repo, monkeypatch):
+    import kernelgen.verify.firstrun as firstrun
+
+    monkeypatch.setattr(firstrun, "REQUEST_TIMEOUT_S", 4.0)
+    monkeypatch.setattr(offline, "first_kernel", _broken(lambda s: s + "\nimport time\ntime.sleep(60)\n"))
+    r = CliRunner().invoke(app, ["validate", str(repo / "operator_specs" / "row_sum.yaml")])
+    assert r.exit_code == 0, r.output
+    assert "failed its own check: the worker timed out: the worker did not answer 'load' within 4 s" in " ".join(r.output.split())

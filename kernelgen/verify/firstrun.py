@@ -25,7 +25,7 @@ from kernelgen.verify.compare import as_tuple, compare
 from kernelgen.verify.inputs import CheckCase, checkable_dtypes, draw, tolerance_of
 from kernelgen.verify.judge import Judge, KernelSource
 from kernelgen.verify.poison import draw_fills
-from kernelgen.verify.protocol import OtherValue
+from kernelgen.verify.protocol import OtherValue, ProtocolError
 from kernelgen.verify.session import WorkerFailure, WorkerSession
 
 # The smallest derived KernelBench case (<= 4,000 elements, kernelgen.spec.kernelbench.shrink) runs in
@@ -102,28 +102,38 @@ def run_first_case(spec: OperatorSpec, kernel: KernelSource, worker: WorkerSessi
     expected = as_tuple((baseline or load_reference(spec))(*[t.clone() for t in inputs], **spec.param_defaults))
     slot, key = f"first{kernel.sha256[:16]}", "first"
     try:
-        _room(worker, inputs, expected)
-        loaded = worker.request({"op": "load", "slot": slot, "entry": spec.name, "filename": kernel.name,
-                                 "source": kernel.source})
-        if not loaded.ok:
-            return done(False, f"import failed: {_line(loaded.error)}")
-        Judge.put(worker, key, inputs)
-        fill, _ = draw_fills()
-        reply = worker.request({"op": "call", "slot": slot, "key": key, "params": spec.param_defaults, "mode": "plain",
-                                "fill": fill.model_dump(), "order": "forward", "seed": SEED, "out_offset": 0,
-                                "out_limit": worker.arena.size // 2, "return_inputs": False})
-        if not reply.ok:
-            return done(False, f"raised {_line(reply.error)}")
-        if len(reply.outputs) != len(expected):
-            return done(False, f"returned {len(reply.outputs)} value(s), the reference {len(expected)}")
-        for name, value, exp in zip([o.name for o in spec.outputs], reply.outputs, expected):
-            if isinstance(value, OtherValue):
-                return done(False, f"returned a {value.type_name} as `{name}`, not a tensor")
-            got = worker.arena.read(value, "cpu", max_bytes=2 * exp.numel() * exp.element_size() + 4096)
-            result = compare(got, exp, tolerance_of(spec, check), fill)
-            if not result.passed:
-                return done(False, f"`{name}`: {_line(result.message)}")
-        worker.request({"op": "drop", "key": key})
+        return done(*_call_once(spec, kernel, worker, check, inputs, expected, slot, key))
     except WorkerFailure as e:
         return done(False, f"the worker {'timed out' if e.status == 'timeout' else 'failed'}: {_line(e.message)}")
-    return done(True)
+    finally:
+        if not worker.closed:  # a long-lived worker keeps no inputs of a case it is done with
+            worker.request({"op": "drop", "key": key})
+
+
+def _call_once(spec: OperatorSpec, kernel: KernelSource, worker: WorkerSession, check: CheckCase, inputs: list[Any],
+               expected: tuple, slot: str, key: str) -> tuple[bool, str]:
+    """(passed, why not) of one plain call; WorkerFailure when the worker times out or dies."""
+    _room(worker, inputs, expected)
+    loaded = worker.request({"op": "load", "slot": slot, "entry": spec.name, "filename": kernel.name, "source": kernel.source})
+    if not loaded.ok:
+        return False, f"import failed: {_line(loaded.error)}"
+    Judge.put(worker, key, inputs)
+    fill, _ = draw_fills()
+    reply = worker.request({"op": "call", "slot": slot, "key": key, "params": spec.param_defaults, "mode": "plain",
+                            "fill": fill.model_dump(), "order": "forward", "seed": SEED, "out_offset": 0,
+                            "out_limit": worker.arena.size // 2, "return_inputs": False})
+    if not reply.ok:
+        return False, f"raised {_line(reply.error)}"
+    if len(reply.outputs) != len(expected):
+        return False, f"returned {len(reply.outputs)} value(s), the reference {len(expected)}"
+    for name, value, exp in zip([o.name for o in spec.outputs], reply.outputs, expected):
+        if isinstance(value, OtherValue):
+            return False, f"returned a {value.type_name} as `{name}`, not a tensor"
+        try:
+            got = worker.arena.read(value, "cpu", max_bytes=2 * exp.numel() * exp.element_size() + 4096)
+        except ProtocolError as e:
+            return False, f"an output `{name}` the judge refuses to read: {e}"
+        result = compare(got, exp, tolerance_of(spec, check), fill)
+        if not result.passed:
+            return False, f"`{name}`: {_line(result.message)}"
+    return True, ""
