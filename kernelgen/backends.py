@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from kernelgen.opdir import OperatorDir
     from kernelgen.optimize.proposal import Proposer
     from kernelgen.spec import OperatorSpec
+    from kernelgen.verify.session import WorkerSession
 
 Backend = Literal["offline", "openai", "replay"]
 BACKEND_CHOICES = ("auto", "offline", "openai", "replay")
@@ -124,28 +125,53 @@ def make_proposer(requested: str, op: OperatorDir, device: DeviceInfo, llm_optio
 
 @dataclass(frozen=True)
 class OfflineVerdict:
-    """Whether the offline generator can build a spec (for `kernelgen validate`)."""
+    """Whether the offline generator can build a spec (for `kernelgen validate`): "yes" means its kernel
+    was generated and, unless the caller said not to run it, matched the reference on the smallest test
+    case in float32 in a sandboxed interpreter worker (kernelgen.verify.firstrun)."""
 
     ok: bool
     detail: str  # the family it would use, or why it cannot
+    ran: str = ""  # what the first run did ("" when it was not asked for)
+    seconds: float = 0.0  # the first run's time (not the worker's start)
 
     def describe(self) -> str:
         if self.ok:
-            return f"offline: yes ({self.detail})"
+            how = self.ran or "generated, not run (--no-run)"
+            return f"offline: yes ({self.detail}; {how})"
         return f"offline: no ({self.detail}); needs an LLM backend (--backend openai; `kernelgen config` shows the settings)"
 
 
-def offline_verdict(spec: OperatorSpec) -> OfflineVerdict:
-    """Try the offline generator's classification, as `kernelgen new --backend offline` would."""
+def offline_verdict(spec: OperatorSpec, *, run: bool = True, worker: WorkerSession | None = None) -> OfflineVerdict:
+    """Try the offline generator, as `kernelgen new --backend offline` would; with `run`, also run the
+    kernel it writes once (in `worker`, or one started for it) before saying yes."""
     from kernelgen.errors import UnsupportedOperatorError
-    from kernelgen.offline import generate_kernel
+    from kernelgen.offline import first_kernel, generate_kernel
 
     if spec.reference is None:
         return OfflineVerdict(False, "the spec has no `reference` to derive a kernel from")
     try:
-        kernel = generate_kernel(spec)
+        kernel = first_kernel(spec) if run else generate_kernel(spec)  # first_kernel: what `new` writes
     except UnsupportedOperatorError as e:
         prefix, suffix = "the offline generator ", "; this operator needs an LLM"
         reason = e.message[len(prefix):] if e.message.startswith(prefix) else e.message
         return OfflineVerdict(False, reason[: -len(suffix)] if reason.endswith(suffix) else reason)
-    return OfflineVerdict(True, kernel.summary or kernel.family)
+    detail = kernel.summary or kernel.family
+    if not run:
+        return OfflineVerdict(True, detail)
+    from kernelgen.verify.firstrun import first_dtype, first_run_worker, run_first_case
+    from kernelgen.verify.judge import KernelSource
+
+    if first_dtype(spec) is None:
+        return OfflineVerdict(True, detail, ran="generated, not run: the CPU interpreter has no bfloat16 arithmetic")
+
+    src = KernelSource(kernel.source, f"{spec.name}_triton.py", "offline")
+    if worker is None:
+        with first_run_worker() as own:
+            result = run_first_case(spec, src, own)
+    else:
+        result = run_first_case(spec, src, worker)
+    if not result.passed:
+        return OfflineVerdict(False, f"the generated kernel failed its own check: {result.why} (run on {result.case})",
+                              seconds=result.seconds)
+    return OfflineVerdict(True, detail, ran=f"its kernel matched the reference on {result.case} in the CPU interpreter, "
+                                            f"{result.seconds:.1f} s", seconds=result.seconds)

@@ -63,14 +63,19 @@ def new(
 
 
 @app.command(cls=_Command)
-def validate(spec: Annotated[Path, typer.Argument(help="operator spec (YAML), or a KernelBench-format problem (.py)", metavar="SPEC")]) -> None:
-    """Check a spec and write nothing; say which backend can build it."""
+def validate(
+    spec: Annotated[Path, typer.Argument(help="operator spec (YAML), or a KernelBench-format problem (.py)", metavar="SPEC")],
+    no_run: Annotated[bool, typer.Option("--no-run", help="only generate the offline kernel; do not run it once (instant, "
+                                         "but its yes is no promise)")] = False,
+) -> None:
+    """Check a spec and write nothing; say which backend can build it (the offline kernel run once on the CPU)."""
     from kernelgen.backends import offline_verdict
     from kernelgen.spec.given import read_spec
 
     with errors_to_exit():
         s = read_spec(spec).spec
-        verdict = offline_verdict(s)
+        with out.status("generating the offline kernel" + ("" if no_run else " and running it once on the CPU interpreter")):
+            verdict = offline_verdict(s, run=not no_run)
     out.print(f"{spec}: ok — {s.name}({s.signature}), {len(s.test_cases)} test case(s) x {len(s.dtypes)} dtype(s), "
               f"{len(s.effective_perf_cases)} perf case(s)", highlight=False)
     out.print(verdict.describe(), highlight=False)

@@ -134,6 +134,7 @@ def kernelbench_parts(spec: OperatorSpec) -> tuple[str, list[str], list[str]]:
         raise UsageError(f"{spec.name}: its spec was not derived from a KernelBench-format problem file (no Model built "
                          "in its reference), so there is no Model for a ModelNew", hint="use `kernelgen export OP_DIR` for a torch op")
     calls = [_state_access(view.lifted[i].key, view.lifted[i].kind) if i in view.lifted else i for i in spec.input_names]
+    calls += [f"{p.name}={p.name}" for p in spec.params if p.name in view.forward]  # forward's plain numbers (`A * s`)
     return view.problem, view.forward, calls
 
 

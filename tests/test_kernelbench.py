@@ -222,7 +222,7 @@ REFUSALS = [
     ("no Model", lambda s: s.replace("class Model(", "class Net("), "defines no `class Model(nn.Module)`"),
     ("no get_inputs", lambda s: s.replace("def get_inputs", "def make_inputs"), "defines no get_inputs()"),
     ("non-tensor input", lambda s: s.replace("return [torch.rand(batch_size, in_features)]",
-                                             "return [torch.rand(batch_size, in_features), 3.14]"), "returns a float (3.14) as input 1"),
+                                             "return [torch.rand(batch_size, in_features), 'fast']"), "returns a str ('fast') as input 1"),
     ("randomness", lambda s: s.replace("return self.leaky_relu(", "return nn.functional.dropout(").replace(
         "self.gemm(x) * self.multiplier)", "self.gemm(x), 0.5, True)"), "the forward draws random numbers"),
     ("plain tensor", lambda s: s.replace("self.multiplier = multiplier", "self.multiplier = torch.ones(1) * multiplier"),

@@ -17,7 +17,7 @@ from kernelgen.spec.kernelbench import derive_spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # fake_llm_server, as the LLM tests import it
 from fake_llm_server import llm_env  # noqa: E402, F401 - the fixture
-from kernelbench_problems import LINEAR, RELU  # noqa: E402
+from kernelbench_problems import LINEAR, RELU, SCALAR  # noqa: E402
 
 
 def _new(tmp_path_factory, text, rel):
@@ -40,7 +40,13 @@ def linear(tmp_path_factory):
     return _new(tmp_path_factory, LINEAR, "level2/12_Gemm_Multiply_LeakyReLU.py")
 
 
-@pytest.mark.parametrize("which,name", [("relu", "kb1_19_relu"), ("linear", "kb2_12_gemm_multiply_leakyrelu")])
+@pytest.fixture(scope="module")
+def scalar(tmp_path_factory):
+    return _new(tmp_path_factory, SCALAR, "level1/5_Matrix_scalar_multiplication.py")
+
+
+@pytest.mark.parametrize("which,name", [("relu", "kb1_19_relu"), ("linear", "kb2_12_gemm_multiply_leakyrelu"),
+                                        ("scalar", "kb1_5_matrix_scalar_multiplication")])
 def test_new_builds_a_correct_kernel_and_keeps_the_derived_spec(which, name, request):
     path, out, result = request.getfixturevalue(which)
     assert result.exit_code == 0, result.output
@@ -57,6 +63,18 @@ def test_validate_says_offline_yes(relu):
     r = CliRunner().invoke(app, ["validate", str(path)])
     assert r.exit_code == 0, r.output
     assert "kb1_19_relu(x)" in r.output and "offline: yes" in r.output
+
+
+def test_a_float_input_reaches_the_kernel_as_a_param(scalar):
+    _, out, result = scalar
+    assert result.exit_code == 0, result.output
+    kernel = (out / "kb1_5_matrix_scalar_multiplication" / "kb1_5_matrix_scalar_multiplication_triton.py").read_text()
+    assert "def kb1_5_matrix_scalar_multiplication(A, s=3.14):" in kernel
+    r = CliRunner().invoke(app, ["export", str(out / "kb1_5_matrix_scalar_multiplication"), "--kernelbench"])
+    assert r.exit_code == 0, r.output
+    module = _load(out / "kb1_5_matrix_scalar_multiplication" / "kb1_5_matrix_scalar_multiplication_kernelbench.py")
+    a = torch.rand(33, 17)
+    torch.testing.assert_close(module.ModelNew()(a, -1.5), a * -1.5)  # ModelNew passes forward's s to the kernel
 
 
 def _load(path):

@@ -24,8 +24,8 @@ from kernelgen import __version__
 from kernelgen.errors import ProblemFileError, SpecError
 from kernelgen.render import render
 from kernelgen.spec.kernelbench.checks import check_deterministic, runnable_dtypes
-from kernelgen.spec.kernelbench.lift import Observation, TensorInput, mutated, observe
-from kernelgen.spec.kernelbench.shrink import small_cases
+from kernelgen.spec.kernelbench.lift import Observation, ScalarInput, TensorInput, mutated, observe
+from kernelgen.spec.kernelbench.shrink import fitting_cases, small_cases
 from kernelgen.spec.kernelbench.source import ProblemSource, problem_name, read_problem
 from kernelgen.spec.load import validate_spec_data
 from kernelgen.spec.model import DTYPES, OperatorSpec
@@ -55,24 +55,38 @@ def _description(src: ProblemSource, model: Any) -> str:
     return f"KernelBench {where}" + (f": {doc}" if doc else "")
 
 
-def reference_source(src: ProblemSource, name: str, obs: Observation, cloned: set[str]) -> str:
-    forward = [t for t in obs.inputs if not t.key]
+def _lifted_shapes(obs: Observation) -> tuple:
+    return tuple(tuple(t.shape) for t in obs.inputs if t.key)
 
+
+SIZED_WHY = ("Model fixes sizes of its inputs (a LayerNorm's shape), and the test cases shrink them with "
+             "get_init_inputs()'s sizes: one module per size")
+
+
+def reference_source(src: ProblemSource, name: str, obs: Observation, cloned: set[str],
+                     sized: list[Observation] | None = None) -> str:
+    """The reference: the problem's source, then its Model built on the meta device at `obs`'s sizes, or
+    (`sized`) at each of these observations' sizes, picked by the shapes of the tensors lifted into inputs."""
     def entry(t: TensorInput) -> str:
         return f"{_q(t.key)}: {t.name}" + (".clone()" if t.key in cloned else "")
 
     params = [entry(t) for t in obs.inputs if t.kind == "parameter"]
     buffers = [entry(t) for t in obs.inputs if t.kind == "buffer"]
     state = "(parameters, buffers)" if params and buffers else ("parameters" if params else "buffers")
-    init = repr(obs.init)
-    if ast.literal_eval(init) != obs.init:
-        raise ProblemFileError(src.path, f"get_init_inputs() returns values that cannot be written as Python literals: {init}")
+    for o in [obs, *(sized or [])]:
+        if ast.literal_eval(repr(o.init)) != o.init:
+            raise ProblemFileError(src.path, f"get_init_inputs() returns values that cannot be written as Python literals: {o.init!r}")
+    table: dict[tuple, str] = {}
+    for o in sized or []:
+        table.setdefault(_lifted_shapes(o), repr(o.init))
     note = ("training mode updates these in place: the forward gets copies, so the inputs stay as drawn"
             if cloned else "")
-    return render("spec/kernelbench_reference.py.j2", source=src.text.rstrip("\n"), init=init, name=name,
+    return render("spec/kernelbench_reference.py.j2", source=src.text.rstrip("\n"), init=repr(obs.init), name=name,
                   mode="training mode, as KernelBench evaluates it" if obs.training else "eval mode, as the problem sets it",
-                  signature=", ".join(t.name for t in obs.inputs), forward_args=", ".join(t.name for t in forward),
-                  forward_count=len(forward), parameters=params, buffers=buffers, state=state, cloned=note)
+                  signature=", ".join([t.name for t in obs.inputs] + [f"{s.name}={s.value!r}" for s in obs.scalars]),
+                  forward_args=", ".join(obs.forward), forward_count=len(obs.forward), parameters=params, buffers=buffers,
+                  state=state, cloned=note, sized=[(repr(k), v) for k, v in table.items()], sized_why=SIZED_WHY,
+                  lifted=", ".join(t.name for t in obs.inputs if t.key))
 
 
 def _entry(text: str, name: str) -> Callable[..., Any]:
@@ -122,6 +136,10 @@ def _input_line(t: TensorInput) -> dict[str, str]:
     return {"name": t.name, "dtype": "" if t.dtype == "float32" else t.dtype, "init": _q(t.init.text), "note": note}
 
 
+def _param_line(s: ScalarInput) -> dict[str, str]:
+    return {"name": s.name, "type": s.type, "default": repr(s.value), "note": s.how}
+
+
 def _render(src: ProblemSource, name: str, perf: Observation, cases: list[Observation], reference: str,
             outputs: list[str], dtypes: list[str]) -> str:
     for t in perf.inputs:
@@ -129,6 +147,7 @@ def _render(src: ProblemSource, name: str, perf: Observation, cases: list[Observ
             raise ProblemFileError(src.path, f"`{t.name}` is a {t.dtype} tensor; a spec's dtypes are {', '.join(DTYPES)}")
     return render("spec/kernelbench.yaml.j2", version=__version__, source=_q(str(src.path)), name=name,
                   description=_q(_description(src, perf.model)), inputs=[_input_line(t) for t in perf.inputs],
+                  params=[_param_line(s) for s in perf.scalars],
                   outputs=outputs, reference=reference.rstrip("\n") + "\n", dtypes=dtypes, test_cases=[_flow(c.case) for c in cases],
                   perf_case=_flow(perf.case))
 
@@ -140,6 +159,38 @@ def _validate(src: ProblemSource, text: str) -> OperatorSpec:
         raise ProblemFileError(src.path, "the derived spec does not validate: " + "; ".join(map(str, e.problems))) from None
 
 
+def _own_module_fits(obs: Observation) -> bool:
+    """Whether `obs`'s inputs run through the module built at `obs`'s own sizes (on meta tensors)."""
+    import torch
+
+    tensors = {t.name: torch.empty(t.shape, dtype=getattr(torch, t.dtype), device="meta") for t in obs.inputs}
+    given = tensors | {s.name: s.value for s in obs.scalars}
+    try:
+        torch.func.functional_call(obs.model, {t.key: tensors[t.name] for t in obs.inputs if t.key},
+                                   tuple(given[n] for n in obs.forward))
+    except NotImplementedError:
+        return True
+    except Exception:  # noqa: BLE001 - these sizes do not fit the problem's own module
+        return False
+    return True
+
+
+def _sized_reference(src: ProblemSource, name: str, perf: Observation) -> tuple[str, list[Observation]]:
+    """Where the dims the module fixes are too many to keep (LayerNorm over 64x256x256: 4.2M elements in
+    one row, above shrink.HARD_CAP's 2M, and an interpreter check of it takes minutes), the test cases
+    shrink get_init_inputs()'s sizes with the dims (LayerNorm over 7x9x11), and the reference builds
+    Model once per size, picked by the shapes of its lifted parameters: KernelBench's own at the perf case."""
+    lifted = any(t.key for t in perf.inputs)
+    cases = small_cases(src, perf, _own_module_fits, hold_init=False) if lifted else []
+    shapes = {_lifted_shapes(o): o.init for o in [perf, *cases]}
+    if not cases or any(shapes[_lifted_shapes(o)] != o.init for o in [perf, *cases]):
+        raise ProblemFileError(src.path, "no small test case runs on the module built at KernelBench's sizes "
+                                         "(its forward depends on sizes given to Model, e.g. a LayerNorm's shape"
+                                         + ("" if lifted else ", and it has no parameters whose shapes could tell "
+                                            "modules built at other sizes apart") + ")")
+    return reference_source(src, name, perf, mutated(perf), sized=[perf, *cases]), cases
+
+
 def derive_spec(path: str | Path) -> DerivedSpec:
     """The spec of a KernelBench-format problem file, or ProblemFileError saying why there is none."""
     src = read_problem(path)
@@ -148,10 +199,10 @@ def derive_spec(path: str | Path) -> DerivedSpec:
     reference = reference_source(src, name, perf, mutated(perf))
     fn = _entry(reference, name)
     outputs = _outputs(src, fn, perf)
-    cases = small_cases(src, perf, _fits(fn))
+    cases = fitting_cases(src, perf, _fits(fn))
     if not cases:
-        raise ProblemFileError(src.path, "no small test case runs on the module built at KernelBench's sizes "
-                                         "(its forward depends on sizes given to Model, e.g. a LayerNorm's shape)")
+        reference, cases = _sized_reference(src, name, perf)
+        fn = _entry(reference, name)
     draft = _validate(src, _render(src, name, perf, cases, reference, outputs, ["float32"]))
     check_deterministic(src, draft)
     dtypes = ["float32"] + runnable_dtypes(draft, EXTRA_DTYPES)

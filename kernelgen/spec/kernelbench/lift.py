@@ -7,7 +7,7 @@ from __future__ import annotations
 import inspect
 import keyword
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kernelgen.errors import ProblemFileError
@@ -26,14 +26,27 @@ class TensorInput:
     kind: str = "input"  # input | parameter | buffer
 
 
+@dataclass(frozen=True)
+class ScalarInput:
+    """A plain number get_inputs() passes to forward (`A * s`): a spec param, its default the value
+    KernelBench passes (or, where get_inputs() draws it anew each call, the problem's own constant)."""
+
+    name: str
+    type: str  # float | int | bool: the spec param's type
+    value: float | int | bool
+    how: str  # how the value was chosen, for the spec's comment
+
+
 @dataclass
 class Observation:
     """One run of the problem's code (at KernelBench's sizes, or shrunk ones)."""
 
     init: list[Any]  # get_init_inputs()
-    inputs: list[TensorInput]  # forward's, then the lifted parameters and buffers
+    inputs: list[TensorInput]  # forward's tensors, then the lifted parameters and buffers
     model: Any  # the module, on the meta device
     training: bool
+    scalars: list[ScalarInput] = field(default_factory=list)  # forward's plain numbers: the spec's params
+    forward: list[str] = field(default_factory=list)  # forward's arguments in order (tensors and scalars)
 
     @property
     def case(self) -> dict[str, list[int]]:
@@ -105,12 +118,17 @@ def observe(src: ProblemSource, overrides: dict[str, Any] | None = None) -> Obse
     if not isinstance(raw, (list, tuple)) or not raw:
         raise ProblemFileError(src.path, "get_inputs() must return a non-empty list of tensors")
     names = _forward_names(code.model, len(raw))
-    inputs = []
+    inputs, scalars = [], []
     for i, (name, t) in enumerate(zip(names, raw)):
+        if isinstance(t, (bool, int, float)):
+            scalars.append(_scalar(src, code, name, i, t))
+            continue
         if not isinstance(t, torch.Tensor):
             raise ProblemFileError(src.path, f"get_inputs() returns a {type(t).__name__} ({t!r}) as input {i} (`{name}`): "
-                                             "only tensors can be a kernel's inputs")
+                                             "only tensors and plain numbers can be a kernel's inputs")
         inputs.append(TensorInput(name, list(t.shape), _dtype_name(t), _plan(src, rec, t, f"input {i} (`{name}`)")))
+    if not inputs:
+        raise ProblemFileError(src.path, "get_inputs() returns no tensor: a kernel needs at least one tensor input")
     plain = _plain_tensors(model)
     if plain:
         raise ProblemFileError(src.path, f"Model holds a plain tensor attribute `{plain[0]}` (neither an nn.Parameter nor a "
@@ -127,7 +145,36 @@ def observe(src: ProblemSource, overrides: dict[str, Any] | None = None) -> Obse
         taken.add(name)
         plan = _plan(src, rec, t, f"Model's {kind} `{key}`")
         inputs.append(TensorInput(name, list(t.shape), _dtype_name(t), plan, key=key, kind=kind))
-    return Observation(init=list(init), inputs=inputs, model=model, training=bool(model.training))
+    return Observation(init=list(init), inputs=inputs, model=model, training=bool(model.training), scalars=scalars,
+                       forward=names)
+
+
+def _scalar(src: ProblemSource, code: ProblemCode, name: str, i: int, value: bool | int | float) -> ScalarInput:
+    """Input i of get_inputs(), a plain number, as a spec param. get_inputs() runs again to see whether it
+    draws the number anew (`random.uniform(...)`): a kernel is checked against one value, so a drawn one
+    takes the problem's module-level constant of the same name, and without one the file is refused."""
+    import random
+
+    import torch
+
+    kind = "bool" if isinstance(value, bool) else "int" if isinstance(value, int) else "float"
+    state = random.getstate()
+    try:
+        random.seed(12345)
+        torch.manual_seed(12345)
+        with torch.device("meta"):
+            again = _call(src, code.get_inputs, "get_inputs()")
+    finally:
+        random.setstate(state)
+    if again[i] == value:
+        return ScalarInput(name, kind, value, f"get_inputs() passes {value!r}")
+    constant = src.constants.get(name)
+    if isinstance(constant, (bool, int, float)) and type(constant) is type(value):
+        return ScalarInput(name, kind, constant, f"get_inputs() draws it anew each call ({value!r}, then {again[i]!r}); "
+                                                 f"the problem's constant `{name} = {constant!r}` is used")
+    raise ProblemFileError(src.path, f"get_inputs() draws input {i} (`{name}`) anew each call ({value!r}, then {again[i]!r}) "
+                                     f"and the file has no module-level constant `{name}` to take instead: a kernel is "
+                                     "checked against one value; set it to a number")
 
 
 def mutated(obs: Observation) -> set[str]:
@@ -138,7 +185,8 @@ def mutated(obs: Observation) -> set[str]:
 
     args = [torch.empty(t.shape, dtype=getattr(torch, t.dtype), device="meta") for t in obs.inputs]
     lifted = {t.key: a for t, a in zip(obs.inputs, args) if t.key}
-    forward = [a for t, a in zip(obs.inputs, args) if not t.key]
+    given = {t.name: a for t, a in zip(obs.inputs, args) if not t.key} | {s.name: s.value for s in obs.scalars}
+    forward = [given[n] for n in obs.forward]
     written: set[int] = set()
 
     class Writes(TorchDispatchMode):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import re
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ class ProblemSource:
     text: str  # the file's text, trailing whitespace removed from each line (YAML keeps it readable)
     tree: ast.Module
     sizes: dict[str, Size]  # module-level names assigned a literal int or tuple of ints, as evaluated
+    constants: dict[str, bool | int | float] = field(default_factory=dict)  # names assigned a literal number (`s = 3.14`)
 
     def run(self, overrides: dict[str, Size] | None = None) -> dict[str, Any]:
         """Execute the module (sizes in `overrides` replaced) and return its namespace."""
@@ -132,6 +133,7 @@ def read_problem(path: str | Path) -> ProblemSource:
     except SyntaxError as e:
         raise ProblemFileError(p, f"does not parse: {e.msg} (line {e.lineno})") from None
     sizes: dict[str, Size] = {}
+    constants: dict[str, bool | int | float] = {}
     for stmt in tree.body:
         for name, node, _ in _assignments(stmt):
             value = _literal_size(node)
@@ -139,7 +141,20 @@ def read_problem(path: str | Path) -> ProblemSource:
                 sizes[name] = value
             else:
                 sizes.pop(name, None)  # reassigned from something else: not a size of its own
-    return ProblemSource(p, text, tree, sizes)
+            number = _literal_number(node)
+            if number is not None:
+                constants[name] = number
+            else:
+                constants.pop(name, None)
+    return ProblemSource(p, text, tree, sizes, constants)
+
+
+def _literal_number(node: ast.expr) -> bool | int | float | None:
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, (bool, int, float)) else None
 
 
 @dataclass(frozen=True)
