@@ -245,3 +245,40 @@ def groups(stage: Stage, accesses: list[tuple]) -> list[list[int]]:
     if stage.kind == "reduce" and all(set(grp) <= red for grp in out):
         out.insert(0, [])  # everything reduced: one kept position, a group of no dims (size 1)
     return out
+
+
+def fits(shape: tuple, frame: tuple) -> bool:
+    """Whether a value of `shape` can live in `frame`: its dims of size > 1 are frame dims of the same
+    size, in the same order (a [B] per-row value lives in a [B, C] frame). Else it cannot join that
+    stage: a [B, 1] row result added to a [B, K] input makes a [B, K] value that a [B, 1] frame has
+    no room for, and a [1, N, B, 1] broadcast has its dims in the other order from a [B, N] frame."""
+    at = 0
+    for d in shape:
+        if S.is_one(d):
+            continue
+        while at < len(frame) and not S.same(d, frame[at]):
+            at += 1
+        if at == len(frame):
+            return False
+        at += 1
+    return True
+
+
+def invert(views: list, shape: tuple) -> list | None:
+    """View steps that take a buffer of the views' final shape back to `shape` (reversed, each
+    inverted); None when a step has no inverse (a slice, a select, an expand)."""
+    out = []
+    shapes = [tuple(shape)] + [step[2] for step in views]
+    for i in reversed(range(len(views))):
+        kind, attrs, _ = views[i]
+        before = shapes[i]
+        if kind == "flip":
+            out.append(("flip", attrs, before))
+        elif kind == "permute":
+            perm = attrs["perm"]
+            out.append(("permute", {"perm": tuple(sorted(range(len(perm)), key=lambda j: perm[j]))}, before))
+        elif kind in ("reshape", "squeeze", "unsqueeze"):
+            out.append(("reshape", {}, before))
+        else:
+            return None
+    return out
