@@ -51,6 +51,16 @@ def errors_to_exit() -> Iterator[None]:
     except KeyboardInterrupt:
         err.print("interrupted; finished rounds are saved and the same command resumes")
         raise typer.Exit(130) from None
+    except Exception as e:
+        # torch.OutOfMemoryError, matched by name (this module does not import torch): the device,
+        # not the user's input, ran out; the first line says how much was asked for and what was free
+        if type(e).__name__ != "OutOfMemoryError":
+            raise
+        first = str(e).strip().splitlines()[0] if str(e).strip() else "out of memory"
+        err.print(f"[bold red]error:[/] the GPU ran out of memory: {escape(first)}", markup=True, highlight=False)
+        err.print("[yellow]hint:[/] the perf case needs more free GPU memory: close other processes on it, or run "
+                  "fewer at once (kernelgen batch --per-gpu 1)", markup=True, highlight=False)
+        raise typer.Exit(1) from None
 
 
 @contextlib.contextmanager

@@ -117,6 +117,33 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
     return list(reversed(out))
 
 
+CHUNK = 1 << 26  # elements compared at once on the device: 512 MB per float64 copy
+
+
+def _clean_in_chunks(got: Any, expected: Any, tol: ToleranceSpec) -> Comparison | None:
+    """The comparison of a huge output slab by slab along dim 0 (float64 copies of one slab at a time):
+    a passing Comparison when nothing differs, else None (the caller reports in full)."""
+    import torch
+
+    step = max(1, CHUNK // max(1, expected[0].numel()))
+    max_abs = max_rel = 0.0
+    for i in range(0, expected.shape[0], step):
+        g, e = got[i:i + step].to(torch.float64), expected[i:i + step].to(torch.float64)
+        if expected.dtype.is_floating_point:
+            if bool((~torch.isclose(g, e, rtol=tol.rtol, atol=tol.atol, equal_nan=True)).any()):
+                return None
+        elif bool((got[i:i + step] != expected[i:i + step]).any()):
+            return None
+        diff = (g - e).abs()
+        finite = torch.isfinite(diff)
+        if bool(finite.any()):
+            max_abs = max(max_abs, float(diff[finite].max()))
+            max_rel = max(max_rel, float((diff / e.abs().clamp_min(1e-12))[finite].max()))
+        del g, e, diff, finite
+    return Comparison(passed=True, total=expected.numel(), max_abs_err=_finite_or_none(max_abs),
+                      max_rel_err=_finite_or_none(max_rel))
+
+
 def compare(got: Any, expected: Any, tol: ToleranceSpec, fill: Fill | None = None) -> Comparison:
     import torch
 
@@ -130,6 +157,13 @@ def compare(got: Any, expected: Any, tol: ToleranceSpec, fill: Fill | None = Non
         return Comparison(passed=False, total=total, message=layout)
     if total == 0:
         return Comparison(passed=True, total=0)
+    if total > CHUNK and got.dim() and got.shape[0] > 1:
+        clean = _clean_in_chunks(got, expected, tol)
+        if clean is not None:
+            return clean
+        # mismatches in a huge output: the full report from host memory (a float64 copy of KernelBench's
+        # 1.9 G-element Frobenius output is 15 GB, more than a GPU running the case has left)
+        got, expected = got.cpu(), expected.cpu()
     g, e = got.to(torch.float64), expected.to(torch.float64)
     if expected.dtype.is_floating_point:
         bad = ~torch.isclose(g, e, rtol=tol.rtol, atol=tol.atol, equal_nan=True)

@@ -398,3 +398,22 @@ def test_the_judge_computes_its_oracle_without_reduced_precision_split_k():
         assert not matmul.allow_fp16_reduced_precision_reduction
     finally:
         matmul.allow_bf16_reduced_precision_reduction, matmul.allow_fp16_reduced_precision_reduction = saved
+
+
+def test_a_huge_output_is_compared_slab_by_slab_and_reported_in_full_when_it_differs(monkeypatch):
+    """KernelBench's Frobenius output (1.9 G elements) has no room for float64 copies on the GPU
+    that holds it: the comparison goes slab by slab, and only a failing one is copied to the host."""
+    import torch
+
+    import kernelgen.verify.compare as compare_mod
+    from kernelgen.spec import ToleranceSpec
+
+    monkeypatch.setattr(compare_mod, "CHUNK", 1000)
+    tol = ToleranceSpec(atol=1e-4, rtol=1e-4)
+    a = torch.randn(100, 37)
+    same = compare_mod.compare(a, a.clone(), tol)
+    assert same.passed and same.total == 3700 and same.max_abs_err == 0
+    b = a.clone()
+    b[57, 3] += 1
+    off = compare_mod.compare(a, b, tol)
+    assert not off.passed and off.mismatches == 1 and off.worst_index == [57, 3]
