@@ -44,6 +44,7 @@ def _sdpa_stage0_kernel(
     GROUP_SIZE_M: tl.constexpr,  # row-blocks per group (L2 reuse of b)
     PRECISION: tl.constexpr,  # fp32 products: "tf32x3", "tf32" or "ieee"
     UPCAST: tl.constexpr,  # multiply in fp32: operands of two dtypes, or bf16 under the CPU interpreter
+    ROUND: tl.constexpr,  # results kept for a later stage rounded to float16 (1), bfloat16 (2), or not (0)
     I64: tl.constexpr,  # 64-bit offsets (a buffer of 2**31 elements or more)
 ):
     pid = tl.program_id(0)
@@ -85,7 +86,12 @@ def _sdpa_stage0_kernel(
     v4 = tl.rsqrt(c3)
     v8 = acc
     v9 = (v8 * v4)
-    tl.store(t0_ptr + b0 * t0_s0 + offs_m[:, None] * t0_s1 + offs_n[None, :] * t0_s2, v9.to(t0_ptr.dtype.element_ty), mask=mask)
+    t0_val = v9
+    if ROUND == 1:
+        t0_val = t0_val.to(tl.float16).to(tl.float32)
+    if ROUND == 2:
+        t0_val = t0_val.to(tl.bfloat16).to(tl.float32)
+    tl.store(t0_ptr + b0 * t0_s0 + offs_m[:, None] * t0_s1 + offs_n[None, :] * t0_s2, t0_val.to(t0_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -190,6 +196,7 @@ def _sdpa_stage2_kernel(
     GROUP_SIZE_M: tl.constexpr,  # row-blocks per group (L2 reuse of b)
     PRECISION: tl.constexpr,  # fp32 products: "tf32x3", "tf32" or "ieee"
     UPCAST: tl.constexpr,  # multiply in fp32: operands of two dtypes, or bf16 under the CPU interpreter
+    ROUND: tl.constexpr,  # results kept for a later stage rounded to float16 (1), bfloat16 (2), or not (0)
     I64: tl.constexpr,  # 64-bit offsets (a buffer of 2**31 elements or more)
 ):
     pid = tl.program_id(0)
@@ -510,6 +517,7 @@ def _plan(q_shape, q_stride, q_dtype, k_shape, k_stride, k_dtype, v_shape, v_str
     args.append((float(q_3), *sizes, K, *a_sb, a_sm, a_sk, *b_sb, b_sk, b_sn, acc[0][1][0], acc[0][1][1], acc[0][1][2], ))
     metas.append(dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_SIZE_M=group, PRECISION=_precision(q_dtype, device),
                       UPCAST=(device.type == "cpu" and q_dtype == torch.bfloat16) or q_dtype != k_dtype,
+                      ROUND={"float16": 1, "bfloat16": 2}.get(str(q_dtype).removeprefix("torch."), 0),
                       I64=big, num_warps=warps, num_stages=stages))
     # stage 1: max, sum over dims [2] of [q_0*q_1, q_2, k_2]
     sizes, acc, _ = lay1
@@ -529,6 +537,7 @@ def _plan(q_shape, q_stride, q_dtype, k_shape, k_stride, k_dtype, v_shape, v_str
     args.append((*sizes, K, *a_sb, a_sm, a_sk, *b_sb, b_sk, b_sn, acc[0][1][0], acc[0][1][1], acc[0][1][2], ))
     metas.append(dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_SIZE_M=group, PRECISION=_precision(q_dtype, device),
                       UPCAST=(device.type == "cpu" and q_dtype == torch.bfloat16) or torch.float32 != v_dtype,
+                      ROUND={"float16": 1, "bfloat16": 2}.get(str(q_dtype).removeprefix("torch."), 0),
                       I64=big, num_warps=warps, num_stages=stages))
     return _Plan(tuple(n in copies for n in _INPUTS), out_shapes, _OUT_DTYPES[q_dtype], temp_shapes,
                  tuple(grids), tuple(args), tuple(metas), device)

@@ -40,6 +40,7 @@ def _linear_leaky_sum_stage0_kernel(
     GROUP_SIZE_M: tl.constexpr,  # row-blocks per group (L2 reuse of b)
     PRECISION: tl.constexpr,  # fp32 products: "tf32x3", "tf32" or "ieee"
     UPCAST: tl.constexpr,  # multiply in fp32: operands of two dtypes, or bf16 under the CPU interpreter
+    ROUND: tl.constexpr,  # results kept for a later stage rounded to float16 (1), bfloat16 (2), or not (0)
     I64: tl.constexpr,  # 64-bit offsets (a buffer of 2**31 elements or more)
 ):
     pid = tl.program_id(0)
@@ -83,7 +84,12 @@ def _linear_leaky_sum_stage0_kernel(
     v11 = (v9 > 0)
     v13 = (v9 * 0.1)
     v14 = tl.where(v11, v9, v13)
-    tl.store(t0_ptr + offs_m[:, None] * t0_s0 + offs_n[None, :] * t0_s1, v14.to(t0_ptr.dtype.element_ty), mask=mask)
+    t0_val = v14
+    if ROUND == 1:
+        t0_val = t0_val.to(tl.float16).to(tl.float32)
+    if ROUND == 2:
+        t0_val = t0_val.to(tl.bfloat16).to(tl.float32)
+    tl.store(t0_ptr + offs_m[:, None] * t0_s0 + offs_n[None, :] * t0_s1, t0_val.to(t0_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -398,6 +404,7 @@ def _plan(x_shape, x_stride, x_dtype, w_shape, w_stride, w_dtype, b_shape, b_str
     args.append((*sizes, K, *a_sb, a_sm, a_sk, *b_sb, b_sk, b_sn, acc[0][1][1],  acc[1][1][0], acc[1][1][1], ))
     metas.append(dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_SIZE_M=group, PRECISION=_precision(x_dtype, device),
                       UPCAST=(device.type == "cpu" and x_dtype == torch.bfloat16) or x_dtype != w_dtype,
+                      ROUND={"float16": 1, "bfloat16": 2}.get(str(x_dtype).removeprefix("torch."), 0),
                       I64=big, num_warps=warps, num_stages=stages))
     # stage 1: sum over dims [0] of [x_0, w_0]
     sizes, acc, _ = lay1

@@ -41,6 +41,7 @@ def _bmm_stage0_kernel(
     GROUP_SIZE_M: tl.constexpr,  # row-blocks per group (L2 reuse of b)
     PRECISION: tl.constexpr,  # fp32 products: "tf32x3", "tf32" or "ieee"
     UPCAST: tl.constexpr,  # multiply in fp32: operands of two dtypes, or bf16 under the CPU interpreter
+    ROUND: tl.constexpr,  # results kept for a later stage rounded to float16 (1), bfloat16 (2), or not (0)
     I64: tl.constexpr,  # 64-bit offsets (a buffer of 2**31 elements or more)
 ):
     pid = tl.program_id(0)
@@ -343,6 +344,7 @@ def _plan(a_shape, a_stride, a_dtype, b_shape, b_stride, b_dtype, device):
     args.append((*sizes, K, *a_sb, a_sm, a_sk, *b_sb, b_sk, b_sn, acc[0][1][0], acc[0][1][1], acc[0][1][2], ))
     metas.append(dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_SIZE_M=group, PRECISION=_precision(a_dtype, device),
                       UPCAST=(device.type == "cpu" and a_dtype == torch.bfloat16) or a_dtype != b_dtype,
+                      ROUND={"float16": 1, "bfloat16": 2}.get(str(a_dtype).removeprefix("torch."), 0),
                       I64=big, num_warps=warps, num_stages=stages))
     return _Plan(tuple(n in copies for n in _INPUTS), out_shapes, _OUT_DTYPES[a_dtype], temp_shapes,
                  tuple(grids), tuple(args), tuple(metas), device)
