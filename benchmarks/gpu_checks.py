@@ -157,8 +157,10 @@ def _bench(op: Path, kernel: Path, out: Path, *, static: bool = True, repo: Path
     args = ["bench", str(op), "--kernel", str(kernel), "--no-compile", "--no-peers", "--json", str(out)]
     t0 = time.monotonic()
     p = subprocess.run([*cmd, *args], capture_output=True, text=True, cwd=repo,
-                       env={**os.environ, "PYTHONPATH": str(repo)})
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(repo), os.environ.get("PYTHONPATH"))))})
     perf = (json.loads(out.read_text()).get("performance") or {}) if out.is_file() else {}
+    if p.returncode and not perf:
+        print(f"bench of {kernel.name} exited {p.returncode}: {(p.stdout + p.stderr).strip()[-600:]}", file=sys.stderr)
     return p.returncode, perf, time.monotonic() - t0, p.stdout + p.stderr
 
 

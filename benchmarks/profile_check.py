@@ -50,19 +50,26 @@ def _fresh_cache(root: Path) -> Path:
     return cache
 
 
+def _python_path(tree: Path) -> str:
+    """`tree` first, then what the caller had (a GPU machine's wheels for pydantic and openai live there)."""
+    return os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)
+
+
 def _cli(tree: Path, cache: Path, *args: str) -> tuple[float, int]:
-    env = {**os.environ, "PYTHONPATH": str(tree), "KERNELGEN_CACHE_DIR": str(cache)}
+    env = {**os.environ, "PYTHONPATH": _python_path(tree), "KERNELGEN_CACHE_DIR": str(cache)}
     t0 = time.monotonic()
     # run outside any checkout: `python -m` puts the working folder first on the import path
-    rc = subprocess.run([sys.executable, "-m", "kernelgen", *args], env=env, cwd=cache, stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL).returncode
-    return time.monotonic() - t0, rc
+    p = subprocess.run([sys.executable, "-m", "kernelgen", *args], env=env, cwd=cache, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True)
+    if p.returncode:
+        print(f"kernelgen {' '.join(args[:1])} exited {p.returncode}: {p.stderr.strip()[-600:]}", file=sys.stderr)
+    return time.monotonic() - t0, p.returncode
 
 
 def measure(tree: Path, spec: Path, out: Path, rounds: int) -> dict[str, float | str]:
     """Every row for one spec with the kernelgen of `tree` (this process imports only that one)."""
     sys.path.insert(0, str(tree))
-    os.environ["PYTHONPATH"] = str(tree)
+    os.environ["PYTHONPATH"] = _python_path(tree)
     row: dict[str, float | str] = {}
     cache = _fresh_cache(out)
     gen = out / "generated"

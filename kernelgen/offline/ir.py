@@ -56,3 +56,18 @@ class Graph:
             seen.add(i)
             stack.extend(self.nodes[i].args)
         return seen
+
+
+def per_row(nodes: list[Node], node_id: int, memo: dict[int, bool | None]) -> bool | None:
+    """True for a reduction's per-row value and what is computed from such values alone, False for
+    anything that reads an input or a matmul, None for a scalar (a param, a literal)."""
+    if node_id not in memo:
+        n = nodes[node_id]
+        if n.op in ("sum", "max", "min"):
+            memo[node_id] = True
+        elif n.op in ("input", "mm"):
+            memo[node_id] = False
+        else:
+            kinds = [per_row(nodes, a, memo) for a in n.args]
+            memo[node_id] = False if False in kinds else (True if True in kinds else None)
+    return memo[node_id]

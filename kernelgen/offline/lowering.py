@@ -16,7 +16,7 @@ from typing import Any, Union
 
 import torch
 
-from kernelgen.offline.ir import Graph, Node
+from kernelgen.offline.ir import Graph, Node, per_row
 from kernelgen.offline.unsupported import unsupported
 from kernelgen.spec import FLOAT_DTYPES
 
@@ -214,9 +214,10 @@ class _GraphBuilder:
         if base == "scalar_tensor" or base == "full" and not out_shape:
             return self.scalar(args[0])
         if base in IDENTITY:
+            src = self.operand(args[0])
             if base in RESHAPES:
-                self.check_view(in_shape, out_shape)
-            return self.operand(args[0])
+                self.check_view(in_shape, out_shape, src)
+            return src
         if base in TRANSPOSES:
             src = self.env.get(args[0])
             if isinstance(src, int) and self.nodes[src].op == "input" and in_shape is not None and len(in_shape) == 2:
@@ -281,7 +282,7 @@ class _GraphBuilder:
                 return a if op is None else self.add(op, (a,), dtype=dtype)
         return self.add("pow", (a, b), dtype=dtype)
 
-    def check_view(self, in_shape: Any, out_shape: Any) -> None:
+    def check_view(self, in_shape: Any, out_shape: Any, src: int) -> None:
         if in_shape is None or out_shape is None:
             return
         i, o = strip_leading_ones(in_shape), strip_leading_ones(out_shape)
@@ -291,7 +292,11 @@ class _GraphBuilder:
         if (len(i) and i[-1] == 1 and strip_leading_ones(i[:-1] or (1,)) == o) or (
             len(o) and o[-1] == 1 and strip_leading_ones(o[:-1] or (1,)) == i
         ):
-            return
+            if per_row(self.nodes, src, self.__dict__.setdefault("_per_row", {})) is not False:
+                return
+            # an input keeps its own shape's broadcast: A[N].unsqueeze(1) * B (diag(A) @ B) read as A[col]
+            unsupported(f"a reshape from {list(in_shape)} to {list(out_shape)} of a value that is not one per row "
+                        "(an input turned into a column)")
         unsupported(f"a reshape from {list(in_shape)} to {list(out_shape)} (only size-1 dimensions may be added or removed)")
 
     @staticmethod

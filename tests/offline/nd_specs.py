@@ -71,6 +71,9 @@ FAMILIES: dict[str, list[OperatorSpec]] = {
         _spec("tensor3_matmul", _in("a", "b"), "    return torch.matmul(a, b)", [{"a": [3, 17, 9], "b": [9, 33]}]),
         _spec("einsum4", _in("a", "b"), '    return torch.einsum("bijl,lk->bijk", a, b)', [{"a": [2, 3, 5, 17], "b": [17, 9]}]),
         _spec("batched_matvec", _in("a", "b"), "    return torch.matmul(a, b)", [{"a": [2, 17, 9], "b": [9, 1]}]),
+        # diag(a) @ b as KernelBench writes it: the classic pointwise family once read a[N].unsqueeze(1)
+        # as a[col] (its broadcast of the input's own shape) and must leave it to nd
+        _spec("diag_mm", _in("a", "b"), "    return a.unsqueeze(1) * b", [{"a": [9], "b": [9, 9]}, {"a": [17], "b": [17, 5]}]),
         _spec("triu_mm", _in("a", "b"), "    return torch.triu(a @ b)", [{"a": [33, 17], "b": [17, 33]}]),
         _spec("conv1x1", _in("x", "w"), "    return F.conv2d(x, w)", [{"x": [3, 5, 4, 9], "w": [4, 5, 1, 1]}]),
     ],
