@@ -36,10 +36,13 @@ REPO = Path(__file__).resolve().parent.parent
 SPECS = REPO / "operator_specs"
 
 
+def _with_path(env: dict, python_path: str | None) -> dict:
+    """`python_path` first, then the caller's PYTHONPATH (a GPU machine's wheels for pydantic and openai)."""
+    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, (python_path, env.get("PYTHONPATH"))))}
+
+
 def kg(*args: str, env: dict | None = None, cwd: Path | None = None, python_path: str | None = None) -> tuple[int, str, float]:
-    e = {**os.environ, **(env or {})}
-    if python_path:
-        e["PYTHONPATH"] = python_path + os.pathsep + e.get("PYTHONPATH", "")
+    e = _with_path({**os.environ, **(env or {})}, python_path)
     t0 = time.monotonic()
     p = subprocess.run([sys.executable, "-m", "kernelgen", *args], capture_output=True, text=True, env=e, cwd=cwd or REPO)
     return p.returncode, p.stdout + p.stderr, time.monotonic() - t0
@@ -157,7 +160,7 @@ def _bench(op: Path, kernel: Path, out: Path, *, static: bool = True, repo: Path
     args = ["bench", str(op), "--kernel", str(kernel), "--no-compile", "--no-peers", "--json", str(out)]
     t0 = time.monotonic()
     p = subprocess.run([*cmd, *args], capture_output=True, text=True, cwd=repo,
-                       env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(repo), os.environ.get("PYTHONPATH"))))})
+                       env=_with_path(dict(os.environ), str(repo)))
     perf = (json.loads(out.read_text()).get("performance") or {}) if out.is_file() else {}
     if p.returncode and not perf:
         print(f"bench of {kernel.name} exited {p.returncode}: {(p.stdout + p.stderr).strip()[-600:]}", file=sys.stderr)

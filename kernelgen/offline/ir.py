@@ -58,9 +58,11 @@ class Graph:
         return seen
 
 
-def per_row(nodes: list[Node], node_id: int, memo: dict[int, bool | None]) -> bool | None:
+def per_row(nodes: list[Node], node_id: int, memo: dict[int, bool | None] | None = None) -> bool | None:
     """True for a reduction's per-row value and what is computed from such values alone, False for
-    anything that reads an input or a matmul, None for a scalar (a param, a literal)."""
+    anything that reads an input or a matmul, None for a scalar (a param, a literal). The memo keeps
+    a walk linear where values are shared (x * x * x ... would otherwise be walked 2^depth times)."""
+    memo = {} if memo is None else memo
     if node_id not in memo:
         n = nodes[node_id]
         if n.op in ("sum", "max", "min"):

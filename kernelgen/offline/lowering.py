@@ -292,7 +292,7 @@ class _GraphBuilder:
         if (len(i) and i[-1] == 1 and strip_leading_ones(i[:-1] or (1,)) == o) or (
             len(o) and o[-1] == 1 and strip_leading_ones(o[:-1] or (1,)) == i
         ):
-            if per_row(self.nodes, src, self.__dict__.setdefault("_per_row", {})) is not False:
+            if per_row(self.nodes, src) is not False:
                 return
             # an input keeps its own shape's broadcast: A[N].unsqueeze(1) * B (diag(A) @ B) read as A[col]
             unsupported(f"a reshape from {list(in_shape)} to {list(out_shape)} of a value that is not one per row "
