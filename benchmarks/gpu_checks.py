@@ -150,7 +150,7 @@ def main() -> int:
 
 
 ADVERSARIAL = REPO / "tests" / "verify" / "adversarial"
-BYPASS_STATIC = ("import sys; import kernelgen.verify.judge as j; j.check_source = lambda *a, **k: []; "
+BYPASS_STATIC = ("import sys; import kernelgen.verify.judge.judge as j; j.check_source = lambda *a, **k: []; "
                  "from kernelgen.cli import app; app(sys.argv[1:])")
 
 

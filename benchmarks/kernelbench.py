@@ -51,7 +51,7 @@ _WORKER = None  # each pool process's sandboxed interpreter worker, started with
 def _start_worker() -> None:
     import multiprocessing.util
 
-    from kernelgen.verify.firstrun import first_run_worker
+    from kernelgen.verify.judge.firstrun import first_run_worker
 
     global _WORKER
     context = first_run_worker()

@@ -87,7 +87,7 @@ def measure(tree: Path, spec: Path, out: Path, rounds: int) -> dict[str, float |
     os.environ["KERNELGEN_CACHE_DIR"] = str(_fresh_cache(out))
     from kernelgen.devices import resolve_device
     from kernelgen.opdir import open_operator
-    from kernelgen.verify.runner import kernel_source, open_judge, run_accuracy, run_performance
+    from kernelgen.verify.judge.runner import kernel_source, open_judge, run_accuracy, run_performance
 
     dev = resolve_device("auto")
     op = open_operator(op_dir)

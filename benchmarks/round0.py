@@ -56,7 +56,7 @@ def main() -> int:
     from kernelgen.offline import first_kernel, generate_kernel, knob_space
     from kernelgen.offline.analysis import analyse
     from kernelgen.spec import draw_inputs, load_spec, load_reference
-    from kernelgen.verify.peers import candidates
+    from kernelgen.verify.judge.peers import candidates
     from kernelgen.verify.timing import host_overhead_us, rep_times, summarize
 
     facts = device_facts(DeviceInfo("cuda", "cuda", interpreter=False))

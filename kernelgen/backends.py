@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from kernelgen.opdir import OperatorDir
     from kernelgen.optimize.proposal import Proposer
     from kernelgen.spec import OperatorSpec
-    from kernelgen.verify.session import WorkerSession
+    from kernelgen.verify.judge.session import WorkerSession
 
 Backend = Literal["offline", "openai", "replay"]
 BACKEND_CHOICES = ("auto", "offline", "openai", "replay")
@@ -127,7 +127,7 @@ def make_proposer(requested: str, op: OperatorDir, device: DeviceInfo, llm_optio
 class OfflineVerdict:
     """Whether the offline generator can build a spec (for `kernelgen validate`): "yes" means its kernel
     was generated and, unless the caller said not to run it, matched the reference on the smallest test
-    case in float32 in a sandboxed interpreter worker (kernelgen.verify.firstrun)."""
+    case in float32 in a sandboxed interpreter worker (kernelgen.verify.judge.firstrun)."""
 
     ok: bool
     detail: str  # the family it would use, or why it cannot
@@ -158,8 +158,8 @@ def offline_verdict(spec: OperatorSpec, *, run: bool = True, worker: WorkerSessi
     detail = kernel.summary or kernel.family
     if not run:
         return OfflineVerdict(True, detail)
-    from kernelgen.verify.firstrun import first_dtype, first_run_worker, run_first_case
-    from kernelgen.verify.judge import KernelSource
+    from kernelgen.verify.judge.firstrun import first_dtype, first_run_worker, run_first_case
+    from kernelgen.verify.judge.judge import KernelSource
 
     if first_dtype(spec) is None:
         return OfflineVerdict(True, detail, ran="generated, not run: the CPU interpreter has no bfloat16 arithmetic")

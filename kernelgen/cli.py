@@ -89,12 +89,12 @@ def test(
     seeds: Annotated[int, typer.Option("--seeds", help="fresh random seeds")] = 3,
 ) -> None:
     """Accuracy only (isolated, with the anti-cheat checks)."""
-    from kernelgen.verify.session import early_worker
+    from kernelgen.verify.judge.session import early_worker
 
     with errors_to_exit(), progress(f"kernelgen test {op_dir}") as step, early_worker(device) as spare:
         from kernelgen.devices import resolve_device
         from kernelgen.opdir import open_operator
-        from kernelgen.verify.runner import run_accuracy
+        from kernelgen.verify.judge.runner import run_accuracy
 
         op = open_operator(op_dir)
         dev = resolve_device(device)
@@ -116,12 +116,12 @@ def bench(
                                         "taking them from the cache")] = False,
 ) -> None:
     """Performance only: the kernel against PyTorch eager, torch.compile and the peer libraries."""
-    from kernelgen.verify.session import early_worker
+    from kernelgen.verify.judge.session import early_worker
 
     with errors_to_exit(), progress(f"kernelgen bench {op_dir}") as step, early_worker(device) as spare:
         from kernelgen.devices import INTERPRETER_WARNING, resolve_device
         from kernelgen.opdir import open_operator
-        from kernelgen.verify.runner import run_performance
+        from kernelgen.verify.judge.runner import run_performance
 
         op = open_operator(op_dir)
         dev = resolve_device(device)
@@ -131,7 +131,7 @@ def bench(
         record = run_performance(op, dev, kernel=kernel, no_compile=no_compile, no_peers=no_peers, fresh=fresh,
                                  spare=spare)
         if json_out is not None:
-            from kernelgen.verify.runner import save_record
+            from kernelgen.verify.judge.runner import save_record
 
             save_record(json_out, record)
     print_run(record, f"Performance of {kernel or op.file('triton')}")

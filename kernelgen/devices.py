@@ -34,7 +34,7 @@ class DeviceInfo:
     # PIN_VARS variable is set to (a worker on another GPU of the host; inputs and outputs cross
     # through host memory, so the judge's own tensors stay on `torch_device`). On the CPU only a name.
     pin: str | None = None
-    lock: str | None = None  # that device's lock file (kernelgen.verify.devicelock); None: KERNELGEN_DEVICE_LOCK
+    lock: str | None = None  # that device's lock file (kernelgen.verify.judge.devicelock); None: KERNELGEN_DEVICE_LOCK
 
     @property
     def label(self) -> str:
@@ -126,7 +126,7 @@ def synchronize(info: DeviceInfo) -> None:
 
 class DeviceFacts(BaseModel):
     """What a kernel writer needs to know about the device, read from the driver (never measured,
-    never guessed): the prompt's device section. Measured ceilings live in kernelgen.verify.peaks.
+    never guessed): the prompt's device section. Measured ceilings live in kernelgen.verify.judge.peaks.
     A field the driver does not report is None and is left out of the prompt."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -20,7 +20,7 @@ from typing import Any
 from kernelgen.devices import INTERPRETER_WARNING, DeviceInfo, resolve_device
 from kernelgen.errors import KernelGenError
 from kernelgen.opdir import OperatorDir, open_operator
-from kernelgen.verify.accuracy import DEFAULT_SEEDS
+from kernelgen.verify.judge.accuracy import DEFAULT_SEEDS
 from kernelgen.verify.results import AccuracyResult, RunRecord
 
 
@@ -46,7 +46,7 @@ def _describe(record: RunRecord) -> None:
 
 
 def accuracy_main(op_dir: Path, argv: list[str] | None = None) -> int:
-    from kernelgen.verify.runner import run_accuracy
+    from kernelgen.verify.judge.runner import run_accuracy
 
     p = _parser("accuracy")
     p.add_argument("--seeds", type=int, default=len(DEFAULT_SEEDS), help="number of fresh random seeds")
@@ -75,7 +75,7 @@ def accuracy_main(op_dir: Path, argv: list[str] | None = None) -> int:
 
 
 def performance_main(op_dir: Path, argv: list[str] | None = None) -> int:
-    from kernelgen.verify.runner import run_performance
+    from kernelgen.verify.judge.runner import run_performance
 
     p = _parser("performance")
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
@@ -126,7 +126,7 @@ class Suite:
 
     def accuracy(self) -> RunRecord:
         if self._record is None:
-            from kernelgen.verify.runner import run_accuracy
+            from kernelgen.verify.judge.runner import run_accuracy
 
             op, device = self._setup()
             self._record = run_accuracy(op, device)
@@ -155,7 +155,7 @@ class Suite:
         assert acc.correct, acc.summary()
 
     def performance(self, **options: Any) -> RunRecord:
-        from kernelgen.verify.runner import run_performance
+        from kernelgen.verify.judge.runner import run_performance
 
         op, device = self._setup()
         return run_performance(op, device, **options)

@@ -21,14 +21,14 @@ from kernelgen.errors import InterruptedRunError, OutputExistsError
 from kernelgen.fsutil import atomic_write, move_aside, now, timestamp
 from kernelgen.llm.recording import LLM_DIR
 from kernelgen.opdir import OperatorDir, operator_status
-from kernelgen.verify.trusted import render_baseline, write_trusted_files
+from kernelgen.verify.judge.trusted import render_baseline, write_trusted_files
 from kernelgen.record.analysis import analyse_operator
 from kernelgen.record.oplog import write_log
 from kernelgen.record.state import STATE_FILE, DispatchRecord, OpState, RoundRecord, save_state
 from kernelgen.spec.given import read_spec
-from kernelgen.verify import integrity
-from kernelgen.verify.runner import open_judge, run_accuracy, run_performance
-from kernelgen.verify.session import WorkerSession, early_worker
+from kernelgen.verify.judge import integrity
+from kernelgen.verify.judge.runner import open_judge, run_accuracy, run_performance
+from kernelgen.verify.judge.session import WorkerSession, early_worker
 
 Step = Callable[[str], None]
 

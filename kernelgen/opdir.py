@@ -1,5 +1,5 @@
 """An operator directory (`generated/<name>/`): finding one, and where its files are. The files
-KernelGen renders into it for the judge live in kernelgen.verify.trusted."""
+KernelGen renders into it for the judge live in kernelgen.verify.judge.trusted."""
 
 from __future__ import annotations
 

@@ -19,13 +19,13 @@ from kernelgen.devices import resolve_device
 from kernelgen.errors import InterruptedRunError, OperatorDirError, SpecError, UsageError
 from kernelgen.fsutil import atomic_write, now
 from kernelgen.opdir import SPEC_FILE, OperatorDir, is_operator_dir, operator_status
-from kernelgen.verify.trusted import render_baseline, render_trusted
-from kernelgen.verify import integrity
+from kernelgen.verify.judge.trusted import render_baseline, render_trusted
+from kernelgen.verify.judge import integrity
 from kernelgen.record.analysis import analyse_operator, latest_peaks
 from kernelgen.record.oplog import write_log
 from kernelgen.record.state import OpState, RefreshRecord, load_state, save_state
 from kernelgen.spec import OperatorSpec, load_spec, validate_spec_data
-from kernelgen.verify.runner import run_accuracy, run_performance
+from kernelgen.verify.judge.runner import run_accuracy, run_performance
 
 Step = Callable[[str], None]
 REFRESH_DIR = "refreshes"

@@ -20,7 +20,7 @@ from kernelgen.cli import app
 from kernelgen.errors import UsageError
 from kernelgen.fsutil import now
 from kernelgen.record.state import OpState, RoundRecord, load_state, save_state
-from kernelgen.verify.devicelock import ENV as LOCK_ENV
+from kernelgen.verify.judge.devicelock import ENV as LOCK_ENV
 from kernelgen.verify.results import KernelTiming, PerfCase, PerformanceResult, RunRecord
 
 SPECS = Path(__file__).resolve().parent / "data" / "batch"

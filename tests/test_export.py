@@ -15,7 +15,7 @@ from kernelgen.fsutil import now
 from kernelgen.new import write_trusted_files
 from kernelgen.offline import generate_kernel
 from kernelgen.opdir import OperatorDir
-from kernelgen.verify.trusted import render_baseline
+from kernelgen.verify.judge.trusted import render_baseline
 from kernelgen.record.state import OpState, RoundRecord, load_state, save_state
 from kernelgen.spec import load_spec, validate_spec_data
 

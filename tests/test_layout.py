@@ -75,7 +75,7 @@ def _folder(module: str) -> str:
 def test_the_rules_read_real_imports():
     # guards against a parser that reads nothing and makes every rule below pass
     assert len(MODULES) > 80
-    assert "kernelgen.verify.judge" in GRAPH["kernelgen.verify.runner"]
+    assert "kernelgen.verify.judge.judge" in GRAPH["kernelgen.verify.judge.runner"]
     assert "kernelgen.optimize.round" in GRAPH["kernelgen.optimize.loop"]
 
 
@@ -97,6 +97,44 @@ def test_the_judge_imports_nothing_untrusted(module):
     assert not bad, f"{module} imports {bad}"
 
 
+WORKER_SIDE = "kernelgen.verify.worker"
+JUDGE_SIDE = "kernelgen.verify.judge"
+
+
+def _reach(module: str) -> set[str]:
+    """Every kernelgen module `module` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        for d in GRAPH[todo.pop()] - seen:
+            seen.add(d)
+            todo.append(d)
+    return seen
+
+
+def test_verify_is_split_by_the_process_each_file_runs_in():
+    """verify/ holds judge/ (the trusted process), worker/ (the candidate's own process) and, at its
+    top level, only what both import; nothing else lives there."""
+    verify = {m for m in MODULES if m.startswith("kernelgen.verify")}
+    assert {m for m in verify if m.startswith(WORKER_SIDE + ".")} >= {f"{WORKER_SIDE}.server", f"{WORKER_SIDE}.guard",
+                                                                        f"{WORKER_SIDE}.sandbox", f"{WORKER_SIDE}.tamper"}
+    assert f"{JUDGE_SIDE}.judge" in verify and f"{JUDGE_SIDE}.accuracy" in verify
+    shared = {m for m in verify if m.count(".") == 2 and m not in (WORKER_SIDE, JUDGE_SIDE)}
+    used_by_worker = {d for m in verify if m.startswith(WORKER_SIDE) for d in _reach(m)}
+    not_shared = sorted(m for m in shared if m not in used_by_worker)
+    assert not not_shared, f"{not_shared} sit beside judge/ and worker/ but the worker never imports them: move them into judge/"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if m.startswith(WORKER_SIDE)
+                                          or (m.startswith("kernelgen.verify.") and m.count(".") == 2
+                                              and m not in (JUDGE_SIDE,))))
+def test_worker_side_code_reaches_nothing_judge_side(module):
+    """What runs beside a candidate (or is imported there) cannot lead, by any chain of imports, to the
+    judge's code: a candidate that walks the worker's modules finds no judge object to rebind."""
+    bad = sorted(d for d in _reach(module) if d.startswith(JUDGE_SIDE))
+    assert not bad, f"{module} reaches {bad}"
+
+
 def test_modules_are_small():
     long = {m: n for m, p in MODULES.items() if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert not long
@@ -110,5 +148,5 @@ def test_the_command_line_only_parses_and_calls():
              for n in ast.walk(tree) if isinstance(n, ast.Call)}
     assert not calls & {"write_text", "write_bytes", "atomic_write", "Popen", "run_round", "check_accuracy",
                         "measure_performance", "exec", "compile"}
-    assert not {d for d in GRAPH["kernelgen.cli"] if d.startswith(("kernelgen.verify.judge", "kernelgen.verify.worker",
+    assert not {d for d in GRAPH["kernelgen.cli"] if d.startswith(("kernelgen.verify.judge.judge", "kernelgen.verify.worker",
                                                                    "kernelgen.offline.", "kernelgen.llm.client"))}

@@ -80,7 +80,7 @@ def test_key_is_secret_everywhere(llm_env, monkeypatch):  # noqa: F811
     from pathlib import Path
 
     from kernelgen.devices import DeviceInfo
-    from kernelgen.verify.session import worker_environment
+    from kernelgen.verify.judge.session import worker_environment
 
     monkeypatch.setenv("KERNELGEN_API_KEY", KEY)
     env = worker_environment(DeviceInfo("cpu", "cpu", interpreter=True), Path("/tmp/scratch"))

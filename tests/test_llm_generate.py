@@ -15,11 +15,11 @@ from typer.testing import CliRunner
 from kernelgen.cli import app
 from kernelgen.devices import resolve_device
 from kernelgen.errors import GenerationError
-from kernelgen.verify.trusted import write_trusted_files
+from kernelgen.verify.judge.trusted import write_trusted_files
 from kernelgen.llm.generate import generate
 from kernelgen.llm.setup import prepare
 from kernelgen.opdir import OperatorDir
-from kernelgen.verify.trusted import render_baseline
+from kernelgen.verify.judge.trusted import render_baseline
 from kernelgen.spec import load_spec
 
 pytestmark = pytest.mark.slow

@@ -27,8 +27,8 @@ from kernelgen.optimize.search import search
 from kernelgen.record.oplog import search_table
 from kernelgen.record.state import CandidateRecord, RoundRecord
 from kernelgen.spec import validate_spec_data
-from kernelgen.verify.judge import Judge, KernelSource
-from kernelgen.verify.session import worker_environment
+from kernelgen.verify.judge.judge import Judge, KernelSource
+from kernelgen.verify.judge.session import worker_environment
 
 DATA = Path(__file__).resolve().parent / "data"
 SPEC = validate_spec_data({
@@ -91,7 +91,7 @@ def test_search_shares_candidates_over_two_judges_each_against_the_best_there():
 
 
 def test_an_optimizing_judge_sends_each_perf_case_to_its_worker_once(monkeypatch):
-    from kernelgen.verify.judge import RESIDENT_BYTES
+    from kernelgen.verify.judge.judge import RESIDENT_BYTES
 
     sent: list[str] = []
     real_put, real_draw = Judge.put, Judge._draw

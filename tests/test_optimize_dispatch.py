@@ -25,9 +25,9 @@ from kernelgen.optimize.proposal import RoundContext
 from kernelgen.optimize.search import winners
 from kernelgen.record.state import CandidateRecord, CaseResult, OpState, RoundRecord
 from kernelgen.spec import load_spec, validate_spec_data
-from kernelgen.verify.judge import KernelSource
-from kernelgen.verify.runner import run_accuracy
-from kernelgen.verify.trusted import render_baseline, write_trusted_files
+from kernelgen.verify.judge.judge import KernelSource
+from kernelgen.verify.judge.runner import run_accuracy
+from kernelgen.verify.judge.trusted import render_baseline, write_trusted_files
 
 SPEC = {
     "name": "broadcast", "description": "out = x + bias", "category": "broadcast",

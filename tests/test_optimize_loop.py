@@ -25,9 +25,9 @@ from typer.testing import CliRunner
 
 from kernelgen.cli import app
 from kernelgen.devices import resolve_device
-from kernelgen.verify.trusted import write_trusted_files
+from kernelgen.verify.judge.trusted import write_trusted_files
 from kernelgen.opdir import OperatorDir
-from kernelgen.verify.trusted import render_baseline
+from kernelgen.verify.judge.trusted import render_baseline
 from kernelgen.optimize.loop import optimize_operator
 from kernelgen.spec import load_spec
 from kernelgen.fsutil import now

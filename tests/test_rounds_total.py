@@ -7,9 +7,9 @@ from typer.testing import CliRunner
 
 from kernelgen.cli import app
 from kernelgen.fsutil import now
-from kernelgen.verify.trusted import write_trusted_files
+from kernelgen.verify.judge.trusted import write_trusted_files
 from kernelgen.opdir import OperatorDir
-from kernelgen.verify.trusted import render_baseline
+from kernelgen.verify.judge.trusted import render_baseline
 from kernelgen.record.state import OpState, RoundRecord, load_state, save_state
 from kernelgen.spec import load_spec
 from kernelgen.verify.results import PerformanceResult, RunRecord

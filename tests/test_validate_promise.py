@@ -61,7 +61,7 @@ def test_a_bfloat16_only_spec_is_generated_and_says_it_was_not_run(repo):
 
 
 def test_a_kernel_that_hangs_is_a_no_within_the_time_limit(repo, monkeypatch):
-    import kernelgen.verify.firstrun as firstrun
+    import kernelgen.verify.judge.firstrun as firstrun
 
     monkeypatch.setattr(firstrun, "REQUEST_TIMEOUT_S", 4.0)
     monkeypatch.setattr(offline, "first_kernel", _broken(lambda s: s + "\nimport time\ntime.sleep(60)\n"))

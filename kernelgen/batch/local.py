@@ -22,7 +22,7 @@ from kernelgen.batch.resume import JobResult
 from kernelgen.batch.targets import Target
 from kernelgen.lending import ENV as LEND_ENV
 from kernelgen.lending import LendToken, lend, withdraw_all
-from kernelgen.verify.devicelock import ENV as LOCK_ENV
+from kernelgen.verify.judge.devicelock import ENV as LOCK_ENV
 
 
 class WorkerProcess:

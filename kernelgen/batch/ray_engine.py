@@ -32,7 +32,7 @@ from kernelgen.batch.targets import Target
 from kernelgen.devices import PIN_VARS
 from kernelgen.errors import UsageError
 from kernelgen.fsutil import now
-from kernelgen.verify.devicelock import ENV as LOCK_ENV
+from kernelgen.verify.judge.devicelock import ENV as LOCK_ENV
 
 INSTALL_HINT = "pip install 'kernelgen[ray]' (or pip install ray) here and on every node of the cluster"
 ACCELERATORS = {"cuda": "GPU", "npu": "NPU"}  # device kind -> Ray resource name

@@ -12,7 +12,7 @@ from typing import Callable, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kernelgen.verify.peers import FLAG_GEMS, LIGER
+from kernelgen.verify.judge.peers import FLAG_GEMS, LIGER
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Literal
 from kernelgen.devices import PIN_VARS
 from kernelgen.errors import UsageError
 from kernelgen.gpus import pick_ids, visible_devices
-from kernelgen.verify.devicelock import ENV as LOCK_ENV
+from kernelgen.verify.judge.devicelock import ENV as LOCK_ENV
 
 Kind = Literal["cuda", "npu", "cpu"]
 

@@ -8,7 +8,7 @@ point it at a temporary folder). Each effective value remembers where it came fr
 `kernelgen config` can say why a setting is what it is.
 
 The API key is a `SecretStr`: it prints as `**********`, is never written to disk by KernelGen and
-never reaches a candidate's process (kernelgen.verify.runner strips it from the child's environment).
+never reaches a candidate's process (kernelgen.verify.judge.runner strips it from the child's environment).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from kernelgen.errors import ConfigError
-from kernelgen.verify.scrub import register_secret
+from kernelgen.verify.judge.scrub import register_secret
 
 DEFAULT_MODEL = "gpt-4o"
 

@@ -1,5 +1,5 @@
 """The device as the prompts describe it: the driver's facts (kernelgen.devices.device_facts) and the
-measured ceilings (the cache kernelgen.verify.peaks writes, or the ones a performance run carried).
+measured ceilings (the cache kernelgen.verify.judge.peaks writes, or the ones a performance run carried).
 
 `prompt_device` is the one place the prompts get it from; tests replace `device_facts` and
 `known_peaks` in this module to stand in for a GPU.
@@ -30,12 +30,12 @@ class PromptDevice:
 
 
 def known_peaks(device: DeviceInfo) -> DevicePeaks | None:
-    """The device's measured ceilings if they were measured before (the cache of kernelgen.verify.peaks);
+    """The device's measured ceilings if they were measured before (the cache of kernelgen.verify.judge.peaks);
     never measures here: a prompt is no reason to spend a minute on a benchmark."""
     if device.interpreter or device.kind != "cuda":
         return None
     from kernelgen.devices import device_name
-    from kernelgen.verify.peaks import cache_dir
+    from kernelgen.verify.judge.peaks import cache_dir
     from kernelgen.verify.results import DevicePeaks
 
     try:

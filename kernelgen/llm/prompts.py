@@ -19,7 +19,7 @@ from kernelgen.llm.kinds import operator_kind
 from kernelgen.llm.specfacts import spec_facts
 from kernelgen.llm.untrusted import scrub_candidate_text
 from kernelgen.render import render
-from kernelgen.verify.staticcheck import ALLOWED_IMPORTS
+from kernelgen.verify.judge.staticcheck import ALLOWED_IMPORTS
 
 if TYPE_CHECKING:
     from kernelgen.devices import DeviceInfo

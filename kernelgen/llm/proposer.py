@@ -80,7 +80,7 @@ class LLMProposer:
     def _check(self, ctx: RoundContext) -> Any:
         """Each attempt checked by the loop's judge (one per operator, its workers reused), or by a
         judge of its own when the round has none."""
-        from kernelgen.verify.runner import run_accuracy
+        from kernelgen.verify.judge.runner import run_accuracy
 
         return lambda path: run_accuracy(self.op, self.device, kernel=path, judge=ctx.judge)
 

@@ -29,10 +29,10 @@ from kernelgen.llm.prompts import malformed_followup, repair_messages
 from kernelgen.llm.replies import ParsedReply, parse_reply, short_reason
 from kernelgen.llm.untrusted import scrub_candidate_text
 from kernelgen.record.usage import TokenUsage
-from kernelgen.verify.trusted import render_baseline
-from kernelgen.verify import integrity
+from kernelgen.verify.judge.trusted import render_baseline
+from kernelgen.verify.judge import integrity
 from kernelgen.verify.results import RunRecord
-from kernelgen.verify.runner import run_accuracy
+from kernelgen.verify.judge.runner import run_accuracy
 
 if TYPE_CHECKING:
     from kernelgen.devices import DeviceInfo

@@ -2,13 +2,13 @@
 printed or raised (through the judge's verdict), and what a model wrote outside its code.
 
 `scrub_candidate_text` is the only function the LLM path calls for that: the trusted judge's
-scrubber (kernelgen.verify.scrub), which masks the values of secret-named environment variables, the
+scrubber (kernelgen.verify.judge.scrub), which masks the values of secret-named environment variables, the
 configured API key, and key-shaped strings.
 """
 
 from __future__ import annotations
 
-from kernelgen.verify.scrub import scrub
+from kernelgen.verify.judge.scrub import scrub
 
 
 def scrub_candidate_text(text: str | None) -> str:

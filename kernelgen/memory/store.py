@@ -17,7 +17,7 @@ from typing import Iterable, Iterator
 
 from kernelgen.errors import TuningMemoryError
 from kernelgen.memory.model import MemoryEntry
-from kernelgen.verify.peaks import cache_dir
+from kernelgen.verify.judge.peaks import cache_dir
 
 FILE_NAME = "tuning-memory.sqlite3"
 # A batch of 8 workers each recording a round takes milliseconds; 30 s covers a disk that stalls.

@@ -1,6 +1,6 @@
 """The bottleneck analysis of a round's starting point, from its measurements only: the bytes and
 FLOPs the op must move, what the kernel achieved, where that stands against the device's measured
-ceilings (kernelgen.verify.peaks), and how far the target is. No guesses: a number that was not measured
+ceilings (kernelgen.verify.judge.peaks), and how far the target is. No guesses: a number that was not measured
 is reported as missing, and the CPU interpreter, which has no ceilings, says so."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 (kernelgen.optimize.round), write the log and plot, and stop at the target, at the device ceiling,
 after --rounds, or when the proposer has nothing left.
 
-One judge (kernelgen.verify.judge) serves every round of an operator: its workers compile a kernel
+One judge (kernelgen.verify.judge.judge) serves every round of an operator: its workers compile a kernel
 once and time it in every later round, instead of a fresh process per check. Judges on other GPUs
 (`--gpus`, or lent by idle batch workers: kernelgen.optimize.pool) time candidates in searches only.
 state.json is saved after every step (kernelgen.optimize.resume makes an interrupted run pick up
@@ -27,8 +27,8 @@ from kernelgen.optimize.resume import finished_rounds, recover
 from kernelgen.optimize.round import run_round
 from kernelgen.record.oplog import write_log
 from kernelgen.record.state import OpState, load_state, save_state
-from kernelgen.verify.judge import RESIDENT_BYTES, Judge, KernelSource
-from kernelgen.verify.runner import open_judge, run_performance, save_record
+from kernelgen.verify.judge.judge import RESIDENT_BYTES, Judge, KernelSource
+from kernelgen.verify.judge.runner import open_judge, run_performance, save_record
 
 Step = Callable[[str], None]
 

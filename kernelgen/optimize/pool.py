@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 from kernelgen.devices import PIN_VARS, DeviceInfo
 from kernelgen.lending import Loan, claim
-from kernelgen.verify.judge import Judge
+from kernelgen.verify.judge.judge import Judge
 
 
 class JudgePool:

@@ -20,7 +20,7 @@ class RoundContext:
     best: RoundRecord  # the current best round
     best_source: str
     diagnosis: Diagnosis
-    judge: Any = None  # the operator's long-lived kernelgen.verify.judge.Judge (None: each check opens its own)
+    judge: Any = None  # the operator's long-lived kernelgen.verify.judge.judge.Judge (None: each check opens its own)
 
 
 @dataclass

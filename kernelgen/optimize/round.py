@@ -27,9 +27,9 @@ from kernelgen.optimize.proposal import Proposal, Proposer, RoundContext
 from kernelgen.optimize.resume import HISTORY_DIR, promote
 from kernelgen.optimize.search import search, winners
 from kernelgen.record.state import CandidateRecord, Diagnosis, KeepDecision, OpState, RoundRecord, save_state
-from kernelgen.verify.judge import Judge, KernelSource
+from kernelgen.verify.judge.judge import Judge, KernelSource
 from kernelgen.verify.results import RunRecord
-from kernelgen.verify.runner import run_accuracy, run_performance, save_record
+from kernelgen.verify.judge.runner import run_accuracy, run_performance, save_record
 
 Step = Callable[[str], None]
 CANDIDATES_DIR = "candidates"

@@ -23,9 +23,9 @@ from kernelgen.devices import make_current
 from kernelgen.optimize.decide import case_verdict, noise_of
 from kernelgen.record.state import CandidateRecord, CaseResult
 from kernelgen.spec import Case
-from kernelgen.verify.judge import Judge, KernelSource
-from kernelgen.verify.performance import perf_inputs, resident_key, timed_cases
-from kernelgen.verify.timed import KernelOnCase, paired, time_case
+from kernelgen.verify.judge.judge import Judge, KernelSource
+from kernelgen.verify.judge.performance import perf_inputs, resident_key, timed_cases
+from kernelgen.verify.judge.timed import KernelOnCase, paired, time_case
 from kernelgen.verify.timing import summarize
 
 SEARCH_ROUNDS = 2

@@ -31,7 +31,7 @@ class _Model(BaseModel):
 
 
 class Ceilings(_Model):
-    """What the device can do at best: measured (kernelgen.verify.peaks) or reference figures."""
+    """What the device can do at best: measured (kernelgen.verify.judge.peaks) or reference figures."""
 
     device_name: str
     measured: bool  # False: reference figures, not this machine's

@@ -14,7 +14,7 @@ Candidate and best are still timed interleaved, in rounds (who goes first rotate
 is what cancels clock and neighbour drift: at least PAIRED_ROUNDS when there is a best to pair with,
 one when a kernel is timed alone, more only while some kernel is not yet sharp, within a budget of
 timed device time per kernel. Each request carries at least REQUEST_MS of device work, so that the
-judge's wall-clock bound on it (kernelgen.verify.wallclock) has something to resolve.
+judge's wall-clock bound on it (kernelgen.verify.judge.wallclock) has something to resolve.
 """
 
 from __future__ import annotations

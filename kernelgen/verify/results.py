@@ -3,7 +3,7 @@ state.json, shown in the log and the terminal, and written by `kernelgen bench -
 
 The judge builds these in its own process from what it compared and timed itself; nothing here is
 filled in by a candidate. Every text that came from a candidate (an exception, printed output) is
-scrubbed of secrets before it is put into one (kernelgen.verify.scrub)."""
+scrubbed of secrets before it is put into one (kernelgen.verify.judge.scrub)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ class _Model(BaseModel):
 
 
 class Violation(_Model):
-    """One broken rule of the trust model, under a stable name (see kernelgen.verify.staticcheck / guard)."""
+    """One broken rule of the trust model, under a stable name (see kernelgen.verify.judge.staticcheck / guard)."""
 
     code: str  # e.g. "torch-compute-in-wrapper", "no-triton-launch", "unwritten-output"
     message: str
@@ -91,9 +91,9 @@ class AccuracyResult(_Model):
 
 
 class DevicePeaks(_Model):
-    """A device's measured ceilings (not datasheet figures; kernelgen.verify.peaks)."""
+    """A device's measured ceilings (not datasheet figures; kernelgen.verify.judge.peaks)."""
 
-    schema_version: int = 1  # what was measured (kernelgen.verify.peaks.PEAKS_SCHEMA); a cache of another is measured again
+    schema_version: int = 1  # what was measured (kernelgen.verify.judge.peaks.PEAKS_SCHEMA); a cache of another is measured again
     device_name: str
     copy_gbps: float  # bytes read + written per second / 1e9, large device-to-device copy
     read_gbps: float | None = None  # bytes read per second / 1e9: the best of several read-only kernels
@@ -162,9 +162,9 @@ class PerfCase(_Model):
     host_us: float | None = None
     eager_host_us: float | None = None
     launches_per_call: float | None = None  # Triton launches per timed call: the worker's own count, a claim
-    timing_check: str = ""  # the judge's clock against the device time the worker claimed (kernelgen.verify.wallclock)
+    timing_check: str = ""  # the judge's clock against the device time the worker claimed (kernelgen.verify.judge.wallclock)
     # When eager, torch.compile and the peers were timed, where they came from the per-user cache
-    # (kernelgen.verify.baselines); "" when they were timed in this run.
+    # (kernelgen.verify.judge.baselines); "" when they were timed in this run.
     baselines_measured_at: str = ""
 
     @property

@@ -14,7 +14,7 @@ classes (`_CudaEventBase.record` / `.elapsed_time`, `TensorBase.zero_`) and the 
 `functools.update_wrapper`; the C method under it cannot be rebound (its class is immutable), and the
 one captured here is called whatever the attribute says later. `Seal` notes the code of the loop
 itself, so a candidate that rewrites it (`run_reps.__code__ = ...`) is refused a timing. This is
-in-process evidence: the judge bounds every claim with its own clock (kernelgen.verify.wallclock).
+in-process evidence: the judge bounds every claim with its own clock (kernelgen.verify.judge.wallclock).
 """
 
 from __future__ import annotations

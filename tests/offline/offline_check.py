@@ -77,7 +77,7 @@ def check_kernel(spec: OperatorSpec, tmp: Path, knobs: dict | None = None, cases
 def run_guarded(fn, inputs: list, **params):
     """Call a generated wrapper under KernelGen's runtime guard; fail on any violation (PyTorch
     computing in the wrapper, no launch, ...). Returns the outputs."""
-    from kernelgen.verify.guard import guarded
+    from kernelgen.verify.worker.guard import guarded
     from kernelgen.verify.poison import draw_fills
 
     with guarded(draw_fills()[0]) as report:

@@ -1,5 +1,5 @@
 """The lean launch of the generated wrappers (templates/offline/_macros.py.j2: _launch, _resolve) and
-the guard that must still see it (kernelgen.verify.guard.hook_launcher). No GPU here, so Triton's
+the guard that must still see it (kernelgen.verify.worker.guard.hook_launcher). No GPU here, so Triton's
 driver is a fake: a launcher class that records its calls, and a JIT function whose launch returns a
 compiled kernel holding that launcher, as Triton 3.x's JITFunction.run does."""
 
@@ -18,7 +18,7 @@ from triton.runtime import driver  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
 from kernelgen.offline import generate_kernel  # noqa: E402
-from kernelgen.verify import guard  # noqa: E402
+from kernelgen.verify.worker import guard  # noqa: E402
 from kernelgen.verify.poison import draw_fills  # noqa: E402
 from offline_check import example, import_source  # noqa: E402
 
@@ -90,7 +90,7 @@ def test_a_misaligned_input_or_new_scalars_take_triton_s_own_launch(fake_gpu):
 
 
 def test_the_generated_file_passes_the_static_check(tmp_path):
-    from kernelgen.verify.staticcheck import check_source
+    from kernelgen.verify.judge.staticcheck import check_source
 
     for name, knobs in (("softmax", {"algorithm": "split"}), ("matmul_leakyrelu", {"autotune": True})):
         assert check_source(generate_kernel(example(name), knobs).source, name) == []

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kernelgen.offline import generate_kernel
-from kernelgen.verify.staticcheck import check_source
+from kernelgen.verify.judge.staticcheck import check_source
 from offline_check import example
 
 

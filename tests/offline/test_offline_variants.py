@@ -63,7 +63,7 @@ def test_row_variants_with_other_knobs(name: str, knobs: dict, tmp_path: Path) -
 
 @pytest.mark.parametrize("algorithm", ["online", "split"])
 def test_one_pass_rows_under_the_guard_in_shuffled_order(algorithm: str, tmp_path: Path) -> None:
-    from kernelgen.verify.guard import program_order
+    from kernelgen.verify.worker.guard import program_order
 
     spec = example("log_softmax")
     fn = getattr(import_source(spec.name, generate_kernel(spec, {"algorithm": algorithm}).source, tmp_path), spec.name)

@@ -1,4 +1,4 @@
-"""Baseline timings measured once (kernelgen.verify.baselines): `bench` after a bench takes eager,
+"""Baseline timings measured once (kernelgen.verify.judge.baselines): `bench` after a bench takes eager,
 torch.compile and the peers from the cache and says when they were timed; `--fresh` times them again;
 an entry is found only for exactly what it measured."""
 
@@ -10,7 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 from kernelgen.cli import app
-from kernelgen.verify.baselines import BaselineCache
+from kernelgen.verify.judge.baselines import BaselineCache
 from kernelgen.verify.results import KernelTiming
 
 from test_hostile_kernels import HONEST, make_op_dir

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from kernelgen.errors import UsageError
-from kernelgen.verify import peaks, precision
-from kernelgen.verify.performance import judge_against_peaks
-from kernelgen.verify.readpeak import row_sum
+from kernelgen.verify.judge import peaks, precision
+from kernelgen.verify.judge.performance import judge_against_peaks
+from kernelgen.verify.judge.readpeak import row_sum
 from kernelgen.verify.results import DevicePeaks, KernelTiming, PerfCase
 
 # H100-like: FP32 without TF32 is ~1/12 of the bf16 tensor-core rate

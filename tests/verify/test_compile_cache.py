@@ -1,4 +1,4 @@
-"""The compile cache kept across runs (kernelgen.verify.compilecache): what a worker compiled comes
+"""The compile cache kept across runs (kernelgen.verify.judge.compilecache): what a worker compiled comes
 back to the next worker running the same kernel bytes, and nothing a hostile candidate leaves in it
 reaches another kernel's worker or changes its verdict."""
 
@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-import kernelgen.verify.judge as judge_module
+import kernelgen.verify.judge.judge as judge_module
 from kernelgen.devices import DeviceInfo
 from kernelgen.opdir import open_operator
-from kernelgen.verify import compilecache
-from kernelgen.verify.accuracy import check_accuracy
-from kernelgen.verify.runner import open_judge
-from kernelgen.verify.sandbox import landlock_abi
-from kernelgen.verify.judge import KernelSource
+from kernelgen.verify.judge import compilecache
+from kernelgen.verify.judge.accuracy import check_accuracy
+from kernelgen.verify.judge.runner import open_judge
+from kernelgen.verify.worker.sandbox import landlock_abi
+from kernelgen.verify.judge.judge import KernelSource
 
 from test_hostile_kernels import HONEST, make_op_dir
 

@@ -10,8 +10,8 @@ import time
 
 from kernelgen.devices import resolve_device
 from kernelgen.opdir import open_operator
-from kernelgen.verify.runner import run_performance
-from kernelgen.verify.session import WorkerSession
+from kernelgen.verify.judge.runner import run_performance
+from kernelgen.verify.judge.session import WorkerSession
 
 from test_hostile_kernels import ADVERSARIAL, HONEST, _harness, make_op_dir
 

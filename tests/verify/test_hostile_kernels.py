@@ -14,8 +14,8 @@ import yaml
 from typer.testing import CliRunner
 
 from kernelgen.cli import app
-from kernelgen.verify.trusted import write_trusted_files
-from kernelgen.verify.trusted import render_baseline
+from kernelgen.verify.judge.trusted import write_trusted_files
+from kernelgen.verify.judge.trusted import render_baseline
 from kernelgen.spec import validate_spec_data
 
 ADVERSARIAL = Path(__file__).parent / "adversarial"
@@ -106,7 +106,7 @@ def _harness(kind: str, op: Path, *extra: str, bypass_static: bool = False) -> s
     """Run the harness in a child directly (as the rendered scripts do), optionally with the static
     checks switched off, to prove the runtime defences hold on their own."""
     code = (
-        "import sys; from pathlib import Path; import kernelgen.harness as h; import kernelgen.verify.judge as j\n"
+        "import sys; from pathlib import Path; import kernelgen.harness as h; import kernelgen.verify.judge.judge as j\n"
         + ("j.check_source = lambda *a, **k: []\n" if bypass_static else "")
         + f"sys.exit(h.main([{kind!r}, {str(op)!r}, '--device', 'cpu', *{list(extra)!r}]))\n"
     )

@@ -11,17 +11,18 @@ import pytest
 import torch
 
 from kernelgen.spec import ToleranceSpec
-from kernelgen.verify import guard, integrity, staticcheck
-from kernelgen.verify.codes import VIOLATION_CODES
-from kernelgen.verify.compare import compare, unwritten_pattern
-from kernelgen.verify.performance import counted_flops, judge_against_peaks
+from kernelgen.verify.worker import guard
+from kernelgen.verify.judge import integrity, staticcheck
+from kernelgen.verify.judge.codes import VIOLATION_CODES
+from kernelgen.verify.judge.compare import compare, unwritten_pattern
+from kernelgen.verify.judge.performance import counted_flops, judge_against_peaks
 from kernelgen.verify.poison import draw_fills, poison, poisoned_mask
 from kernelgen.verify.results import DevicePeaks, KernelTiming, PerfCase
-from kernelgen.verify.scrub import register_secret, scrub
-from kernelgen.verify.staticcheck import check_source
+from kernelgen.verify.judge.scrub import register_secret, scrub
+from kernelgen.verify.judge.staticcheck import check_source
 
 TOL = ToleranceSpec(atol=1e-4, rtol=1e-4)
-KERNELGEN = Path(staticcheck.__file__).parent.parent
+KERNELGEN = Path(staticcheck.__file__).parent.parent.parent
 FILL, FILL_B = draw_fills()
 
 
@@ -268,7 +269,7 @@ def test_try_star_counts_as_fallback():
 
 def test_every_emitted_code_is_documented_in_one_table():
     emitted: set[str] = set()
-    for path in (KERNELGEN / "verify").glob("*.py"):
+    for path in (KERNELGEN / "verify").rglob("*.py"):
         text = path.read_text()
         emitted |= set(re.findall(r'(?:add|violate)\(\s*"([a-z-]+)"', text))
         emitted |= set(re.findall(r'code="([a-z-]+)"', text))
@@ -317,10 +318,10 @@ def test_integrity_names_what_changed_and_what_to_do(tmp_path):
 def test_a_changed_tool_is_named(tmp_path, monkeypatch):
     op = _folder(tmp_path)
     tool = dict(integrity.tool_files())
-    tool["kernelgen/verify/compare.py"] = "0" * 64  # as if someone edited the installed judge
+    tool["kernelgen/verify/judge/compare.py"] = "0" * 64  # as if someone edited the installed judge
     monkeypatch.setattr(integrity, "tool_files", lambda: tool)
     [problem] = integrity.check(op, "op")
-    assert "kernelgen/verify/compare.py" in problem and "installed files changed" in problem
+    assert "kernelgen/verify/judge/compare.py" in problem and "installed files changed" in problem
 
 
 def test_folder_snapshot_sees_every_change(tmp_path):
@@ -337,7 +338,7 @@ def test_device_lock_in_a_folder_that_does_not_exist_yet_is_created(tmp_path: Pa
     import fcntl
     import os
 
-    from kernelgen.verify.devicelock import device_lock
+    from kernelgen.verify.judge.devicelock import device_lock
 
     path = tmp_path / "_batch" / "locks" / "cuda0.lock"  # a batch names it before any worker ran
     with device_lock(True, str(path)):
@@ -353,7 +354,7 @@ def test_device_lock_in_a_folder_that_does_not_exist_yet_is_created(tmp_path: Pa
 
 def test_inputs_scaled_up_widen_only_the_absolute_tolerance():
     from kernelgen.spec import validate_spec_data
-    from kernelgen.verify.inputs import CheckCase, tolerance_of
+    from kernelgen.verify.judge.inputs import CheckCase, tolerance_of
 
     spec = validate_spec_data({"name": "mm", "description": "x @ w", "category": "matmul",
                                "inputs": [{"name": "x"}, {"name": "w"}], "outputs": [{"name": "out"}],
@@ -380,7 +381,7 @@ def test_inputs_scaled_up_widen_only_the_absolute_tolerance():
 def test_the_judge_computes_its_oracle_without_reduced_precision_split_k():
     from kernelgen.devices import DeviceInfo
     from kernelgen.spec import validate_spec_data
-    from kernelgen.verify.judge import Judge
+    from kernelgen.verify.judge.judge import Judge
 
     # torch's cuBLAS flags are properties of a module object (no plain attributes): saved and restored
     # by hand, since pytest's monkeypatch would try to delete them on the way out
@@ -405,7 +406,7 @@ def test_a_huge_output_is_compared_slab_by_slab_and_reported_in_full_when_it_dif
     that holds it: the comparison goes slab by slab, and only a failing one is copied to the host."""
     import torch
 
-    import kernelgen.verify.compare as compare_mod
+    import kernelgen.verify.judge.compare as compare_mod
     from kernelgen.spec import ToleranceSpec
 
     monkeypatch.setattr(compare_mod, "CHUNK", 1000)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from kernelgen.spec import validate_spec_data
-from kernelgen.verify.peerproc import PeerJob, peer_timings
+from kernelgen.verify.judge.peerproc import PeerJob, peer_timings
 
 SPEC = {
     "name": "twice", "description": "out = 2 x", "category": "pointwise",

@@ -19,7 +19,7 @@ import pytest
 
 import kernelgen
 from kernelgen.devices import DeviceInfo
-from kernelgen.verify.session import WorkerFailure, WorkerSession
+from kernelgen.verify.judge.session import WorkerFailure, WorkerSession
 
 CPU = DeviceInfo("cpu", "cpu", interpreter=True)
 SITE = next(p for p in sys.path if p.endswith("site-packages"))
@@ -74,7 +74,7 @@ def test_writes_outside_the_scratch_folder_are_refused(tmp_path):
     pkg = Path(kernelgen.__file__).parent
     code = f"""
     done = []
-    for path in ["{tmp_path / 'outside.bin'}", "{SITE}/zz_kernelgen_attack.pth", "{pkg / 'verify' / 'compare.py'}",
+    for path in ["{tmp_path / 'outside.bin'}", "{SITE}/zz_kernelgen_attack.pth", "{pkg / 'verify' / 'judge' / 'compare.py'}",
                  "/tmp/kernelgen-attack-200mb.bin"]:
         try:
             with open(path, "a") as f:
@@ -84,12 +84,12 @@ def test_writes_outside_the_scratch_folder_are_refused(tmp_path):
             pass
     raise RuntimeError("WROTE " + repr(done))
     """
-    before = (pkg / "verify" / "compare.py").read_bytes()
+    before = (pkg / "verify" / "judge" / "compare.py").read_bytes()
     error, worker = attack(code)
     worker.close()
     assert "WROTE []" in error, error
     assert not (tmp_path / "outside.bin").exists() and not Path(SITE, "zz_kernelgen_attack.pth").exists()
-    assert (pkg / "verify" / "compare.py").read_bytes() == before
+    assert (pkg / "verify" / "judge" / "compare.py").read_bytes() == before
 
 
 def test_a_setsid_daemon_does_not_outlive_the_worker():

@@ -11,7 +11,9 @@ import time
 
 import pytest
 
-from kernelgen.verify import timing, wallclock
+from kernelgen.verify import timing
+
+from kernelgen.verify.judge import wallclock
 from kernelgen.verify.adaptive import MIN_REPS, REQUEST_MS, Plan
 from kernelgen.verify.samples import median_ci, summarize
 from kernelgen.verify.timing import LoopCost, Stopwatch, _c_level

@@ -10,13 +10,14 @@ import pytest
 
 from kernelgen.devices import DeviceInfo
 from kernelgen.opdir import open_operator
-from kernelgen.verify import session
-from kernelgen.verify.accuracy import check_accuracy
-from kernelgen.verify.inputs import PERF_SEED, DrawnInputs, digest, same_digest
-from kernelgen.verify.compare import as_tuple
-from kernelgen.verify.judge import KernelSource
-from kernelgen.verify.performance import measure_performance
-from kernelgen.verify.runner import kernel_source, open_judge
+from kernelgen.verify.judge import session
+from kernelgen.verify.judge.accuracy import check_accuracy
+from kernelgen.verify.digest import digest, same_digest
+from kernelgen.verify.judge.inputs import PERF_SEED, DrawnInputs
+from kernelgen.verify.judge.compare import as_tuple
+from kernelgen.verify.judge.judge import KernelSource
+from kernelgen.verify.judge.performance import measure_performance
+from kernelgen.verify.judge.runner import kernel_source, open_judge
 
 from test_hostile_kernels import HONEST, make_op_dir
 
@@ -60,7 +61,7 @@ def test_perf_inputs_are_drawn_in_the_worker_unless_its_draw_differs(tmp_path, r
         assert perf.ok and perf.cases and requests["draw"] == len(perf.cases) and requests["put"] == 0
 
         # inputs that do not match their recipe (as when another GPU's generator gives other numbers)
-        import kernelgen.verify.performance as performance
+        import kernelgen.verify.judge.performance as performance
 
         drawn = performance.perf_inputs
         monkeypatch.setattr(performance, "perf_inputs", lambda j, *a: _nudged(j, drawn(j, *a)[0]))

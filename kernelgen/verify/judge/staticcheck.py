@@ -1,10 +1,10 @@
 """Static checks on a candidate `<name>_triton.py`, in the judge, before any of it runs.
 
 They are cheap and catch the lazy cheats; everything else is decided by what the candidate does in its
-sandboxed worker (kernelgen.verify.accuracy, performance). A denylist cannot be complete — a module
+sandboxed worker (kernelgen.verify.judge.accuracy, performance). A denylist cannot be complete — a module
 reached through another name (`torch.serialization.pickle`) slips past it — so nothing depends on it
 alone: it only saves a worker start for the obvious cases. Every code, static or not, is listed in
-kernelgen/verify/codes.py.
+kernelgen/verify/judge/codes.py.
 
   syntax-error              the file does not parse
   forbidden-import          imports a module outside ALLOWED_IMPORTS (os, sys, ctypes, numpy, ...)

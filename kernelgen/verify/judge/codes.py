@@ -6,7 +6,7 @@ ceiling marks the PerfCase invalid; a worker that times out or crashes is a RunR
 """
 
 VIOLATION_CODES: dict[str, str] = {
-    # static (kernelgen.verify.staticcheck, in the judge, before anything runs)
+    # static (kernelgen.verify.judge.staticcheck, in the judge, before anything runs)
     "syntax-error": "the file does not parse",
     "forbidden-import": "imports a module a kernel file may not use",
     "imports-baseline": "imports the reference implementation",
@@ -22,7 +22,7 @@ VIOLATION_CODES: dict[str, str] = {
     "no-entry-function": "defines no plain entry function named after the op",
     "entry-rebound": "the entry function is decorated or rebound at module level",
     "kernel-not-launched": "the entry never launches a @triton.jit kernel",
-    # decided by the judge from what came back (kernelgen.verify.accuracy, performance)
+    # decided by the judge from what came back (kernelgen.verify.judge.accuracy, performance)
     "wrong-outputs": "returned the wrong number or kind of values (not plain tensors)",
     "unwritten-output": "output elements were never written (they hold the poison fill, or change with it)",
     "input-mutated": "an input was modified by the call",
@@ -32,7 +32,7 @@ VIOLATION_CODES: dict[str, str] = {
     "deferred-work": "the worker still had device work queued after it said the timed calls were done",
     "forged-timing": "the worker claimed less device time than the judge's own clock allows for the timed calls",
     "folder-changed": "the operator folder changed while the candidate ran",
-    # evidence from the worker's in-process guard (kernelgen.verify.guard, tamper)
+    # evidence from the worker's in-process guard (kernelgen.verify.worker.guard, tamper)
     "torch-compute-in-wrapper": "PyTorch computed in the wrapper",
     "no-triton-launch": "the call launched no Triton kernel",
     "off-stream-launch": "a Triton launch on another stream",

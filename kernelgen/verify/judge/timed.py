@@ -5,7 +5,7 @@ its launch configurations recorded); its host time per call, on the judge's cloc
 how long a call takes; then rounds of timing interleaved across the kernels (who goes first rotates
 per round, so none always runs after a cold cache or a clock change) until every median is as sharp
 as the keep rule can use (kernelgen.verify.adaptive). Every timing request is bounded by the judge's
-own clock (kernelgen.verify.wallclock: a claim below it is `forged-timing`), every timed call counted
+own clock (kernelgen.verify.judge.wallclock: a claim below it is `forged-timing`), every timed call counted
 for launches (the worker's claim: it can only count against it), the worker's queue checked empty
 after each request, and the last timed output compared again. The paired ratio of two kernels is
 taken per round and the median kept: both saw the same round's conditions.
@@ -19,14 +19,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelgen.verify import wallclock
+from kernelgen.verify.judge import wallclock
 from kernelgen.verify.adaptive import Plan
-from kernelgen.verify.compare import compare
-from kernelgen.verify.devicelock import device_lock
-from kernelgen.verify.judge import Judge, KernelSource
+from kernelgen.verify.judge.compare import compare
+from kernelgen.verify.judge.devicelock import device_lock
+from kernelgen.verify.judge.judge import Judge, KernelSource
 from kernelgen.verify.poison import draw_fills
 from kernelgen.verify.protocol import OtherValue, Reply
-from kernelgen.verify.session import WorkerSession
+from kernelgen.verify.judge.session import WorkerSession
 from kernelgen.verify.timing import LoopCost, judge_clock, loop_cost, median, summarize
 
 DEFERRED_MS = 5.0  # a worker with nothing queued answers a sync in well under a millisecond
@@ -47,7 +47,7 @@ class KernelOnCase:
     calls: int = 0  # timed calls, and the Triton launches the worker says they made: its claim,
     launches: int = 0  # which can only count against it (timed-call-no-launch)
     claimed_ms: float = 0.0  # device time its timing requests claimed, warm-up included...
-    floor_ms: float = 0.0  # ...and the least the judge's clock allowed them (kernelgen.verify.wallclock)
+    floor_ms: float = 0.0  # ...and the least the judge's clock allowed them (kernelgen.verify.judge.wallclock)
 
     @property
     def timed(self) -> bool:

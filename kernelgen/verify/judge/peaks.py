@@ -4,7 +4,7 @@ used: an H100 SXM's datasheet says 3.35 TB/s, a large device-to-device copy meas
 and a kernel is judged against what is reachable.
 
 - Read: the best of several read-only kernels over the same 1 GiB — PyTorch's flat and row sums and
-  maxima, and plain Triton row sums (kernelgen.verify.readpeak). A read-only kernel legitimately
+  maxima, and plain Triton row sums (kernelgen.verify.judge.readpeak). A read-only kernel legitimately
   beats the copy ceiling (an H200 reads at ~4.4 TB/s and copies at ~4.25), and PyTorch's reductions
   alone under-read: on an H200 an honest Triton row_sum of 65536x4096 float32 reached 4437 GB/s,
   105% of the best of them, and was called invalid before the Triton row sums were among them.
@@ -46,7 +46,7 @@ def _key(device_name: str, torch_version: str) -> str:
 
 def read_rates(bench: Bench, src: Any) -> dict[str, float]:
     """GB/s of each read-only kernel over `src` (1-D, float32, a multiple of 4096 elements)."""
-    from kernelgen.verify.readpeak import row_sum_kernels
+    from kernelgen.verify.judge.readpeak import row_sum_kernels
 
     rows = src.view(-1, 4096)
     kernels: dict[str, Callable[[], Any]] = {
@@ -61,7 +61,7 @@ def matmul_rates(bench: Bench) -> dict[str, float]:
     """TFLOP/s of an 8192^3 cuBLAS matmul per precision."""
     import torch
 
-    from kernelgen.verify.precision import matmul_precision
+    from kernelgen.verify.judge.precision import matmul_precision
 
     out: dict[str, float] = {}
     for key, dtype, tf32 in (("bfloat16", torch.bfloat16, False), ("float16", torch.float16, False),
@@ -137,7 +137,7 @@ def device_peaks(device) -> DevicePeaks | None:  # noqa: ANN001 - DeviceInfo
     and an NPU's are not measured yet."""
     if device.kind != "cuda":
         return None
-    from kernelgen.verify.devicelock import device_lock
+    from kernelgen.verify.judge.devicelock import device_lock
     from kernelgen.verify.timing import rep_times, summarize
 
     with device_lock(exclusive=True, path=device.lock):

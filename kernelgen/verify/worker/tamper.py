@@ -27,8 +27,10 @@ class TamperSnapshot:
         import torch
         import torch.nn.functional as F  # noqa: N812
 
-        from kernelgen.verify import guard, poison, protocol
-        from kernelgen.verify.guard import launch_runners
+        from kernelgen.verify.worker import guard
+
+        from kernelgen.verify import poison, protocol
+        from kernelgen.verify.worker.guard import launch_runners
 
         try:  # imported lazily by the first launch, and it rewraps torch.manual_seed & co.
             import torch._dynamo  # noqa: F401
@@ -38,9 +40,9 @@ class TamperSnapshot:
             ("torch", torch, False), ("torch.nn.functional", F, False), ("math", math, False),
             ("builtins", builtins, False), ("torch.Tensor", torch.Tensor, True),
             ("torch.Tensor base", torch.Tensor.__mro__[1], True),
-            ("kernelgen.verify.guard", guard, False), ("kernelgen.verify.poison", poison, False),
+            ("kernelgen.verify.worker.guard", guard, False), ("kernelgen.verify.poison", poison, False),
             ("kernelgen.verify.protocol", protocol, False),
-            ("kernelgen.verify.worker", sys.modules.get("kernelgen.verify.worker") or guard, False),
+            ("kernelgen.verify.worker.server", sys.modules.get("kernelgen.verify.worker.server") or guard, False),
         ]
         spaces += [(f"triton {cls.__name__}", cls, True) for cls in launch_runners()]
         self._spaces = [(label, obj, closed, dict(vars(obj))) for label, obj, closed in spaces]

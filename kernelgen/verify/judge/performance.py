@@ -7,14 +7,14 @@ Per perf case x dtype, on inputs the judge draws on the device:
   so both see the same clocks and neighbours, each repetition with the L2 flushed
   (kernelgen.verify.timing); every timed call must launch Triton, the last one's output must be right,
   and the worker must have no work left queued when it says it is done;
-- PyTorch eager, `torch.compile` of the reference and the peer libraries (kernelgen.verify.peers)
+- PyTorch eager, `torch.compile` of the reference and the peer libraries (kernelgen.verify.judge.peers)
   timed here, on the same inputs;
 - bytes and FLOPs: the minimum bytes (inputs read once, outputs written once); FLOPs from the spec, or
   counted by PyTorch's flop counter on the reference when the spec gives none (a matmul is then
   judged in TFLOP/s);
 - the right ceiling: read bandwidth for read-dominated kernels (a reduction writes almost nothing),
   copy bandwidth for read + write, the matmul rate of the case's dtype and precision mode for
-  compute-bound ones (float32 against FP32, or TF32 where the user allows it: kernelgen.verify.precision,
+  compute-bound ones (float32 against FP32, or TF32 where the user allows it: kernelgen.verify.judge.precision,
   applied alike to eager, torch.compile and the candidate). A timing beyond its ceiling by more than 5%
   is invalid, never a win.
 Under the CPU interpreter all of this is a dry run on the first test case, labelled as such.
@@ -26,17 +26,17 @@ from typing import Any, Callable
 
 from kernelgen.devices import INTERPRETER_WARNING
 from kernelgen.spec import Case
-from kernelgen.verify.baselines import BaselineCache, BaselineEntry, Kind, spec_recipe
-from kernelgen.verify.compare import as_tuple
-from kernelgen.verify.devicelock import device_lock
-from kernelgen.verify.inputs import PERF_SEED, DrawnInputs, checkable_dtypes
-from kernelgen.verify.judge import Judge, KernelSource, LoadError, static_problems
-from kernelgen.verify.peerproc import PeerJob
-from kernelgen.verify.precision import describe, matmul_precision, tf32_enabled
+from kernelgen.verify.judge.baselines import BaselineCache, BaselineEntry, Kind, spec_recipe
+from kernelgen.verify.judge.compare import as_tuple
+from kernelgen.verify.judge.devicelock import device_lock
+from kernelgen.verify.judge.inputs import PERF_SEED, DrawnInputs, checkable_dtypes
+from kernelgen.verify.judge.judge import Judge, KernelSource, LoadError, static_problems
+from kernelgen.verify.judge.peerproc import PeerJob
+from kernelgen.verify.judge.precision import describe, matmul_precision, tf32_enabled
 from kernelgen.verify.results import DevicePeaks, KernelTiming, PerfCase, PerformanceResult, Violation
-from kernelgen.verify.timed import paired, time_case
+from kernelgen.verify.judge.timed import paired, time_case
 from kernelgen.verify.timing import host_overhead_us, rep_times, summarize
-from kernelgen.verify.wallclock import describe as describe_check
+from kernelgen.verify.judge.wallclock import describe as describe_check
 
 # Timing stops as soon as every median is as sharp as the keep rule can use (kernelgen.verify.adaptive);
 # these only cap it: at most ROUNDS interleaved rounds (three at least when paired with the best), and
@@ -111,7 +111,7 @@ def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: Ker
                         log: Callable[[str], None] = lambda s: None) -> PerformanceResult:
     """Time `kernel` (against `compare_with`, the current best, when given) on every perf case. The
     baselines (eager, torch.compile, peers) come from the per-user cache where it has them, unless
-    `fresh` (kernelgen.verify.baselines)."""
+    `fresh` (kernelgen.verify.judge.baselines)."""
     import torch
     import triton
 

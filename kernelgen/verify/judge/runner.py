@@ -1,7 +1,7 @@
 """The judge's front door for the rest of KernelGen: check or time one operator's kernel and get a
 `RunRecord` back — a verdict, or why there is none (the worker timed out or crashed).
 
-Before anything runs, the folder's integrity record is checked (kernelgen.verify.integrity); the
+Before anything runs, the folder's integrity record is checked (kernelgen.verify.judge.integrity); the
 kernel is read once, and those bytes are what is checked, timed and reported (their sha256 is in the
 result); the operator folder is compared before and after the judged calls.
 """
@@ -16,21 +16,21 @@ from typing import Any, Callable
 from kernelgen.devices import DeviceInfo
 from kernelgen.errors import OperatorDirError
 from kernelgen.opdir import OperatorDir
-from kernelgen.verify.trusted import render_baseline, render_trusted
-from kernelgen.verify import integrity
-from kernelgen.verify.accuracy import DEFAULT_SEEDS, check_accuracy
-from kernelgen.verify.devicelock import device_lock
-from kernelgen.verify.judge import Judge, KernelSource, Origin
-from kernelgen.verify.performance import measure_performance
+from kernelgen.verify.judge.trusted import render_baseline, render_trusted
+from kernelgen.verify.judge import integrity
+from kernelgen.verify.judge.accuracy import DEFAULT_SEEDS, check_accuracy
+from kernelgen.verify.judge.devicelock import device_lock
+from kernelgen.verify.judge.judge import Judge, KernelSource, Origin
+from kernelgen.verify.judge.performance import measure_performance
 from kernelgen.verify.results import RunRecord, Violation
-from kernelgen.verify.scrub import scrub
-from kernelgen.verify.session import WorkerFailure, WorkerSession
+from kernelgen.verify.judge.scrub import scrub
+from kernelgen.verify.judge.session import WorkerFailure, WorkerSession
 
 
 def load_baseline(op: OperatorDir) -> Callable[..., Any]:
     """The reference the judge runs: the operator folder's baseline file (checked by the integrity
     record first). A baseline an LLM wrote (the spec had no reference) is untrusted code: it never
-    runs in the judge but in a sandboxed worker of its own (kernelgen.verify.judge.WorkerBaseline)."""
+    runs in the judge but in a sandboxed worker of its own (kernelgen.verify.judge.judge.WorkerBaseline)."""
     source = op.file("baseline").read_text(encoding="utf-8")
     namespace: dict[str, Any] = {"__name__": f"kernelgen_baseline_{op.name}"}
     exec(compile(source, str(op.file("baseline")), "exec"), namespace)  # noqa: S102 - the user's own reference
@@ -75,7 +75,7 @@ def open_judge(op: OperatorDir, device: DeviceInfo, *, spare: WorkerSession | No
         raise
     sha = hashlib.sha256(op.file("baseline").read_bytes()).hexdigest()
     if op.spec.reference is None:
-        from kernelgen.verify.judge import WorkerBaseline
+        from kernelgen.verify.judge.judge import WorkerBaseline
 
         return Judge(op.spec, device, WorkerBaseline(device, op.file("baseline").read_text(encoding="utf-8"), op.name),
                      spare=spare, prestart=True, baseline_sha256=sha)
@@ -132,7 +132,7 @@ def run_performance(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None 
                     spare: WorkerSession | None = None, log: Callable[[str], None] = lambda s: None) -> RunRecord:
     """The kernel timed on every perf case (against `compare`, the current best, when given);
     `fresh`: the baselines timed again rather than taken from the cache; `spare` as run_accuracy's."""
-    from kernelgen.verify.peaks import device_peaks
+    from kernelgen.verify.judge.peaks import device_peaks
 
     started = time.monotonic()
     own = judge is None

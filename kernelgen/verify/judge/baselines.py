@@ -26,12 +26,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kernelgen.fsutil import atomic_write
-from kernelgen.verify.peaks import cache_dir
-from kernelgen.verify.precision import tf32_enabled
+from kernelgen.verify.judge.peaks import cache_dir
+from kernelgen.verify.judge.precision import tf32_enabled
 from kernelgen.verify.results import KernelTiming
 
 Kind = Literal["eager", "compile", "peers"]
-_TIMING_SOURCE = Path(__file__).with_name("timing.py")
+_TIMING_SOURCE = Path(__file__).parent.parent / "timing.py"
 
 
 class BaselineEntry(BaseModel):

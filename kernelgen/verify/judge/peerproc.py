@@ -5,9 +5,9 @@ them hit an illegal memory access during `bench` of rms_norm, which poisons the 
 process it runs in; the judge's whole measurement was lost with it. Here they run in a child:
 
     parent: PeerJob(spec, device, cases, lock)  (started early) ... .result() -> PeerRun
-    child:  python -m kernelgen.verify.peerproc   (one JSON request on stdin, one JSON line per case out)
+    child:  python -m kernelgen.verify.judge.peerproc   (one JSON request on stdin, one JSON line per case out)
 
-The child draws each perf case's inputs with the same seed as the judge (kernelgen.verify.inputs.PERF_SEED,
+The child draws each perf case's inputs with the same seed as the judge (kernelgen.verify.judge.inputs.PERF_SEED,
 on the device), runs the spec's reference once plainly for the expected values, then each peer: kept
 only where it matches the reference within the spec's tolerance, and timed under the device lock held
 exclusively. When the child dies, the case it was on is tried once more with each peer alone in a
@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kernelgen.spec import OperatorSpec
-from kernelgen.verify import peers as peer_libs
+from kernelgen.verify.judge import peers as peer_libs
 from kernelgen.verify.results import KernelTiming
 
 PEER_TIMEOUT_S = 600.0  # for every case of one child: FlagGems compiles a kernel per op and shape
@@ -115,7 +115,7 @@ class _Child:
                    "cases": [[ci, shapes, dtype] for ci, shapes, dtype in cases]}
         self._out, self._err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
         self.started = time.monotonic()
-        self.proc = subprocess.Popen([sys.executable, "-m", "kernelgen.verify.peerproc"], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-m", "kernelgen.verify.judge.peerproc"], stdin=subprocess.PIPE,
                                      stdout=self._out, stderr=self._err, text=True)
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(request))
@@ -158,12 +158,12 @@ def _serve(request: dict[str, Any]) -> None:
     import torch
 
     from kernelgen.spec import draw_inputs, load_reference
-    from kernelgen.verify.compare import as_tuple, compare
-    from kernelgen.verify.devicelock import device_lock
-    from kernelgen.verify.inputs import PERF_SEED
+    from kernelgen.verify.judge.compare import as_tuple, compare
+    from kernelgen.verify.judge.devicelock import device_lock
+    from kernelgen.verify.judge.inputs import PERF_SEED
     from kernelgen.verify.timing import rep_times, summarize
 
-    from kernelgen.verify.judge import exact_reductions
+    from kernelgen.verify.judge.judge import exact_reductions
 
     exact_reductions()  # the expected values as the judge computes them
     spec = OperatorSpec.model_validate(request["spec"])

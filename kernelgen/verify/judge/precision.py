@@ -6,7 +6,7 @@ to everything compared: PyTorch eager and `torch.compile` of the reference as th
 candidate in its worker (Triton's default for `tl.dot` on float32 inputs, `TRITON_F32_DEFAULT`:
 "tf32" or "ieee"; a kernel that names its own `input_precision` keeps it). The ceilings follow it too
 (a float32 matmul against the FP32 rate, or the TF32 rate), and every result names it. The oracle the
-accuracy checks compare against stays exact whatever the mode (kernelgen.verify.judge.exact_reductions).
+accuracy checks compare against stays exact whatever the mode (kernelgen.verify.judge.judge.exact_reductions).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ and the sandboxed workers its candidates run in.
 
 The candidate never runs here. A worker receives inputs and returns outputs; the judge draws the
 inputs, runs the baseline, compares, counts the checks it planned and writes the verdict
-(kernelgen.verify.accuracy, kernelgen.verify.performance). Kernels KernelGen's own offline generator
+(kernelgen.verify.judge.accuracy, kernelgen.verify.judge.performance). Kernels KernelGen's own offline generator
 wrote share one long-lived worker (compile once, time many); every other kernel gets a worker of its
 own, so one candidate cannot tamper with the process another is judged in.
 """
@@ -16,13 +16,13 @@ from typing import Any, Callable, Literal
 
 from kernelgen.devices import DeviceInfo
 from kernelgen.spec import OperatorSpec, torch_dtype
-from kernelgen.verify import compilecache
-from kernelgen.verify.inputs import digest, same_digest
+from kernelgen.verify.judge import compilecache
+from kernelgen.verify.digest import digest, same_digest
 from kernelgen.verify.poison import Fill
 from kernelgen.verify.protocol import DTYPE_SIZES, OtherValue, Reply, TensorRef
-from kernelgen.verify.scrub import scrub
-from kernelgen.verify.session import WorkerFailure, WorkerSession, spare_worker
-from kernelgen.verify.staticcheck import check_source
+from kernelgen.verify.judge.scrub import scrub
+from kernelgen.verify.judge.session import WorkerFailure, WorkerSession, spare_worker
+from kernelgen.verify.judge.staticcheck import check_source
 
 Origin = Literal["offline", "llm", "file"]
 ALIGN = 64
@@ -157,7 +157,7 @@ class Judge:
         return worker, slot
 
     def _seed(self, worker: WorkerSession, kernel: KernelSource) -> None:
-        """The worker's Triton cache from the compile store (kernelgen.verify.compilecache): its own
+        """The worker's Triton cache from the compile store (kernelgen.verify.judge.compilecache): its own
         key's folder when it takes its first kernel, and the trusted "offline" folder; a kernel
         KernelGen generated also brings what a worker of its own compiled for it into the shared one."""
         triton, offline = worker.scratch / "triton", compilecache.store_folder(self.spec.name, "offline")

@@ -1,4 +1,4 @@
-"""Plain Triton row sums, among the kernels the read ceiling is the best of (kernelgen.verify.peaks).
+"""Plain Triton row sums, among the kernels the read ceiling is the best of (kernelgen.verify.judge.peaks).
 
 PyTorch's own reductions under-read a large row-major matrix: on an H200 an honest Triton row sum of
 65536x4096 float32 (one program per row block, the whole row in registers) read 4437 GB/s, 5% above

@@ -11,7 +11,7 @@ from kernelgen.opdir import SPEC_FILE
 from kernelgen.render import render
 from kernelgen.spec import OperatorSpec
 from kernelgen.spec.reference import PRELUDE
-from kernelgen.verify import integrity
+from kernelgen.verify.judge import integrity
 
 
 def render_baseline(spec: OperatorSpec, reference: str | None = None, *, llm_written: bool = False) -> str:
@@ -21,7 +21,7 @@ def render_baseline(spec: OperatorSpec, reference: str | None = None, *, llm_wri
 
 def render_trusted(spec: OperatorSpec) -> dict[str, str]:
     """The test files (file name -> text): rendered by KernelGen, never by an LLM."""
-    from kernelgen.verify.accuracy import DEFAULT_SEEDS
+    from kernelgen.verify.judge.accuracy import DEFAULT_SEEDS
 
     return {
         f"{spec.name}_accuracy.py": render("files/accuracy.py.j2", spec=spec, seeds=len(DEFAULT_SEEDS)),

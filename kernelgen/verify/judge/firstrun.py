@@ -21,12 +21,12 @@ from typing import Any, Callable, Iterator
 
 from kernelgen.devices import DeviceInfo
 from kernelgen.spec import Case, OperatorSpec, load_reference
-from kernelgen.verify.compare import as_tuple, compare
-from kernelgen.verify.inputs import CheckCase, checkable_dtypes, draw, tolerance_of
-from kernelgen.verify.judge import Judge, KernelSource
+from kernelgen.verify.judge.compare import as_tuple, compare
+from kernelgen.verify.judge.inputs import CheckCase, checkable_dtypes, draw, tolerance_of
+from kernelgen.verify.judge.judge import Judge, KernelSource
 from kernelgen.verify.poison import draw_fills
 from kernelgen.verify.protocol import OtherValue, ProtocolError
-from kernelgen.verify.session import WorkerFailure, WorkerSession
+from kernelgen.verify.judge.session import WorkerFailure, WorkerSession
 
 # The smallest derived KernelBench case (<= 4,000 elements, kernelgen.spec.kernelbench.shrink) runs in
 # well under a second under the interpreter; a kernel still running after this long is looping.

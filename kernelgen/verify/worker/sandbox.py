@@ -11,7 +11,7 @@ What it does (each step degrades to a plain note where the kernel lacks the feat
 - resource limits: file size, core dumps, processes (RLIMIT_NPROC binds non-root users only; a pids
   cgroup is used where one is writable), address space under the CPU interpreter (CUDA reserves
   more virtual memory than any sane limit, so GPU workers get a memory cgroup where writable).
-Captured output is capped by the judge, which reads it (kernelgen.verify.session).
+Captured output is capped by the judge, which reads it (kernelgen.verify.judge.session).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import os
 import resource
 import signal
 import struct
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from kernelgen.verify.policy import DEFAULT_PROCESS_HEADROOM, SandboxPolicy, SandboxReport
 
 # Landlock (include/uapi/linux/landlock.h); the syscall numbers are the same on x86-64 and arm64.
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
@@ -48,35 +48,6 @@ SYSTEM_READ = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr", "
 DEVICE_PREFIXES = ("null", "zero", "full", "random", "urandom", "nvidia", "kfd", "davinci", "devmm_svm", "hisi_hdc")
 DEVICE_DIRS = ("/dev/dri", "/dev/nvidia-caps")
 
-DEFAULT_FILE_LIMIT = 256 << 20  # a Triton cache entry is < 10 MB; a candidate may not fill the disk
-DEFAULT_CPU_MEMORY = 8 << 30  # the interpreter on test shapes needs < 3 GB of address space (torch + triton)
-DEFAULT_PROCESS_HEADROOM = 64  # ptxas and gcc (Triton's compile steps) need a few
-
-
-@dataclass
-class SandboxPolicy:
-    scratch: Path  # the only writable folder
-    read_paths: list[str] = field(default_factory=list)  # Python, site-packages, the kernelgen package
-    list_paths: list[str] = field(default_factory=list)  # folders whose names may be listed, not read
-    interpreter: bool = True  # CPU interpreter: an address-space limit is possible
-    file_limit: int = DEFAULT_FILE_LIMIT
-    cpu_memory: int = DEFAULT_CPU_MEMORY
-    cgroups: list[str] = field(default_factory=list)  # cgroup folders the judge made for this worker
-    namespaces: bool = True
-    landlock: bool = True
-
-
-@dataclass
-class SandboxReport:
-    """What was enforced, and what could not be, in words a person reads once."""
-
-    enforced: list[str] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, list[str]]:
-        return {"enforced": self.enforced, "missing": self.missing}
-
-
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 
@@ -95,42 +66,6 @@ def landlock_abi() -> int:
     return max(0, int(v))
 
 
-def worker_python_path() -> list[str]:
-    """The judge's import path as the worker gets it (PYTHONPATH): the folder holding kernelgen first,
-    then every existing entry of sys.path but the judge's working folder (the user's project)."""
-    import kernelgen
-
-    cwd = os.path.realpath(os.getcwd())
-    pkg_parent = str(Path(kernelgen.__file__).resolve().parent.parent)
-    entries = [pkg_parent] + [os.path.realpath(p) for p in sys.path if p and os.path.isdir(p)]
-    return [p for p in dict.fromkeys(entries) if p != cwd or p == pkg_parent]
-
-
-def python_read_paths(path: list[str]) -> tuple[list[str], list[str]]:
-    """(read, list-only) folders for a worker whose import path is `path`: the interpreter's prefixes
-    and standard library, every package folder on the path, and the kernelgen package itself. A
-    project folder on the path (one holding kernelgen's source: an editable install) may only be
-    listed, so the worker finds kernelgen there without reading the project's other files (where the
-    operator folders and the user's own files live)."""
-    import sysconfig
-
-    import kernelgen
-
-    read = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, os.path.dirname(sys.executable),
-            str(Path(kernelgen.__file__).resolve().parent)}
-    for key in ("stdlib", "platstdlib", "purelib", "platlib", "include", "platinclude"):
-        p = sysconfig.get_paths().get(key)
-        if p:
-            read.add(p)
-    listed = set()
-    for entry in path:
-        if (Path(entry) / "kernelgen" / "__init__.py").is_file() and os.path.basename(entry) not in ("site-packages", "dist-packages"):
-            listed.add(entry)
-        else:
-            read.add(entry)
-    return sorted(read), sorted(listed - read)
-
-
 # --- steps, in the order the worker applies them ----------------------------------------------
 def die_with_parent(report: SandboxReport) -> None:
     if _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
@@ -146,69 +81,6 @@ def join_cgroups(paths: list[str], report: SandboxReport) -> None:
             report.enforced.append(f"the limits of cgroup {path}")
         except OSError as e:
             report.missing.append(f"could not join the cgroup {path}: {e.strerror}")
-
-
-# --- cgroups, made by the judge before it starts a worker ----------------------------------------
-def _cgroup_dirs() -> dict[str, str]:
-    """controller ("pids", "memory", or "" for the cgroup2 hierarchy) -> our cgroup's folder."""
-    mounts: dict[str, str] = {}
-    try:
-        for line in Path("/proc/self/mountinfo").read_text().splitlines():
-            left, _, right = line.partition(" - ")
-            fstype, _, opts = right.split(" ", 2) if right.count(" ") >= 2 else (right, "", "")
-            mount_point = left.split()[4]
-            if fstype == "cgroup2":
-                mounts[""] = mount_point
-            elif fstype == "cgroup":
-                for c in ("pids", "memory"):
-                    if c in opts.split(","):
-                        mounts[c] = mount_point
-        ours: dict[str, str] = {}
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
-            _, controllers, path = line.split(":", 2)
-            for c in (controllers.split(",") if controllers else [""]):
-                if c in mounts:
-                    ours[c] = mounts[c] + path.rstrip("/")
-        return ours
-    except (OSError, ValueError):
-        return {}
-
-
-def make_cgroups(name: str, *, pids_max: int, memory_max: int) -> list[str]:
-    """Best effort: child cgroups limiting processes and memory (cgroup v1 controllers, or cgroup2
-    where its controllers are delegated). [] when none is writable (a normal user, most containers)."""
-    made = []
-    limits = {"pids": {"pids.max": pids_max}, "memory": {"memory.limit_in_bytes": memory_max},
-              "": {"pids.max": pids_max, "memory.max": memory_max}}
-    dirs = _cgroup_dirs()
-    for controller, base in dirs.items():
-        if controller == "" and ("pids" in dirs or "memory" in dirs):
-            continue  # the v1 controllers are in use; cgroup2 holds none of them
-        d = Path(base, name)
-        try:
-            d.mkdir(exist_ok=True)
-        except OSError:
-            continue
-        written = 0
-        for file, value in limits[controller].items():
-            try:
-                (d / file).write_text(str(value))
-                written += 1
-            except OSError:
-                pass
-        if written:
-            made.append(str(d))
-        else:
-            remove_cgroups([str(d)])
-    return made
-
-
-def remove_cgroups(paths: list[str]) -> None:
-    for p in paths:
-        try:
-            os.rmdir(p)  # only once no process is left in it
-        except OSError:
-            pass
 
 
 def enter_namespaces(report: SandboxReport) -> bool:

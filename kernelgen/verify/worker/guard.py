@@ -12,7 +12,7 @@ evidence the judge adds to its own checks, never the only evidence. It provides:
 - the interpreter's program order (forward, reversed, shuffled), so a kernel relying on programs
   running in order fails on the CPU as it would on a GPU;
 - a count of threads started during the call (`thread-started`).
-Every violation code is listed in kernelgen/verify/codes.py.
+Every violation code is listed in kernelgen/verify/judge/codes.py.
 """
 
 from __future__ import annotations

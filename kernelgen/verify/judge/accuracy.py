@@ -1,7 +1,7 @@
 """The accuracy verdict, decided in the judge's process.
 
 For every planned case (the spec's test cases x dtypes x seeds, plus the generated variants of
-kernelgen.verify.inputs), the judge draws fresh inputs, runs the baseline on its own copy, sends the
+kernelgen.verify.judge.inputs), the judge draws fresh inputs, runs the baseline on its own copy, sends the
 inputs to the candidate's worker and checks what comes back:
 1. a **guarded** call, fresh allocations poisoned with this run's fill A: outputs must match, every
    element must be written, the inputs must be unchanged, the outputs must be fresh;
@@ -20,12 +20,12 @@ from __future__ import annotations
 import secrets
 from typing import Any, Callable
 
-from kernelgen.verify.compare import Comparison, agree, as_tuple, compare
-from kernelgen.verify.inputs import STALE_OFFSET, CheckCase, draw, plan_checks, tolerance_of
-from kernelgen.verify.judge import ALIGN, Judge, KernelSource, LoadError, static_problems
+from kernelgen.verify.judge.compare import Comparison, agree, as_tuple, compare
+from kernelgen.verify.judge.inputs import STALE_OFFSET, CheckCase, draw, plan_checks, tolerance_of
+from kernelgen.verify.judge.judge import ALIGN, Judge, KernelSource, LoadError, static_problems
 from kernelgen.verify.poison import Fill, draw_fills
 from kernelgen.verify.protocol import OtherValue, ProtocolError, Reply, storage_span
-from kernelgen.verify.session import WorkerFailure
+from kernelgen.verify.judge.session import WorkerFailure
 from kernelgen.verify.results import AccuracyResult, CaseCheck, Violation
 
 DEFAULT_SEEDS = (0, 1, 2)

@@ -2,7 +2,7 @@
 
     python -m kernelgen.verify.worker --socket FD --handoff FD --policy JSON
 
-Its bootstrap (this file, trusted) applies the sandbox (kernelgen.verify.sandbox) before torch or any
+Its bootstrap (this file, trusted) applies the sandbox (kernelgen.verify.worker.sandbox) before torch or any
 candidate is imported, says hello, imports torch and Triton and starts the device at once (while the
 judge gets on with its own start: the two overlap), then serves the judge's requests: take the
 shared-memory arena (its fd comes through the handoff socket, so a worker can be started before the
@@ -25,7 +25,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from kernelgen.verify import sandbox
+from kernelgen.verify.policy import SandboxPolicy
+from kernelgen.verify.worker import sandbox
 from kernelgen.verify.protocol import Arena, OtherValue, ProtocolError, TensorRef, recv, send
 
 ALIGN = 64  # bytes between tensors in the arena
@@ -71,8 +72,8 @@ class Worker:
             os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported: @triton.jit reads it then
         import torch
 
-        from kernelgen.verify import guard
-        from kernelgen.verify.tamper import TamperSnapshot
+        from kernelgen.verify.worker import guard
+        from kernelgen.verify.worker.tamper import TamperSnapshot
         from kernelgen.verify.timing import Stopwatch
 
         if self.device == "cpu":
@@ -117,7 +118,7 @@ class Worker:
             reply = {"ok": False, "error": _short_tb(e)}
         changed = self.tamper.changed() if self.tamper is not None else []
         if changed:
-            from kernelgen.verify.tamper import describe
+            from kernelgen.verify.worker.tamper import describe
 
             code, message = describe(changed, f"after the {op} request")
             report = reply.setdefault("report", {})
@@ -176,7 +177,7 @@ class Worker:
         """Perf inputs drawn here from the recipe the judge drew its own with (the same seed, on the
         device), not copied through host memory; their digest goes back for the judge to compare."""
         from kernelgen.spec import OperatorSpec, draw_inputs
-        from kernelgen.verify.inputs import digest
+        from kernelgen.verify.digest import digest
 
         spec = OperatorSpec.model_validate(req["spec"])
         inputs = draw_inputs(spec, dict(req["case"]), str(req["dtype"]), int(req["seed"]), self.device, on_device=True)
@@ -302,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", required=True, choices=["cpu", "cuda", "npu"])
     args = p.parse_args(argv)
     policy_data = json.loads(args.policy)
-    policy = sandbox.SandboxPolicy(**{**policy_data, "scratch": Path(policy_data["scratch"])})
+    policy = SandboxPolicy(**{**policy_data, "scratch": Path(policy_data["scratch"])})
     report = sandbox.apply(policy)  # forks into the PID namespace; only its first process returns here
     sock = socket.socket(fileno=args.socket)
     try:
@@ -319,6 +320,3 @@ def main(argv: list[str] | None = None) -> int:
     worker.serve()
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -4,7 +4,7 @@ kernel is imported, and what it compiled is copied back when it ends.
 Integrity: every store folder belongs to one key — the sha256 of the one untrusted kernel file a
 worker ran (each such kernel has a worker of its own), or "offline" for the worker that KernelGen's
 own generated kernels share. Only the judge copies in and out; a worker writes only into its scratch
-folder (kernelgen.verify.sandbox), so whatever a hostile candidate leaves in its cache lands in the
+folder (kernelgen.verify.worker.sandbox), so whatever a hostile candidate leaves in its cache lands in the
 folder of its own key and is seeded only into a later worker running those same bytes — never into
 another candidate's, the offline kernels' or the baselines' (torch.compile runs in the judge, with a
 cache no worker can reach). Trusted entries flow the other way only: every worker is also seeded with
@@ -21,7 +21,7 @@ import stat
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 
-from kernelgen.verify.peaks import cache_dir
+from kernelgen.verify.judge.peaks import cache_dir
 
 MAX_FILE = 64 << 20  # a cubin, a PTX file or a launcher .so is < 10 MB
 MAX_TOTAL = 512 << 20  # per key

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from kernelgen.devices import PIN_VARS, DeviceInfo
-from kernelgen.verify import compilecache, precision, sandbox
+from kernelgen.verify.judge import compilecache, confinement, precision
+from kernelgen.verify.policy import DEFAULT_CPU_MEMORY
 from kernelgen.verify.protocol import Arena, ProtocolError, Reply, parse_reply, recv, send
-from kernelgen.verify.scrub import scrub
+from kernelgen.verify.judge.scrub import scrub
 
 START_TIMEOUT_S = 180.0  # importing torch and Triton on a loaded 2-core machine, or CUDA's first init
 DEFAULT_REQUEST_TIMEOUT_S = 600.0  # one call or one timing under the interpreter; KERNELGEN_TIMEOUT overrides
@@ -74,7 +75,7 @@ def worker_environment(device: DeviceInfo, scratch: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in ENV_ALLOW or k.startswith(("LC_", "NCCL_", "TORCH_SYMM", "NVSHMEM_"))}
     env.update(precision.worker_env())  # the user's TF32 setting, for the candidate's tl.dot
     env.update({
-        "PYTHONPATH": os.pathsep.join(sandbox.worker_python_path()),
+        "PYTHONPATH": os.pathsep.join(confinement.worker_python_path()),
         "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "PYTHONNOUSERSITE": "1",
         "HOME": str(scratch / "home"), "TMPDIR": str(scratch / "tmp"), "XDG_CACHE_HOME": str(scratch / "cache"),
         "TRITON_CACHE_DIR": str(scratch / "triton"), "TRITON_HOME": str(scratch / "home"),
@@ -156,9 +157,9 @@ class WorkerSession:
         self.seeded: set[Path] = set()  # cache files another key's folder seeded: not harvested into this one
         self._sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self._handoff, child_handoff = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        read, listed = sandbox.python_read_paths(sandbox.worker_python_path())
-        memory = int(os.environ.get(WORKER_ENV_LIMIT, 0)) or (sandbox.DEFAULT_CPU_MEMORY if device.interpreter else 32 << 30)
-        self.cgroups = sandbox.make_cgroups(f"kernelgen-{os.getpid()}-{id(self)}", pids_max=256, memory_max=memory)
+        read, listed = confinement.python_read_paths(confinement.worker_python_path())
+        memory = int(os.environ.get(WORKER_ENV_LIMIT, 0)) or (DEFAULT_CPU_MEMORY if device.interpreter else 32 << 30)
+        self.cgroups = confinement.make_cgroups(f"kernelgen-{os.getpid()}-{id(self)}", pids_max=256, memory_max=memory)
         policy = {"scratch": str(self.scratch), "read_paths": read, "list_paths": listed, "interpreter": device.interpreter,
                   "cpu_memory": memory, "cgroups": self.cgroups,
                   "namespaces": os.environ.get("KERNELGEN_SANDBOX", "on") != "off",
@@ -312,7 +313,7 @@ class WorkerSession:
         self._handoff.close()
         if self.arena is not None:
             self.arena.close()
-        sandbox.remove_cgroups(self.cgroups)
+        confinement.remove_cgroups(self.cgroups)
         if self.compile_store is not None:
             try:
                 compilecache.harvest(self.scratch / "triton", self.compile_store, skip=self.seeded)
