@@ -168,8 +168,10 @@ def test_local_engine_killed_midway_resumes_and_reports_bad_input(tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the batch, its workers and their steps
         proc.wait()
-    time.sleep(1)
-    first = finished[0]
+    # Which operators finished is read once the batch is dead, not when the first was seen: another
+    # can finish between that poll and the kill (it did, 2 runs in 4 on 2 cores), and it is then
+    # rightly skipped by the resume.
+    finished = [n for n in NAMES if (out / n / JOB_FILE).is_file()]
     before = _snapshot(out)
     started: dict[str, str] = {}  # operators whose round 0 had finished: resumed, not redone
     for name in NAMES:
@@ -179,17 +181,17 @@ def test_local_engine_killed_midway_resumes_and_reports_bad_input(tmp_path):
             continue
         if r0.finished_at:
             started[name] = r0.started_at
-    assert len([n for n in NAMES if (out / n / JOB_FILE).is_file()]) < 3, "killed too late to show a resume"
+    assert len(finished) < len(NAMES), "killed too late to show a resume"
 
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 1, again.stdout + again.stderr  # the batch ran; two of its specs could not
     report = assert_all_finished(out)
     after = _snapshot(out)
     for path, (data, mtime) in before.items():
-        if path.startswith(f"{first}/"):
-            assert after[path] == (data, mtime), f"{path} of the finished operator changed"
+        if path.split("/")[0] in finished:
+            assert after[path] == (data, mtime), f"{path} of a finished operator changed"
     rows = {r["name"]: r for r in report["operators"]}
-    assert rows[first]["skipped"] and not any(rows[n]["skipped"] for n in NAMES if n != first)
+    assert {n for n in NAMES if rows[n]["skipped"]} == set(finished)
     for name, t0 in started.items():
         assert load_state(out / name).rounds[0].started_at == t0, f"{name}: round 0 was redone"
     for name in NAMES:  # a folder whose round 0 never finished was moved aside, not deleted
