@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from kernelgen.llm.devicefacts import prompt_device
 from kernelgen.llm.failures import failure_report
 from kernelgen.llm.kinds import operator_kind
-from kernelgen.llm.specfacts import spec_facts
+from kernelgen.llm.specfacts import fixed_lines, spec_facts
 from kernelgen.llm.untrusted import scrub_candidate_text
 from kernelgen.render import render
 from kernelgen.verify.staticcheck import ALLOWED_IMPORTS
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from kernelgen.verify.results import DevicePeaks, PerformanceResult, RunRecord
 
 Messages = list[dict[str, str]]
+MAX_OPS_SHOWN = 12  # the operators a reference calls, as the prompt names them: what it is, not a trace
 
 
 def system_prompt(spec: OperatorSpec) -> str:
@@ -37,9 +38,16 @@ def system_prompt(spec: OperatorSpec) -> str:
 
 
 def _spec_context(spec: OperatorSpec) -> dict[str, Any]:
+    from kernelgen.spec.hyperparams import module_constants
     from kernelgen.spec.kernelbench.readback import read_back
+    from kernelgen.spec.symbolic import trace_reference
+    from kernelgen.verify.precision import tf32_enabled
 
-    return {"spec": spec, "facts": spec_facts(spec), "kind": operator_kind(spec), "problem": read_back(spec)}
+    trace = trace_reference(spec)
+    return {"spec": spec, "facts": spec_facts(spec), "kind": operator_kind(spec), "problem": read_back(spec),
+            "calls": trace.ops[:MAX_OPS_SHOWN] if trace is not None else [], "fixed": fixed_lines(spec),
+            "constants": [c.describe() for c in module_constants(spec)], "tf32": tf32_enabled(),
+            "float32": "float32" in spec.dtypes}
 
 
 def _with_system(spec: OperatorSpec, user: str) -> Messages:
