@@ -15,6 +15,7 @@ from kernelgen.spec import OperatorSpec
 from kernelgen.record.analysis import analyse_operator, latest_peaks, needs_ceilings, with_ceilings
 from kernelgen.record.display import tf32_label
 from kernelgen.record.state import CaseResult, OpState, RefreshRecord, RoundRecord, save_state
+from kernelgen.record.text import clip
 
 LOG_FILE = "optimization_log.md"
 
@@ -81,7 +82,7 @@ def summary_row(r: RoundRecord) -> dict[str, str]:
     peak = [c.frac_peak for c in perf.cases if c.frac_peak is not None] if perf else []
     return {
         "round": str(r.round),
-        "change": (r.change or "—").replace("|", "/")[:80],
+        "change": clip((r.change or "—").replace("|", "/"), 80),
         "change_type": r.change_type,
         "correct": "yes" if acc and acc.correct else "no",
         "ms": " / ".join(f"{m:.4f}" for m in ms[:4]) + (" …" if len(ms) > 4 else "") if ms else "—",
@@ -118,7 +119,7 @@ def _shape(shapes: dict[str, list[int]]) -> str:
 
 def _cell(c: CaseResult) -> str:
     if c.speedup is None:
-        return c.verdict if not c.note else f"{c.verdict}: {c.note[:60]}"
+        return c.verdict if not c.note else f"{c.verdict}: {clip(c.note, 60)}"
     return f"x{c.speedup:.3f} {c.verdict}"
 
 
@@ -151,7 +152,7 @@ def search_table(r: RoundRecord) -> dict[str, object]:
 
 def case_rows(r: RoundRecord) -> list[list[str]]:
     return [[c.label, _fmt(c.best_ms, ".4f"), _fmt(c.ms, ".4f"), _x(c.speedup) if c.speedup else "—",
-             f"±{100 * c.noise:.1f}%" if c.noise else "—", c.verdict + (f" ({c.note[:80]})" if c.note else "")]
+             f"±{100 * c.noise:.1f}%" if c.noise else "—", c.verdict + (f" ({clip(c.note, 80)})" if c.note else "")]
             for c in r.cases]
 
 
