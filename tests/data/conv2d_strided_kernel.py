@@ -55,7 +55,7 @@ def kb_conv2d_strided(x, conv_weight, conv_bias):
     weight = conv_weight.contiguous()
     bias = conv_bias.contiguous()
     out = torch.empty((n, c_out, oh, ow), device=x.device, dtype=x.dtype)
-    BLOCK_M, BLOCK_N, BLOCK_K = 128, 16, 32
+    BLOCK_M, BLOCK_N, BLOCK_K = 256, 16, 32
     grid = (triton.cdiv(n * oh * ow, BLOCK_M), triton.cdiv(c_out, BLOCK_N))
     _conv2d_kernel[grid](x, weight, bias, out, n, c, h, w, c_out, oh, ow, kh, kw, *x.stride(),
                          STRIDE=stride, PADDING=padding, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps=4)
