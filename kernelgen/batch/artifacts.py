@@ -60,7 +60,7 @@ def unpack(root: Path, data: bytes) -> list[Path]:
         _extract(data, staging)
         for entry in sorted(staging.iterdir()):
             final = root / entry.name
-            if ".previous-" in entry.name or ".llm-unfinished-" in entry.name:
+            if ".previous-" in entry.name:
                 if final.exists():
                     final = root / f"{entry.name}-{timestamp()}"
                 os.replace(entry, final)
