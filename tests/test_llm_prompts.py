@@ -76,7 +76,8 @@ def test_generation_prompt_on_the_cpu_says_plainly_there_is_no_gpu(spec):
     for needle in (spec.description, "return x + bias", "x[3, 7, 33]", "float16 atol 0.001", "def scale_rows",
                    NO_GPU, "PyTorch 2.", "Triton 3.", "design note"):
         assert needle in user, needle
-    assert "SMs" not in user and "GB/s" not in user  # nothing pretends to be measured
+    assert "SMs" not in user and "Measured ceilings" not in user  # nothing pretends to be measured:
+    assert "Ceilings: NVIDIA H200 (reference figures), not this machine." in user  # the analysis says whose they are
 
 
 def test_device_facts_and_measured_ceilings_with_a_gpu(spec, gpu_facts):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kernelgen.llm.devicefacts import prompt_device
+from kernelgen.llm.devicefacts import cost_lines, prompt_device
 from kernelgen.llm.failures import failure_report
 from kernelgen.llm.kinds import operator_kind
 from kernelgen.llm.specfacts import fixed_lines, spec_facts
@@ -61,8 +61,9 @@ def generation_messages(spec: OperatorSpec, device: DeviceInfo | None = None, *,
                         want_baseline: bool | None = None) -> Messages:
     """The first request for a kernel: spec, description, reference, shapes, dtypes, device, advice."""
     want = spec.reference is None if want_baseline is None else want_baseline
-    return _with_system(spec, render("prompts/generate.md.j2", want_baseline=want, dev=prompt_device(device, peaks),
-                                     **_spec_context(spec)))
+    dev = prompt_device(device, peaks)
+    return _with_system(spec, render("prompts/generate.md.j2", want_baseline=want, dev=dev,
+                                     analysis=cost_lines(spec, dev.peaks), **_spec_context(spec)))
 
 
 def repair_messages(spec: OperatorSpec, source: str, run: RunRecord, *, verdict: str = "rejected",
@@ -106,8 +107,9 @@ def optimization_messages(spec: OperatorSpec, best_source: str, *, device: Devic
     peaks = performance.peaks if performance is not None else None
     quoted = memory_lines(spec, remembered or [])
     first = remembered[0] if remembered else None
+    dev = prompt_device(device, peaks)
     return _with_system(spec, render(
-        "prompts/optimize.md.j2", best_source=best_source, dev=prompt_device(device, peaks), perf=performance,
+        "prompts/optimize.md.j2", best_source=best_source, dev=dev, analysis=cost_lines(spec, dev.peaks), perf=performance,
         unmeasured=unmeasured_cases(spec, performance), diagnosis=diagnosis, history=history or [],
         best_round=best_round, round_k=round_k, candidate=candidate, candidates=candidates, earlier=earlier or [],
         remembered=quoted, remembered_device=first.device if first else "", remembered_family=first.family if first else "",

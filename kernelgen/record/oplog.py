@@ -12,7 +12,7 @@ from kernelgen.fsutil import atomic_write
 from kernelgen.render import render
 from kernelgen.verify.results import PerfCase, RunRecord
 from kernelgen.spec import OperatorSpec
-from kernelgen.record.analysis import analyse_operator, latest_peaks, needs_ceilings, with_ceilings
+from kernelgen.record.analysis import analyse_operator, latest_peaks, latest_tf32, needs_ceilings, with_ceilings
 from kernelgen.record.display import tf32_label
 from kernelgen.record.state import CaseResult, OpState, RefreshRecord, RoundRecord, save_state
 from kernelgen.record.text import clip
@@ -275,14 +275,14 @@ def update_analysis(op_dir: Path, state: OpState, spec: OperatorSpec) -> bool:
     """Judge the analysis against the device's measured ceilings once the operator has been timed on
     one (and write one for a folder from before the analysis existed). True when it changed."""
     runs = [r.performance for r in state.rounds] + [f.performance for f in state.refreshes]
-    peaks = latest_peaks(runs)
+    peaks, tf32 = latest_peaks(runs), latest_tf32(runs)  # the precision mode the operator was timed in, if it was
     if state.analysis is None:
         baseline = Path(op_dir) / f"{spec.name}_baseline.py"
         source = baseline.read_text(encoding="utf-8") if state.baseline_by_llm and baseline.is_file() else None
-        state.analysis = analyse_operator(spec, peaks, reference=source)
+        state.analysis = analyse_operator(spec, peaks, reference=source, tf32=tf32)
         return True
-    if needs_ceilings(state.analysis, peaks):
-        state.analysis = with_ceilings(state.analysis, spec, peaks)
+    if needs_ceilings(state.analysis, peaks, tf32):
+        state.analysis = with_ceilings(state.analysis, spec, peaks, tf32)  # a mode comes with a measured run's peaks
         return True
     return False
 
