@@ -81,3 +81,9 @@ def test_an_apology_is_not_a_design_note():
     assert substance("I apologize for the confusion. Certainly.") == ""
     cause = parse_reply("My apologies. The grid missed the tail block.\n```python\ndef op(x):\n    return x\n```\n", SPEC)
     assert cause.cause == "The grid missed the tail block."
+
+
+def test_numbers_take_the_unit_that_fits_them():
+    from kernelgen.record.text import si
+
+    assert si(806400, "FLOP") == "806 kFLOP" and si(1.37e11, "FLOP") == "137 GFLOP" and si(512, "B") == "512 B"

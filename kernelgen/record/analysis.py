@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Iterable, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kernelgen.fsutil import now
+from kernelgen.record.text import si
 from kernelgen.spec import OperatorSpec, torch_dtype
 from kernelgen.verify.results import DevicePeaks, RunRecord
 
@@ -89,7 +90,7 @@ class CaseAnalysis(_Model):
 
     def cells(self) -> list[str]:
         shapes = " ".join(f"{k}{v}" for k, v in self.shapes.items())
-        flops = "—" if not self.flops else _si(self.flops, "FLOP") + (" (spec)" if self.flops_from == "spec" else "")
+        flops = "—" if not self.flops else si(self.flops, "FLOP") + (" (spec)" if self.flops_from == "spec" else "")
         if self.intensity is None:
             intensity = "—"
         elif self.intensity == 0 and self.flops_from == "counted":
@@ -97,7 +98,7 @@ class CaseAnalysis(_Model):
         else:
             intensity = f"{self.intensity:.3g}" if self.intensity < 1000 else f"{self.intensity:.0f}"
         best = "—" if self.best_us is None else _time(self.best_us)
-        return [shapes, self.dtype, "—" if self.bytes is None else _si(self.bytes, "B"), flops, intensity,
+        return [shapes, self.dtype, "—" if self.bytes is None else si(self.bytes, "B"), flops, intensity,
                 self.bound, self.ceiling or "—", best]
 
 
@@ -111,13 +112,6 @@ class OperatorAnalysis(_Model):
 
     HEADERS: ClassVar[tuple[str, ...]] = ("perf case", "dtype", "min bytes", "FLOPs", "FLOP/byte", "bound", "ceiling",
                                           "best possible")
-
-
-def _si(x: float, unit: str) -> str:
-    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= factor:
-            return f"{x / factor:.3g} {prefix}{unit}"
-    return f"{x:.3g} {unit}"
 
 
 def _time(us: float) -> str:
