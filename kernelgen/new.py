@@ -3,7 +3,9 @@
 Everything that can fail because of the user's input (the spec, the backend configuration, an
 operator the offline generator cannot serve) fails before anything is written. The whole of round 0
 — files, accuracy check, timing, state and log — happens in a staging folder that is renamed into
-place only when round 0 is finished; an existing output is moved aside, never overwritten.
+place only when round 0 is finished; an existing output is moved aside, never overwritten. An LLM's
+exchanges are written beside the staging folder as they happen (kernelgen.llm.transcript), so a run
+that fails or is interrupted keeps every reply, and the same command again reuses them.
 """
 
 from __future__ import annotations

@@ -4,7 +4,6 @@ repaired within the budgets; the best attempt comes back with the story of how i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from kernelgen.errors import GenerationError
