@@ -2,6 +2,7 @@
 
     python benchmarks/kernelbench.py .kb/level1 .kb/level2 [--out DIR] [--rounds 1] [--gpus all]
     python benchmarks/kernelbench.py .kb/level1 .kb/level2 --validate-only      # the CPU coverage, no kernels built
+    python benchmarks/kernelbench.py --cross-check KB_CHECKOUT OUT_DIR          # KernelBench's own evaluation beside ours
 
 KernelBench's own files stay out of the repository: copy its `KernelBench/level1` and `level2` folders
 into the ignored `.kb/` (they then travel with the working tree to a GPU machine).
@@ -14,17 +15,35 @@ into the ignored `.kb/` (they then travel with the working tree to a GPU machine
   as `kernelgen validate` does (its kernel run once on the smallest case in a sandboxed interpreter
   worker; --no-run: only generated), `--jobs` problems at once: `offline: yes` per level, then each
   "no" with its reason, grouped, and the time the runs took.
+- --cross-check KB_CHECKOUT OUT_DIR: a second harness. Every problem built under OUT_DIR (a batch's
+  --out) is exported as KernelBench's ModelNew (`kernelgen export --kernelbench`) and evaluated by
+  KernelBench's own `eval_kernel_against_ref` from the checkout given by path (never committed: `git
+  clone https://github.com/ScalingIntelligence/KernelBench`), float32, backend "triton", 5 correctness
+  trials, each problem in a process of its own (a crash or a CUDA error takes one row, not the table).
+  The table shows KernelBench's correctness and speedup over its reference beside KernelGen's, and
+  whether they agree (the same correctness, speedups within 10%).
+
+  KernelBench's package imports its LLM helpers when `kernelbench.eval` is imported (`__init__` imports
+  `utils`, which imports python-dotenv, litellm, openai and tqdm and calls `load_dotenv()`). The
+  evaluation needs none of them, so each one that is not installed is put in `sys.modules` as a stub
+  before the import (`_stub_missing`): `load_dotenv` and `tqdm` do nothing (no .env is read), and any
+  other name raises if KernelBench ever calls it. The package is imported as KernelBench itself
+  imports it, so nothing of its evaluation is re-implemented or skipped.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
 import re
 import subprocess
 import sys
+import types
 from collections import defaultdict
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # this checkout's kernelgen, whatever else is installed
@@ -125,9 +144,163 @@ def fast_p_table(report, levels: list[str]) -> str:  # noqa: ANN001 - kernelgen.
     return "\n".join(lines)
 
 
+# --- the cross-check against KernelBench's own evaluation ---------------------------------------------
+AGREE_SPEEDUP = 0.10  # speedups agree within 10%
+KB_TRIALS = 5  # KernelBench's correctness trials (random inputs each)
+
+
+def _raises(module: str, name: str):  # noqa: ANN202
+    def missing(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"{module}.{name} is not installed here: KernelGen's cross-check stubbed {module} so that "
+                           "kernelbench.eval imports; KernelBench's evaluation should not call it")
+    return missing
+
+
+def _stub_attr(module: str, name: str) -> Any:
+    if name.startswith("__"):  # __file__, __path__, __spec__: a stub has none (inspect and importlib ask)
+        raise AttributeError(name)
+    return _raises(module, name)
+
+
+# What a missing helper module becomes: harmless no-ops for what runs at import, raising stubs for the rest.
+STUBS: dict[str, dict[str, Any]] = {
+    "dotenv": {"load_dotenv": lambda *a, **k: False},  # no .env is read: KernelGen never hands over keys
+    "tqdm": {"tqdm": lambda iterable=None, *a, **k: iterable},
+    "litellm": {},
+    "openai": {},
+    "requests": {},
+}
+
+
+def _stub_missing() -> list[str]:
+    """Put a stub in sys.modules for each of KernelBench's helper modules that cannot be imported here."""
+    stubbed = []
+    for name, attrs in STUBS.items():
+        try:
+            importlib.import_module(name)
+            continue
+        except ImportError:
+            pass
+        module = types.ModuleType(name)
+        module.__dict__.update(attrs)
+        module.__getattr__ = lambda attr, _n=name: _stub_attr(_n, attr)  # type: ignore[attr-defined]
+        sys.modules[name] = module
+        stubbed.append(name)
+    return stubbed
+
+
+def load_kernelbench_eval(checkout: Path) -> tuple[Any, list[str]]:
+    """KernelBench's `kernelbench.eval` from a checkout (its `src/` first on sys.path), and the helper
+    modules stubbed to import it."""
+    src = Path(checkout) / "src"
+    if not (src / "kernelbench" / "eval.py").is_file():
+        raise SystemExit(f"{checkout}: not a KernelBench checkout (no src/kernelbench/eval.py)")
+    sys.path.insert(0, str(src))
+    stubbed = _stub_missing()
+    return importlib.import_module("kernelbench.eval"), stubbed
+
+
+def kernelgen_verdict(op_dir: Path) -> tuple[bool, float | None]:
+    """KernelGen's own: a correct best round, and its geomean speedup over eager (the final measurement
+    of a batch, else the best round's)."""
+    from kernelgen.record.state import load_state
+    from kernelgen.verify.results import RunRecord
+
+    state = load_state(op_dir)
+    best = state.best()
+    perf = None
+    final = Path(op_dir) / "final_perf.json"
+    if final.is_file():
+        perf = RunRecord.model_validate_json(final.read_text(encoding="utf-8")).performance
+    elif best is not None and best.performance is not None:
+        perf = best.performance.performance
+    return best is not None, perf.geomean("speedup_eager") if perf is not None else None
+
+
+def cross_check_one(checkout: Path, op_dir: Path) -> dict[str, Any]:
+    """One problem through KernelBench's eval_kernel_against_ref: its correctness and speedup beside
+    KernelGen's. Run in a process of its own."""
+    from kernelgen.export import export_kernelbench
+    from kernelgen.opdir import open_operator
+    from kernelgen.spec.kernelbench.readback import read_back
+
+    op = open_operator(op_dir)
+    row: dict[str, Any] = {"name": op.name}
+    row["kg_correct"], row["kg_speedup"] = kernelgen_verdict(op.path)
+    view = read_back(op.spec)
+    if view is None:
+        return {**row, "note": "not a KernelBench problem (no Model to evaluate)"}
+    if not row["kg_correct"]:
+        return {**row, "note": "KernelGen has no correct kernel to export"}
+    exported = export_kernelbench(op.path).path
+    kb_eval, stubbed = load_kernelbench_eval(checkout)
+    import torch
+
+    result = kb_eval.eval_kernel_against_ref(view.problem, exported.read_text(encoding="utf-8"), seed_num=42,
+                                             num_correct_trials=KB_TRIALS, num_perf_trials=100, measure_performance=True,
+                                             backend="triton", precision=torch.float32, device=0)
+    if result is None:
+        return {**row, "note": "KernelBench's eval returned no result (a lock-file error while compiling: retry)"}
+    meta = {k: str(v) for k, v in (result.metadata or {}).items() if k not in ("hardware", "device")}
+    kb_speedup = result.ref_runtime / result.runtime if result.runtime > 0 and result.ref_runtime > 0 else None
+    return {**row, "kb_compiled": bool(result.compiled), "kb_correct": bool(result.correctness),
+            "kb_speedup": kb_speedup, "kb_runtime_us": result.runtime, "kb_ref_runtime_us": result.ref_runtime,
+            "stubbed": stubbed, "note": "; ".join(f"{k}: {v}" for k, v in meta.items())[:300]}
+
+
+def agreement(row: dict[str, Any]) -> str:
+    if "kb_correct" not in row:
+        return "—"
+    if row["kg_correct"] != row["kb_correct"]:
+        return "NO: correctness differs"
+    a, b = row.get("kg_speedup"), row.get("kb_speedup")
+    if row["kb_correct"] and a and b and abs(b / a - 1) > AGREE_SPEEDUP:
+        return f"NO: speedups differ by {100 * abs(b / a - 1):.0f}%"
+    return "yes"
+
+
+def cross_table(rows: list[dict[str, Any]]) -> str:
+    def x(v: Any) -> str:
+        return f"x{v:.3g}" if isinstance(v, (int, float)) else "—"
+
+    def yes(v: Any) -> str:
+        return "—" if v is None else ("yes" if v else "no")
+
+    lines = ["| problem | KernelGen correct | KernelGen x eager | KernelBench correct | KernelBench x eager | agree | note |",
+             "|---|:---:|---:|:---:|---:|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['name']} | {yes(r.get('kg_correct'))} | {x(r.get('kg_speedup'))} | {yes(r.get('kb_correct'))} | "
+                     f"{x(r.get('kb_speedup'))} | {agreement(r)} | {str(r.get('note') or '—').replace('|', '/')} |")
+    agreed = sum(agreement(r) == "yes" for r in rows)
+    compared = sum(agreement(r) != "—" for r in rows)
+    return "\n".join(lines) + f"\n\n{agreed} of {compared} compared problems agree (correctness, and speedups within {AGREE_SPEEDUP:.0%})."
+
+
+def cross_check(checkout: Path, out_dir: Path) -> int:
+    """Every KernelBench problem built under `out_dir`, each in a process of its own; the table last."""
+    from kernelgen.opdir import operator_dirs_under
+
+    rows = []
+    for op_dir in operator_dirs_under(out_dir):
+        proc = subprocess.run([sys.executable, __file__, "--cross-check-one", str(checkout), str(op_dir)],
+                              capture_output=True, text=True)
+        found = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        if proc.returncode == 0 and found:
+            rows.append(json.loads(found[-1]))
+        else:
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            rows.append({"name": op_dir.name, "note": f"the cross-check process failed (exit {proc.returncode}): {last}"})
+        print(f"{op_dir.name}: {agreement(rows[-1])}", file=sys.stderr)
+    print(cross_table(rows))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("levels", nargs="+", type=Path, help="KernelBench level folders, e.g. .kb/level1 .kb/level2")
+    ap.add_argument("levels", nargs="*", type=Path, help="KernelBench level folders, e.g. .kb/level1 .kb/level2")
+    ap.add_argument("--cross-check", nargs=2, type=Path, metavar=("KB_CHECKOUT", "OUT_DIR"),
+                    help="evaluate every problem built under OUT_DIR with KernelBench's own eval_kernel_against_ref")
+    ap.add_argument("--cross-check-one", nargs=2, type=Path, help=argparse.SUPPRESS)  # one problem, in its own process
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "kernelbench")
     ap.add_argument("--rounds", type=int, default=1, help="optimization rounds per problem")
     ap.add_argument("--gpus", default="all", help="as `kernelgen batch --gpus`: all, a count, or ids 0,1")
@@ -137,6 +310,13 @@ def main() -> int:
     ap.add_argument("--no-run", action="store_true", help="with --validate-only: generate each kernel, do not run it once")
     ap.add_argument("--jobs", type=int, default=2, help="with --validate-only: problems validated at once")
     args = ap.parse_args()
+    if args.cross_check_one:
+        print(json.dumps(cross_check_one(*args.cross_check_one)))
+        return 0
+    if args.cross_check:
+        return cross_check(*args.cross_check)
+    if not args.levels:
+        ap.error("give the KernelBench level folders, or --cross-check KB_CHECKOUT OUT_DIR")
     missing = [str(f) for f in args.levels if not f.is_dir()]
     if missing:
         print(f"no such folder: {', '.join(missing)} (copy KernelBench/level1 and level2 into .kb/)", file=sys.stderr)

@@ -84,11 +84,12 @@ class OfflineWriter:
 class LLMWriter:
     setup: Any  # kernelgen.llm.setup.LLMSetup, validated before anything is written
     backend: Backend = "openai"
+    transcript: Any = None  # kernelgen.llm.transcript.Transcript: where `new` keeps the exchanges as they happen
 
     def write(self, op: OperatorDir, device: DeviceInfo, on_step: Step) -> FirstKernel:
         from kernelgen.llm.generate import generate
 
-        got = generate(self.setup, op, device, on_step=on_step)
+        got = generate(self.setup, op, device, on_step=on_step, transcript=self.transcript)
         return FirstKernel(source=got.source, backend=self.backend, note=got.note, baseline_source=got.baseline_source,
                            tokens=got.tokens, attempts=got.attempts, model_notes=got.model_notes)
 

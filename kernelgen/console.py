@@ -74,11 +74,13 @@ def progress(label: str) -> Iterator:
 
 
 def print_run(record, title: str) -> None:  # noqa: ANN001 - RunRecord
-    from kernelgen.record.display import perf_table
+    from kernelgen.record.display import invalid_lines, perf_table
     from kernelgen.record.oplog import accuracy_text, perf_text
 
     if record.kind == "performance" and record.performance and record.performance.cases:
         out.print(perf_table(record.performance))
+        for line in invalid_lines(record.performance):  # the table marks them; the reason is said here
+            out.print(line, highlight=False, markup=False)
         if record.performance.note:
             out.print(record.performance.note, highlight=False)
         return

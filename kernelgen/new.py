@@ -3,7 +3,9 @@
 Everything that can fail because of the user's input (the spec, the backend configuration, an
 operator the offline generator cannot serve) fails before anything is written. The whole of round 0
 — files, accuracy check, timing, state and log — happens in a staging folder that is renamed into
-place only when round 0 is finished; an existing output is moved aside, never overwritten.
+place only when round 0 is finished; an existing output is moved aside, never overwritten. An LLM's
+exchanges are written beside the staging folder as they happen (kernelgen.llm.transcript), so a run
+that fails or is interrupted keeps every reply, and the same command again reuses them.
 """
 
 from __future__ import annotations
@@ -13,12 +15,12 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from kernelgen.backends import FirstKernel, KernelWriter, kernel_writer
 from kernelgen.devices import DeviceInfo, resolve_device
-from kernelgen.errors import InterruptedRunError, OutputExistsError
-from kernelgen.fsutil import atomic_write, move_aside, now, timestamp
+from kernelgen.errors import InterruptedRunError, KernelGenError, OutputExistsError
+from kernelgen.fsutil import atomic_write, move_aside, now
 from kernelgen.llm.recording import LLM_DIR
 from kernelgen.opdir import OperatorDir, operator_status
 from kernelgen.verify.judge.trusted import render_baseline, write_trusted_files
@@ -29,6 +31,9 @@ from kernelgen.spec.given import read_spec
 from kernelgen.verify.judge import integrity
 from kernelgen.verify.judge.runner import open_judge, run_accuracy, run_performance
 from kernelgen.verify.judge.session import WorkerSession, early_worker
+
+if TYPE_CHECKING:
+    from kernelgen.llm.transcript import Transcript
 
 Step = Callable[[str], None]
 
@@ -80,15 +85,31 @@ def _round0(op: OperatorDir, spec_text: str, writer: KernelWriter, dev: DeviceIn
     return state, record
 
 
-def _keep_llm_exchanges(staging: Path, name: str) -> Path | None:
-    """Tokens paid for are not thrown away with the staging folder: the exchanges go beside the
-    output as `<name>.interrupted-<time>-llm/`, replayable with --backend replay."""
-    src = staging / LLM_DIR
-    if not src.is_dir() or not any(src.iterdir()):
+def _transcript_for(writer: KernelWriter, out_root: Path, name: str, on_step: Step) -> Transcript | None:
+    """Where an LLM's exchanges are written as they happen: beside the staging folder, so a failed or
+    interrupted run keeps them; a run with the endpoint reuses an unfinished earlier run's replies."""
+    if writer.backend == "offline":
         return None
-    dest = staging.parent / f"{name}.interrupted-{timestamp()}-llm"
-    shutil.copytree(src, dest, dirs_exist_ok=True)
-    return dest
+    from kernelgen.llm.transcript import answered, start_transcript
+
+    transcript = start_transcript(out_root, name, resume=writer.backend == "openai")
+    writer.transcript = transcript  # type: ignore[attr-defined] - an LLMWriter
+    if transcript.earlier is not None:
+        on_step(f"{name}: an earlier run stopped before round 0 finished; its {len(answered(transcript.earlier))} "
+                f"recorded replies in {transcript.earlier} answer the same requests before the model is asked")
+    return transcript
+
+
+def _say_where(error: BaseException, transcript: Transcript | None) -> None:
+    """The error names where the exchanges are and how to reuse them (a domain error in its hint; any
+    other in a note under its traceback)."""
+    text = transcript.kept() if transcript is not None else ""
+    if not text:
+        return
+    if isinstance(error, KernelGenError):
+        error.hint = f"{error.hint}; {text}" if error.hint else text
+    else:
+        error.add_note(f"kernelgen new: {text}")
 
 
 def new_operator(
@@ -130,11 +151,12 @@ def _new_operator(spec_path: Path, *, out_root: str | Path, backend: str, device
                                   hint="run the same command again") from None
 
     Path(out_root).mkdir(parents=True, exist_ok=True)
+    transcript = _transcript_for(writer, Path(out_root), spec.name, on_step)
     # Interrupting leaves NO folder rather than one to resume: all of round 0 runs in the staging
     # folder and the rename is the last step, so `generated/<name>/` exists only once round 0 is
     # finished, and `optimize`, `report` and a second `new` never meet a half-made one. Resuming
     # would save little (the offline generator takes seconds; an LLM's exchanges are kept, see
-    # _keep_llm_exchanges) and would need a half-made folder that every other command understands.
+    # kernelgen.llm.transcript) and would need a half-made folder that every other command understands.
     staging = Path(tempfile.mkdtemp(prefix=f".{spec.name}.staging-", dir=out_root))
     umask = os.umask(0)
     os.umask(umask)
@@ -153,24 +175,29 @@ def _new_operator(spec_path: Path, *, out_root: str | Path, backend: str, device
             state.best_round = 0
         save_state(staging, state)
         write_log(staging, state, spec)
+        if transcript is not None:
+            transcript.finish(staging / LLM_DIR)
         moved = move_aside(final) if final.exists() else None
         os.replace(staging, final)
     except KeyboardInterrupt:
-        raise _interrupted(staging, final, moved, spec.name) from None
-    except BaseException:
+        raise _interrupted(staging, final, moved, transcript) from None
+    except BaseException as e:
         shutil.rmtree(staging, ignore_errors=True)
+        _say_where(e, transcript)
         raise
+    if transcript is not None:
+        transcript.discard()
     return NewResult(op=OperatorDir(final, spec), state=state, correct=correct, moved_aside=moved, replaced_incomplete=half_made)
 
 
-def _interrupted(staging: Path, final: Path, moved: Path | None, name: str) -> InterruptedRunError:
+def _interrupted(staging: Path, final: Path, moved: Path | None, transcript: Transcript | None) -> InterruptedRunError:
     """Undo the staging and say exactly what is (and is not) on disk now."""
     if moved is not None and not final.exists():
         os.replace(moved, final)  # interrupted between moving the old folder aside and renaming the new one
-    kept = _keep_llm_exchanges(staging, name) if staging.is_dir() else None
     shutil.rmtree(staging, ignore_errors=True)
     where = f"{final} is unchanged" if final.exists() else f"{final} was not created"
     hint = "run the same command again: it starts round 0 over"
-    if kept is not None:
-        hint += f"; the LLM exchanges are kept in {kept} (--backend replay --replay {kept} reuses them)"
+    kept = transcript.kept() if transcript is not None else ""
+    if kept:
+        hint += f"; {kept}"
     return InterruptedRunError(f"interrupted: no operator folder was written ({where}; nothing half-made is left behind)", hint=hint)

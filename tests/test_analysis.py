@@ -96,3 +96,57 @@ def test_the_log_is_refreshed_when_the_operator_is_first_measured_on_a_device(re
     log = render_log(state, spec)
     assert f"measured on {PEAKS.device_name}" in log and "| x[8, 1024, 1024, 32] bias[32] | float32 |" in log
     assert REFERENCE_CEILINGS.source not in log
+
+
+H100 = DevicePeaks(device_name="NVIDIA H100 80GB HBM3", copy_gbps=3000.0, matmul_tflops=721.0,
+                   matmul={"bfloat16": 721.0, "float16": 700.0, "float32": 51.0, "tf32": 378.0},
+                   measured_at="2026-11-22", torch_version="2.11")
+GEMM_F32 = """\
+    name: gemm
+    inputs: [{name: a}, {name: b}]
+    outputs: [{name: out}]
+    reference: |
+      def gemm(a, b):
+          return a @ b
+    dtypes: [float32, bfloat16]
+    test_cases: [{a: [8, 8], b: [8, 8]}]
+    perf_cases: [{a: [279, 279], b: [279, 279]}]
+"""
+
+
+def test_a_float32_gemm_is_judged_in_its_own_precision_not_against_bf16s_ridge():
+    # 2*279^3 / (3*279^2*4) = 46.5 FLOP/byte: memory-bound against bf16's ridge (240), not against float32's
+    spec = _spec(GEMM_F32)
+    a = analyse_operator(spec, H100, tf32=False)
+    f32, bf16 = (next(c for c in a.cases if c.dtype == d) for d in ("float32", "bfloat16"))
+    assert round(f32.intensity, 1) == 46.5
+    assert f32.bound == "compute" and round(f32.ridge) == 42  # tf32x3: a third of TF32's 378, above FP32's 51
+    assert f32.ceiling.startswith("matmul 126 TFLOP/s (tf32x3") and abs(f32.best_us - f32.flops / 126e6) < 1e-6
+    assert bf16.bound == "memory" and round(bf16.ridge) == 240 and bf16.ceiling == "copy 3000 GB/s"
+    assert any("TF32 off" in n and "float32 42" in n and "bfloat16 240" in n for n in a.notes)
+    on = next(c for c in with_ceilings(a, spec, H100, tf32=True).cases if c.dtype == "float32")
+    assert round(on.ridge) == 126 and on.bound == "memory"  # TF32's ridge is three times higher
+    assert needs_ceilings(a, H100, tf32=True) and not needs_ceilings(a, H100, tf32=False)
+
+
+def test_the_reference_figures_are_per_precision_too():
+    spec = _spec(GEMM_F32.replace("[279, 279]", "[8192, 8192]"))
+    f32 = next(c for c in analyse_operator(spec, None, tf32=False).cases if c.dtype == "float32")
+    assert "790" not in f32.ceiling and f32.ceiling.startswith("matmul 165 TFLOP/s")  # not the bf16 790 of the H200
+
+
+def test_the_prompt_states_the_same_analysis(monkeypatch):
+    import kernelgen.llm.devicefacts as devicefacts
+    from kernelgen.devices import DeviceFacts, DeviceInfo
+    from kernelgen.llm.prompts import generation_messages
+
+    facts = DeviceFacts(kind="cuda", name="NVIDIA H100 80GB HBM3", interpreter=False, sm_count=132, torch_version="2.11",
+                        triton_version="3.6")
+    monkeypatch.setattr(devicefacts, "device_facts", lambda device: facts)
+    monkeypatch.setattr(devicefacts, "known_peaks", lambda device: H100)
+    monkeypatch.delenv("KERNELGEN_TF32", raising=False)
+    user = generation_messages(_spec(GEMM_F32), DeviceInfo("cuda", "cuda", interpreter=False))[1]["content"]
+    assert "cuBLAS matmul bfloat16 721, float16 700, float32 (TF32 off) 51, tf32 378 TFLOP/s" in user
+    assert ("`a[279, 279] b[279, 279]` float32: at least 934 kB to move, 43.4 MFLOP (46.5 FLOP/byte); compute-bound "
+            "against matmul 126 TFLOP/s (tf32x3") in user
+    assert "bfloat16: at least 467 kB to move, 43.4 MFLOP (93 FLOP/byte); memory-bound against copy 3000 GB/s" in user

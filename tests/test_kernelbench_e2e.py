@@ -162,5 +162,5 @@ def test_prompt_names_the_lifted_parameters(linear):
     user = " ".join(generation_messages(derive_spec(path).spec)[1]["content"].split())
     for needle in ("`gemm_weight`: dtype the case dtype; rank 2; values drawn as `uniform(", "Model's parameter `gemm.weight`",
                    "Model's parameter `gemm.bias`", "Its forward takes `x`; the entry function's inputs after those",
-                   "self.gemm = nn.Linear(in_features, out_features)", "advice below is for a **matmul** operator"):
+                   "self.gemm = nn.Linear(in_features, out_features)", "a **matmul** operator, from the operators the reference calls"):
         assert needle in user, needle

@@ -27,11 +27,14 @@ def pack(root: Path, names: list[str]) -> bytes:
 
 
 def operator_entries(root: Path, name: str) -> list[str]:
-    """The operator folder and the copies moved aside from it (`<name>.previous-*`)."""
+    """The operator folder, the copies moved aside from it (`<name>.previous-*`), and the LLM exchanges
+    of a `new` that did not finish (`<name>.llm-unfinished-*`, kernelgen.llm.transcript): the next run
+    reuses those replies, so they come back from a task's node too."""
     root = Path(root)
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if p.name == name or p.name.startswith(f"{name}.previous-"))
+    return sorted(p.name for p in root.iterdir()
+                  if p.name == name or p.name.startswith((f"{name}.previous-", f"{name}.llm-unfinished-")))
 
 
 def _extract(data: bytes, dest: Path) -> None:

@@ -8,10 +8,12 @@ operator's log, and its `•` progress lines go to `on_step`."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -21,9 +23,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from kernelgen.batch.resume import FINAL_FILE, JobResult, StepRecord, load_job, phase_of, save_job
 from kernelgen.fsutil import now
 from kernelgen.record.state import load_state
+from kernelgen.record.text import clip
+from kernelgen.verify.results import RunRecord
 
 Step = Callable[[str], None]
 PROGRESS_MARK = "•"  # what `kernelgen.cli.progress` puts before each step it prints
+TAIL_LINES = 12  # a step's last lines kept for its reason: a traceback ends with the exception and its notes
+REASON_CHARS = 600  # a reason is one cell of the report: long enough for an exception and its note
+_EXCEPTION_RE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b.*:|^[A-Za-z_][\w.]*(Error|Exception)$")
 
 
 class JobRequest(BaseModel):
@@ -47,6 +54,7 @@ class JobRequest(BaseModel):
 class StepOutput:
     record: StepRecord
     errors: list[str] = field(default_factory=list)  # the CLI's `error:` / `hint:` lines
+    tail: list[str] = field(default_factory=list)  # its last lines that were not progress: a traceback's last line is there
 
 
 def kernelgen_command(*args: str) -> list[str]:
@@ -61,6 +69,7 @@ def run_step(name: str, args: list[str], log_file: Path, timeout_s: float, on_st
     cmd = kernelgen_command(*args)
     t0 = time.monotonic()
     errors: list[str] = []
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
     with open(log_file, "a", encoding="utf-8") as log:
         log.write(f"\n[{now()}] $ kernelgen {' '.join(args)}\n")
         log.flush()
@@ -84,20 +93,54 @@ def run_step(name: str, args: list[str], log_file: Path, timeout_s: float, on_st
                     on_step(text.lstrip(PROGRESS_MARK).strip())
                 elif text.startswith(("error:", "hint:")) or (errors and line.startswith("  ")):
                     errors.append(text)
+                elif text:
+                    tail.append(text)
             rc = proc.wait()
         finally:
             timer.cancel()
         killed = timed_out.is_set()
         log.write(f"[{now()}] exit {rc}{' (step timeout)' if killed else ''}\n")
     record = StepRecord(step=name, exit_code=None if killed else rc, seconds=round(time.monotonic() - t0, 2))
-    return StepOutput(record, errors)
+    return StepOutput(record, errors, list(tail))
+
+
+def _last_words(tail: list[str]) -> str:
+    """What a step that printed no `error:` said last: a traceback's exception line (and the notes under
+    it), else its last line."""
+    exc = max((i for i, line in enumerate(tail) if _EXCEPTION_RE.match(line)), default=None)
+    if exc is not None:
+        return " ".join(tail[exc:])
+    return tail[-1] if tail else ""
 
 
 def _why(out: StepOutput, default: str) -> str:
-    if out.record.exit_code is None:
-        return f"{out.record.step}: no result within the step timeout ({out.record.seconds:.0f} s)"
+    """The failing step's own reason, as it said it (its `error:` lines, else the end of what it printed),
+    never a pointer to the log alone."""
+    step, rc = out.record.step, out.record.exit_code
+    if rc is None:
+        return f"{step}: no result within the step timeout ({out.record.seconds:.0f} s)"
     text = " ".join(e.removeprefix("error:").strip() for e in out.errors[:4])
-    return text or f"{default} (`kernelgen {out.record.step}` exit {out.record.exit_code}; see the log)"
+    if not text:
+        said = _last_words(out.tail)
+        text = f"{default}: `kernelgen {step}` exit {rc}" + (f": {said}" if said else " without a word")
+    return clip(text, REASON_CHARS)
+
+
+def _bench_reason(op_dir: Path, out: StepOutput) -> str:
+    """Why the final measurement did not pass, from its own record: each INVALID case with its reason."""
+    try:
+        perf = RunRecord.model_validate_json((op_dir / FINAL_FILE).read_text(encoding="utf-8")).performance
+    except (OSError, ValueError):
+        perf = None
+    if perf is None:
+        return _why(out, "the final measurement did not pass")
+    parts = [f"{' '.join(f'{k}{v}' for k, v in c.shapes.items())} {c.dtype}: INVALID: {c.invalid_reason or 'no reason recorded'}"
+             for c in perf.cases if not c.valid]
+    parts += [f"violation {v.code}: {v.message}" for v in perf.violations]
+    if perf.error:
+        parts.append(perf.error.strip().splitlines()[-1])
+    return clip("the final measurement did not pass: " + "; ".join(parts), REASON_CHARS) if parts else \
+        _why(out, "the final measurement did not pass")
 
 
 def _round0_outcome(op_dir: Path) -> str:
@@ -166,5 +209,5 @@ def run_job(req: JobRequest, target: str = "", on_step: Step = lambda s: None, e
     if rc == 0:
         return end("finished")
     if rc == 1 and (op_dir / FINAL_FILE).is_file():
-        return end("failed", _why(out, "the final measurement did not pass"))
+        return end("failed", _bench_reason(op_dir, out))
     return end("error", _why(out, "kernelgen bench did not finish"))

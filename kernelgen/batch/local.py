@@ -1,6 +1,8 @@
 """The local engine: one worker process per device of this host, each pinned by its environment,
 each taking the next operator from one shared queue when it is done with the last. A device runs
-one operator at a time, so no timing shares its device with other work of the batch.
+one operator at a time, so no timing shares its device with other work of the batch. Workers that
+share a GPU (`--per-gpu`) take the next operator only when its perf case fits the GPU's free memory
+(kernelgen.batch.memory).
 
 When the queue is empty, a worker's device would sit idle while other operators still optimize: it
 is lent to them instead (kernelgen.lending), a token in the batch's lend folder that an operator
@@ -10,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import subprocess
 import sys
 import threading
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from kernelgen.batch.engine import Event, OnEvent, error_result, serialized
 from kernelgen.batch.job import JobRequest
+from kernelgen.batch.memory import JobQueue, Probe, nvidia_smi_probe
 from kernelgen.batch.resume import JobResult
 from kernelgen.batch.targets import Target
 from kernelgen.lending import ENV as LEND_ENV
@@ -78,10 +80,11 @@ class WorkerProcess:
 class LocalEngine:
     name = "local"
 
-    def __init__(self, targets: list[Target], work_dir: Path):
+    def __init__(self, targets: list[Target], work_dir: Path, probe: Probe | None = nvidia_smi_probe):
         self.targets = targets
         self.device = targets[0].kind
         self.work_dir = Path(work_dir)
+        self.probe = probe  # a GPU's (free, total) memory, for the operators that share it
 
     @property
     def lend_dir(self) -> Path:
@@ -106,9 +109,9 @@ class LocalEngine:
 
     def run(self, jobs: list[JobRequest], on_event: OnEvent) -> list[JobResult]:
         emit = serialized(on_event)
-        pending: queue.Queue[JobRequest] = queue.Queue()
-        for job in jobs:
-            pending.put(job)
+        shared = len({t.device_key for t in self.targets}) < len(self.targets)  # --per-gpu > 1
+        pending = JobQueue(list(jobs), probe=self.probe if self.device == "cuda" and shared else None,
+                           on_wait=lambda job, target, message: emit(Event(job.name, "step", target.label, message)))
         results: dict[str, JobResult] = {}
         workers: list[WorkerProcess] = []
         withdraw_all(self.lend_dir)  # a killed earlier run's tokens name devices that are busy now
@@ -127,9 +130,8 @@ class LocalEngine:
             worker: WorkerProcess | None = None
             try:
                 while True:
-                    try:
-                        job = pending.get_nowait()
-                    except queue.Empty:
+                    job = pending.take(target)  # waits while its GPU has no room for the next one (kernelgen.batch.memory)
+                    if job is None:
                         if worker is not None:  # its device is idle from here on, once the workers sharing it are
                             worker.close()
                             worker = None
@@ -139,7 +141,10 @@ class LocalEngine:
                         worker = WorkerProcess(target, self.worker_env(target), self.work_dir / "logs")
                         workers.append(worker)
                     emit(Event(job.name, "start", target.label))
-                    result = worker.run(job, emit)
+                    try:
+                        result = worker.run(job, emit)
+                    finally:
+                        pending.done(target, job)
                     results[job.name] = result
                     emit(Event(job.name, "done", target.label, result=result))
             finally:

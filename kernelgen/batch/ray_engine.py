@@ -201,7 +201,9 @@ class RayEngine:
         driver_env = {k: os.environ[k] for k in DRIVER_ENV if k in os.environ}
         pending: dict[Any, JobRequest] = {}
         for job in jobs:
-            folder = artifacts.pack(Path(job.out_root), [job.name])
+            # the operator folder and an unfinished `new`'s LLM exchanges, whose replies the task reuses
+            entries = [e for e in artifacts.operator_entries(Path(job.out_root), job.name) if ".previous-" not in e]
+            folder = artifacts.pack(Path(job.out_root), entries)
             spec_text = Path(job.spec_file).read_text(encoding="utf-8")
             pending[task.remote(job.model_dump_json(), spec_text, folder, inbox, driver_env)] = job
         landing = Landing({j.name: j for j in jobs}, emit)

@@ -20,7 +20,7 @@ JOB_FILE = "batch_job.json"  # the job's result, in the operator folder: present
 FINAL_FILE = "final_perf.json"  # `kernelgen bench --json` of the best kernel, after optimize
 
 Phase = Literal["new", "redo", "optimize", "done"]
-Status = Literal["finished", "failed", "invalid", "error"]
+Status = Literal["finished", "failed", "invalid", "error", "pending"]
 
 
 class _Model(BaseModel):
@@ -39,7 +39,8 @@ class JobResult(_Model):
     name: str
     spec: str  # the spec as the user named it
     status: Status  # finished: correct and measured; failed: ran, kernel wrong or untimed;
-    #                 invalid: the input (spec, offline coverage, LLM configuration); error: crash, timeout
+    #                 invalid: the input (spec, offline coverage, LLM configuration); error: crash, timeout;
+    #                 pending: not reached yet (only in a report written while the batch runs)
     reason: str = ""
     rounds: int | None = None  # the --rounds asked for (None: each spec's max_rounds)
     steps: list[StepRecord] = Field(default_factory=list)

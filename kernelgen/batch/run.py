@@ -12,7 +12,8 @@ from pathlib import Path
 from kernelgen.batch.engine import Engine, Event, OnEvent
 from kernelgen.batch.job import JobRequest
 from kernelgen.batch.plan import PlannedOp, plan_specs
-from kernelgen.batch.report import BatchReport, build_report, write_report
+from kernelgen.batch.live import LiveReport
+from kernelgen.batch.report import BatchReport
 from kernelgen.batch.resume import JobResult, load_job, phase_of
 from kernelgen.errors import UsageError
 
@@ -107,24 +108,32 @@ def run_prepared(batch: PreparedBatch, on_event: OnEvent = lambda e: None) -> Ba
     opts, engine = batch.options, batch.engine
     out = Path(opts.out_root)
     (out / WORK_DIR / "logs").mkdir(parents=True, exist_ok=True)
-    early: dict[int, JobResult] = {}
+    live = LiveReport(out, batch.planned, engine.describe(), opts.rounds)
     jobs: list[tuple[int, JobRequest]] = []
     for i, p in enumerate(batch.planned):
         if not p.valid:
-            early[i] = JobResult(name=p.name, spec=p.label, status="invalid", reason=p.problem, rounds=opts.rounds)
+            live.record(i, JobResult(name=p.name, spec=p.label, status="invalid", reason=p.problem, rounds=opts.rounds))
         elif phase_of(out / p.name, p.spec_path.read_text(encoding="utf-8"), opts.rounds)[0] == "done":
             stored = load_job(out / p.name)
             assert stored is not None
-            early[i] = stored.model_copy(update={"skipped": True})
+            live.record(i, stored.model_copy(update={"skipped": True}))
         else:
             jobs.append((i, _request(p, opts, engine.device)))
-    for i, result in sorted(early.items()):
+    for i, result in sorted(live.now.items()):
         on_event(Event(result.name, "done", "", result=result))
-    ran = engine.run([j for _, j in jobs], on_event) if jobs else []
-    by_index = {**early, **{i: r for (i, _), r in zip(jobs, ran)}}
-    results = [by_index[i] for i in range(len(batch.planned))]
-    report = build_report(out.resolve(), results, engine.describe())
-    return BatchOutcome(report, write_report(report, out), results)
+    index = {j.name: i for i, j in jobs}
+
+    def ended(event: Event) -> None:
+        on_event(event)
+        if event.kind == "done" and event.result is not None and event.op in index:
+            live.record(index[event.op], event.result)
+            live.write()  # the report says where the batch is, should it stop before the end
+
+    ran = engine.run([j for _, j in jobs], ended) if jobs else []
+    for (i, _), r in zip(jobs, ran):
+        live.record(i, r)
+    report, files = live.write()
+    return BatchOutcome(report, files, live.results())
 
 
 def run_batch(opts: BatchOptions, on_event: OnEvent = lambda e: None) -> BatchOutcome:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from kernelgen.devices import DeviceFacts, DeviceInfo, device_facts
 
 if TYPE_CHECKING:
+    from kernelgen.spec import OperatorSpec
     from kernelgen.verify.results import DevicePeaks
 
 
@@ -58,3 +59,25 @@ def prompt_device(device: DeviceInfo | None, peaks: DevicePeaks | None = None) -
     if facts.interpreter:
         return PromptDevice(facts=facts, peaks=None)  # nothing is measured on the interpreter
     return PromptDevice(facts=facts, peaks=peaks if peaks is not None else known_peaks(device))
+
+
+def cost_lines(spec: OperatorSpec, peaks: DevicePeaks | None) -> list[str]:
+    """The operator analysis (kernelgen.record.analysis) as the prompt states it: per perf case x dtype,
+    the bytes and FLOPs, bound and ceiling in the case's own precision, the best possible time. The
+    same numbers the log opens with."""
+    from kernelgen.record.analysis import analyse_operator
+    from kernelgen.verify.judge.precision import tf32_enabled
+
+    try:
+        analysis = analyse_operator(spec, peaks, tf32=tf32_enabled())
+    except Exception:  # noqa: BLE001 - a reference that cannot be analysed: the prompt goes without
+        return []
+    lines = []
+    for c in analysis.cases:
+        shapes, dtype, moved, flops, intensity, bound, ceiling, best = c.cells()
+        work = f"at least {moved} to move" + (f", {flops} ({intensity} FLOP/byte)" if flops != "—" else "")
+        lines.append(f"`{shapes}` {dtype}: {work}; {bound}-bound against {ceiling}; {best} at best")
+    where = ("this device's measured ceilings" if analysis.ceilings.measured
+             else f"{analysis.ceilings.device_name}, not this machine")
+    lines.append(f"Ceilings: {where}. " + " ".join(n for n in analysis.notes if n.startswith("Each case is judged")))
+    return lines

@@ -3,17 +3,15 @@ repaired within the budgets; the best attempt comes back with the story of how i
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from kernelgen.errors import GenerationError, LLMError
-from kernelgen.fsutil import timestamp
+from kernelgen.errors import GenerationError
 from kernelgen.llm.prompts import generation_messages
 from kernelgen.llm.recording import LLM_DIR
 from kernelgen.llm.repair import MALFORMED_BUDGET, write_and_repair
 from kernelgen.llm.setup import LLMSetup, connect
+from kernelgen.llm.transcript import Transcript
 from kernelgen.record.usage import TokenUsage
 
 if TYPE_CHECKING:
@@ -35,22 +33,14 @@ class LLMKernel:
     model_notes: list[str] = field(default_factory=list)  # the model's design note and stated causes (scrubbed)
 
 
-def _keep_recording(op: OperatorDir) -> Path | None:
-    """`kernelgen new` deletes its staging folder on failure; the exchanges (tokens paid for) are
-    kept beside the output as `<name>.failed-<time>-llm/`."""
-    src = op.path / LLM_DIR
-    if not src.is_dir():
-        return None
-    dest = op.path.parent / f"{op.name}.failed-{timestamp()}-llm"
-    shutil.copytree(src, dest, dirs_exist_ok=True)
-    return dest
-
-
-def generate(llm: LLMSetup, op: OperatorDir, device: DeviceInfo, on_step: Step = lambda s: None) -> LLMKernel:
+def generate(llm: LLMSetup, op: OperatorDir, device: DeviceInfo, on_step: Step = lambda s: None,
+             transcript: Transcript | None = None) -> LLMKernel:
     """The first kernel for `kernelgen new`: generated, checked, repaired; the best attempt returned.
-    GenerationError only when no candidate even compiled."""
+    GenerationError only when no candidate even compiled. The exchanges are written to `transcript`
+    as they happen (kernelgen.llm.transcript; default: the operator folder's `llm/`)."""
     spec = op.spec
-    session = connect(llm, op.path)
+    transcript = transcript or Transcript(folder=op.path / LLM_DIR)
+    session = connect(llm, op.path, record_dir=transcript.folder, resume_from=transcript.earlier)
     want_baseline = spec.reference is None
     messages = generation_messages(spec, device, want_baseline=want_baseline)
     try:
@@ -60,11 +50,8 @@ def generate(llm: LLMSetup, op: OperatorDir, device: DeviceInfo, on_step: Step =
             story = "\n".join(f"  {a}" for a in outcome.attempts) or "  (no attempts)"
             raise GenerationError(f"{spec.name}: no candidate kernel compiled within the budgets "
                                   f"({MALFORMED_BUDGET} malformed replies in a row, {llm.repairs} repairs):\n{story}")
-    except (GenerationError, LLMError) as e:
-        kept = _keep_recording(op)
-        if kept is not None:
-            e.hint = ((e.hint + "; ") if e.hint else "") + f"the LLM exchanges are kept in {kept}"
-        raise
+    finally:
+        transcript.reused = getattr(session.backend, "reused", 0)
     best = outcome.best
     source = "replayed from " + str(llm.replay_dir) if llm.backend == "replay" else f"written by {session.model} at {session.backend.endpoint}"
     n = len(outcome.attempts)

@@ -1,10 +1,13 @@
 """Which kind of operator a spec is, for the advice the prompts carry
 (templates/prompts/advice/<kind>.md.j2).
 
-The spec's `category` has seven values; the advice needs more (a cumsum is a scan, not a reduction;
-a rotary embedding is neither pointwise nor matmul). So the reference decides first, by the calls it
-makes, and the category only when the reference shows nothing more specific: a cumsum reference is
-a scan even when its category is "other".
+What the reference IS decides, not the spec's free-text category: the aten operators it calls when
+run symbolically (kernelgen.spec.symbolic) — a KernelBench Conv2d is `aten.convolution` whatever
+its category says, a Linear followed by a GroupNorm is a GEMM with an epilogue. The most specific
+operator wins (a convolution before a matmul before a normalization before a reduction), and an
+attention is a softmax whose result feeds a matmul. The category only refines a reference made of
+plain reductions and arithmetic (a softmax or a norm written by hand). Where the reference cannot
+run symbolically, the names it calls in its source decide, as before.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Literal
 from kernelgen.spec import OperatorSpec
 
 OperatorKind = Literal["pointwise", "reduction", "scan", "normalization", "softmax", "matmul", "indexing",
-                       "rotary", "attention"]
+                       "rotary", "attention", "convolution", "pooling"]
 KINDS: tuple[str, ...] = OperatorKind.__args__  # type: ignore[attr-defined]
 
 _CATEGORY_KIND: dict[str, OperatorKind] = {
@@ -37,6 +40,29 @@ _MATMUL = {"matmul", "mm", "bmm", "addmm", "baddbmm", "linear", "einsum", "tenso
 _REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "prod", "var", "std", "norm", "logsumexp", "argmax",
                "argmin", "all", "any", "count_nonzero", "nansum", "nanmean", "var_mean", "std_mean"}
 _ROTARY_WORDS = ("rotary", "rope")
+_CONV_NAMES = {"Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "conv1d", "conv2d",
+               "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"}
+
+# aten operators (as spec.symbolic records them) that name a kind, most specific first.
+_ATEN: tuple[tuple[str, frozenset[str]], ...] = (
+    ("convolution", frozenset({"convolution", "_convolution", "convolution_overrideable", "cudnn_convolution"})),
+    ("scan", frozenset({"cumsum", "cumprod", "cummax", "cummin", "_cummax_helper", "_cummin_helper", "logcumsumexp"})),
+    ("indexing", frozenset({"gather", "scatter", "scatter_add", "scatter_reduce", "index_select", "index", "index_put",
+                            "index_add", "index_copy", "index_fill", "take", "embedding", "masked_select", "one_hot"})),
+    ("normalization", frozenset({"native_layer_norm", "native_group_norm", "native_batch_norm", "_native_batch_norm_legit",
+                                 "_native_batch_norm_legit_functional", "_native_batch_norm_legit_no_training",
+                                 "rms_norm", "_fused_rms_norm"})),
+    ("pooling", frozenset({"max_pool1d", "max_pool2d", "max_pool3d", "max_pool2d_with_indices", "max_pool3d_with_indices",
+                           "avg_pool1d", "avg_pool2d", "avg_pool3d", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d",
+                           "adaptive_max_pool2d", "adaptive_max_pool3d"})),
+    ("softmax", frozenset({"_softmax", "_log_softmax", "_safe_softmax"})),
+    ("reduction", frozenset({"sum", "mean", "amax", "amin", "max", "min", "prod", "var", "std", "var_mean", "std_mean",
+                             "logsumexp", "argmax", "argmin", "all", "any", "linalg_vector_norm", "norm", "count_nonzero",
+                             "nll_loss_forward", "nll_loss2d_forward", "mse_loss", "smooth_l1_loss", "huber_loss",
+                             "kl_div", "binary_cross_entropy", "soft_margin_loss", "margin_ranking_loss"})),
+)
+_ATEN_MATMUL = frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "dot", "mv", "addmv", "linear", "_int_mm"})
+_ATEN_SDPA = ("_scaled_dot_product", "scaled_dot_product")
 
 
 def _called_names(source: str) -> tuple[set[str], bool]:
@@ -67,13 +93,47 @@ def _is_rotary(spec: OperatorSpec, names: set[str]) -> bool:
     return {"cos", "sin"} <= inputs or "rotate_half" in names
 
 
+def kind_of_calls(calls: list[str]) -> OperatorKind:
+    """The kind of a reference from the aten operators it calls, in order."""
+    if any(c.startswith(_ATEN_SDPA) for c in calls):
+        return "attention"
+    softmax = next((i for i, c in enumerate(calls) if c in _ATEN[5][1]), None)
+    if softmax is not None and any(c in _ATEN_MATMUL for c in calls[softmax + 1:]):
+        return "attention"  # a softmax whose result feeds a matmul
+    called = set(calls)
+    if called & _ATEN[0][1]:
+        return "convolution"
+    if called & _ATEN_MATMUL:
+        return "matmul"  # a GEMM with whatever follows it as its epilogue
+    for kind, ops in _ATEN[1:]:
+        if called & ops:
+            return kind  # type: ignore[return-value]
+    return "pointwise"
+
+
 def operator_kind(spec: OperatorSpec) -> OperatorKind:
+    from kernelgen.spec.symbolic import trace_reference
+
     names, uses_matmul = _called_names(spec.reference or "")
+    if _is_rotary(spec, names):
+        return "rotary"
+    trace = trace_reference(spec)
+    if trace is not None and trace.calls:
+        kind = kind_of_calls(trace.calls)
+        refined = _CATEGORY_KIND.get(spec.category)
+        if kind in ("pointwise", "reduction") and refined in ("softmax", "normalization"):
+            return refined  # a softmax or a norm written out of reductions and arithmetic
+        return kind
+    return _kind_from_source(spec, names, uses_matmul)
+
+
+def _kind_from_source(spec: OperatorSpec, names: set[str], uses_matmul: bool) -> OperatorKind:
+    """Where the reference cannot run symbolically: the names its source calls, then the category."""
     matmul = uses_matmul or bool(names & _MATMUL)
     if names & _ATTENTION or (names & _SOFTMAX and matmul) or "attention" in spec.name:
         return "attention"
-    if _is_rotary(spec, names):
-        return "rotary"
+    if names & _CONV_NAMES:
+        return "convolution"
     if names & _SCANS:
         return "scan"
     if names & _INDEXING:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kernelgen.llm.devicefacts import prompt_device
+from kernelgen.llm.devicefacts import cost_lines, prompt_device
 from kernelgen.llm.failures import failure_report
 from kernelgen.llm.kinds import operator_kind
-from kernelgen.llm.specfacts import spec_facts
+from kernelgen.llm.specfacts import fixed_lines, spec_facts
 from kernelgen.llm.untrusted import scrub_candidate_text
 from kernelgen.render import render
 from kernelgen.verify.judge.staticcheck import ALLOWED_IMPORTS
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from kernelgen.verify.results import DevicePeaks, PerformanceResult, RunRecord
 
 Messages = list[dict[str, str]]
+MAX_OPS_SHOWN = 12  # the operators a reference calls, as the prompt names them: what it is, not a trace
 
 
 def system_prompt(spec: OperatorSpec) -> str:
@@ -37,9 +38,16 @@ def system_prompt(spec: OperatorSpec) -> str:
 
 
 def _spec_context(spec: OperatorSpec) -> dict[str, Any]:
+    from kernelgen.spec.hyperparams import module_constants
     from kernelgen.spec.kernelbench.readback import read_back
+    from kernelgen.spec.symbolic import trace_reference
+    from kernelgen.verify.judge.precision import tf32_enabled
 
-    return {"spec": spec, "facts": spec_facts(spec), "kind": operator_kind(spec), "problem": read_back(spec)}
+    trace = trace_reference(spec)
+    return {"spec": spec, "facts": spec_facts(spec), "kind": operator_kind(spec), "problem": read_back(spec),
+            "calls": trace.ops[:MAX_OPS_SHOWN] if trace is not None else [], "fixed": fixed_lines(spec),
+            "constants": [c.describe() for c in module_constants(spec)], "tf32": tf32_enabled(),
+            "float32": "float32" in spec.dtypes}
 
 
 def _with_system(spec: OperatorSpec, user: str) -> Messages:
@@ -53,8 +61,9 @@ def generation_messages(spec: OperatorSpec, device: DeviceInfo | None = None, *,
                         want_baseline: bool | None = None) -> Messages:
     """The first request for a kernel: spec, description, reference, shapes, dtypes, device, advice."""
     want = spec.reference is None if want_baseline is None else want_baseline
-    return _with_system(spec, render("prompts/generate.md.j2", want_baseline=want, dev=prompt_device(device, peaks),
-                                     **_spec_context(spec)))
+    dev = prompt_device(device, peaks)
+    return _with_system(spec, render("prompts/generate.md.j2", want_baseline=want, dev=dev,
+                                     analysis=cost_lines(spec, dev.peaks), **_spec_context(spec)))
 
 
 def repair_messages(spec: OperatorSpec, source: str, run: RunRecord, *, verdict: str = "rejected",
@@ -98,8 +107,9 @@ def optimization_messages(spec: OperatorSpec, best_source: str, *, device: Devic
     peaks = performance.peaks if performance is not None else None
     quoted = memory_lines(spec, remembered or [])
     first = remembered[0] if remembered else None
+    dev = prompt_device(device, peaks)
     return _with_system(spec, render(
-        "prompts/optimize.md.j2", best_source=best_source, dev=prompt_device(device, peaks), perf=performance,
+        "prompts/optimize.md.j2", best_source=best_source, dev=dev, analysis=cost_lines(spec, dev.peaks), perf=performance,
         unmeasured=unmeasured_cases(spec, performance), diagnosis=diagnosis, history=history or [],
         best_round=best_round, round_k=round_k, candidate=candidate, candidates=candidates, earlier=earlier or [],
         remembered=quoted, remembered_device=first.device if first else "", remembered_family=first.family if first else "",

@@ -28,6 +28,7 @@ from kernelgen.llm.client import Messages, Session
 from kernelgen.llm.prompts import malformed_followup, repair_messages
 from kernelgen.llm.replies import ParsedReply, parse_reply, short_reason
 from kernelgen.llm.untrusted import scrub_candidate_text
+from kernelgen.record.text import clip as clip_text
 from kernelgen.record.usage import TokenUsage
 from kernelgen.verify.judge.trusted import render_baseline
 from kernelgen.verify.judge import integrity
@@ -98,11 +99,12 @@ def verdict(run: RunRecord) -> tuple[str, str]:
     # Wrong numbers first: a wrong kernel may also trip follow-on rules (e.g. the stale-output
     # probe), but "the answer differs" is the story a reader and the model need.
     if acc is not None and acc.failed_checks:
-        msg = acc.failed_checks[0].message
-        # "case 0 ... (candidate-first), output 'out': 512 of 8192 elements differ ..." -> the numbers first
-        head, _, tail = msg.partition(": ")
-        n_bad = len(acc.failed_checks)
-        return "wrong answer", f"{tail or head} [{head}; {n_bad} of {len(acc.checks)} checks failed]"
+        # From the check's own fields, not by splitting its message at a ": " (which may sit inside
+        # its parentheses): how many failed, then the first one, named, then what it found.
+        first = acc.failed_checks[0]
+        output = f", output {first.output!r}" if first.output and f"output {first.output!r}" not in first.message else ""
+        return "wrong answer", (f"{len(acc.failed_checks)} of {len(acc.checks)} checks failed; first: {first.label}"
+                                f"{output}: {first.message}")
     if violations:
         return "violation", "; ".join(f"{v.code}: {v.message}" for v in violations[:2])
     if acc is not None and acc.error:
@@ -189,7 +191,10 @@ def write_and_repair(session: Session, op: OperatorDir, device: DeviceInfo, mess
             break  # the model could not produce a usable reply MALFORMED_BUDGET times in a row
         parsed, this = asked.parsed, number - 1
         if phase == "generate" and parsed.note:
-            outcome.notes.append(f"{_attempt(tag, this)}, design note: {parsed.note}")
+            # A design note answers the request for one; prose that answers "your reply could not be
+            # used" is the model's note on the format, and says so.
+            what = "design note" if asked.replies == 1 else f"its note after {asked.replies - 1} unusable repl{'y' if asked.replies == 2 else 'ies'}"
+            outcome.notes.append(f"{_attempt(tag, this)}, {what}: {parsed.note}")
         elif phase == "repair" and parsed.cause:
             outcome.notes.append(f"{_attempt(tag, this)}, the cause it stated for attempt {failed}'s failure: {parsed.cause}")
         if parsed.baseline_source is not None:
@@ -217,6 +222,6 @@ def write_and_repair(session: Session, op: OperatorDir, device: DeviceInfo, mess
     return outcome
 
 
-def clip(text: str, n: int = 240) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1] + "…"
+def clip(text: str, n: int = 320) -> str:
+    """One line for the attempts list and the console: cut at a word, brackets closed (record.text)."""
+    return clip_text(text, n)

@@ -30,6 +30,12 @@ _THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _FILE_MARK_RE = re.compile(r"^\s*#\s*(?:file(?:name)?\s*:\s*)?([\w./-]+\.py)\s*$", re.IGNORECASE)
 _FIELD_RE = re.compile(r"^\s*[*_#]*\s*(CHANGE|TYPE|REASON|CAUSE)[*_]*\s*:[*_]*\s*(.*?)\s*$", re.IGNORECASE)
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+")
+_CLAUSE_END_RE = re.compile(r"(?<=[.!?:])\s+")  # "Here is the kernel: One program per row." is two pieces
+# Sentences that say nothing about the kernel: apologies, acknowledgements and introductions of the
+# code. Kept as the model's "design note", an apology reads as if it were the design.
+_CEREMONY_RE = re.compile(r"^\W*(sorry|apologi[sz]e|my apologies|i apologi[sz]e|apologies|you'?re (absolutely )?right|"
+                          r"thanks?\b|thank you|certainly|sure\b|of course|great\b|okay\b|ok\b|"
+                          r"(here|below) (is|are)|here'?s)", re.IGNORECASE)
 # Bounds against a runaway reply, far above what any honest field needs: nothing is cut at 200 characters.
 FIELD_LIMIT = {"change": 2000, "reason": 6000, "cause": 2000}
 NOTE_LIMIT = 4000
@@ -165,7 +171,13 @@ def _fields(text: str) -> dict[str, str]:
     return {"change": _bounded(value.get("change", ""), FIELD_LIMIT["change"]),
             "reason": _bounded(value.get("reason", ""), FIELD_LIMIT["reason"]),
             "cause": _bounded(value.get("cause", "") or _cause_in_prose(text), FIELD_LIMIT["cause"]),
-            "change_type": kind, "note": _bounded(scrub_candidate_text(" ".join(outside.split())), NOTE_LIMIT)}
+            "change_type": kind, "note": _bounded(scrub_candidate_text(substance(outside)), NOTE_LIMIT)}
+
+
+def substance(prose: str) -> str:
+    """The prose without its ceremony (apologies, "Here is the kernel:"): what it says about the kernel."""
+    pieces = [s.strip() for s in _CLAUSE_END_RE.split(" ".join(prose.split())) if s.strip()]
+    return " ".join(s for s in pieces if not _CEREMONY_RE.match(s))
 
 
 def _cause_in_prose(text: str) -> str:
@@ -175,10 +187,10 @@ def _cause_in_prose(text: str) -> str:
     before = " ".join((text[: first.start()] if first else "").split())
     if not before:
         return ""
-    sentences = [s for s in _SENTENCE_END_RE.split(before) if s.strip()]
-    last = sentences[-1].strip() if sentences else ""
-    if last.endswith(":") and len(sentences) > 1:  # "Here is the fixed kernel:" introduces the code
-        last = sentences[-2].strip()
+    sentences = [s.strip() for s in _SENTENCE_END_RE.split(before) if s.strip() and not _CEREMONY_RE.match(s.strip())]
+    last = sentences[-1] if sentences else ""
+    if last.endswith(":") and len(sentences) > 1:  # "The fixed kernel follows:" introduces the code
+        last = sentences[-2]
     return scrub_candidate_text(last)
 
 

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from kernelgen.errors import ConfigError
-from kernelgen.llm.client import OpenAIChat, ReplayChat, Session
+from kernelgen.llm.client import ChatBackend, OpenAIChat, ReplayChat, Session
 from kernelgen.llm.config import LLMSettings, load_settings, require_endpoint
 from kernelgen.llm.recording import LLM_DIR, load_recording
+from kernelgen.llm.transcript import ResumeChat
 
 
 @dataclass(frozen=True)
@@ -48,10 +49,15 @@ def prepare(backend: str, options: dict[str, Any]) -> LLMSetup:
     return LLMSetup(backend="openai", settings=require_endpoint(settings))
 
 
-def connect(setup: LLMSetup, op_path: Path) -> Session:
-    """A session that records into `<op_path>/llm/` (numbering on from what is there)."""
+def connect(setup: LLMSetup, op_path: Path, *, record_dir: Path | None = None, resume_from: Path | None = None) -> Session:
+    """A session that records into `record_dir` (default `<op_path>/llm/`, numbering on from what is
+    there). `resume_from`: an unfinished run's exchanges, whose replies answer the same requests before
+    the endpoint is asked (kernelgen.llm.transcript)."""
+    backend: ChatBackend
     if setup.backend == "replay" and setup.replay_dir:
-        backend: ReplayChat | OpenAIChat = ReplayChat(setup.replay_dir, mismatch=setup.settings.replay_mismatch)
+        backend = ReplayChat(setup.replay_dir, mismatch=setup.settings.replay_mismatch)
     else:
         backend = OpenAIChat(setup.settings)
-    return Session(backend, Path(op_path) / LLM_DIR)
+        if resume_from is not None:
+            backend = ResumeChat(backend, resume_from)
+    return Session(backend, Path(record_dir) if record_dir is not None else Path(op_path) / LLM_DIR)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kernelgen.devices import DRY_RUN_LABEL
 from kernelgen.record.state import Diagnosis
+from kernelgen.record.text import si
 from kernelgen.verify.results import PerformanceResult
 
 # Within 5% of the measured ceiling there is nothing left to win that the noise would not hide.
@@ -35,7 +36,7 @@ def diagnose(perf: PerformanceResult | None, round_: int, target: float | None) 
     for c in perf.cases:
         parts = [f"`{c.label}`: moves at least {_human_bytes(c.bytes)}"]
         if c.flops:
-            parts.append(f"{c.flops / 1e9:.2f} GFLOP")
+            parts.append(si(c.flops, "FLOP"))  # 806400 FLOP is "806 kFLOP", not "0.00 GFLOP"
         parts += c.facts()
         d.lines.append(", ".join(parts) + ".")
     if perf.peaks is not None:

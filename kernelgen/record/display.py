@@ -33,3 +33,9 @@ def perf_table(perf: PerformanceResult) -> Table:
             cells[-1] += " INVALID"
         t.add_row(_shape_label(c.shapes), c.dtype, *cells)
     return t
+
+
+def invalid_lines(perf: PerformanceResult) -> list[str]:
+    """One line per INVALID case with its reason (a table cell has no room for it)."""
+    return [f"INVALID {_shape_label(c.shapes)} {c.dtype}: {c.invalid_reason or 'no reason recorded'}"
+            for c in perf.cases if not c.valid]

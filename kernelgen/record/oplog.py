@@ -12,9 +12,10 @@ from kernelgen.fsutil import atomic_write
 from kernelgen.render import render
 from kernelgen.verify.results import PerfCase, RunRecord
 from kernelgen.spec import OperatorSpec
-from kernelgen.record.analysis import analyse_operator, latest_peaks, needs_ceilings, with_ceilings
+from kernelgen.record.analysis import analyse_operator, latest_peaks, latest_tf32, needs_ceilings, with_ceilings
 from kernelgen.record.display import tf32_label
 from kernelgen.record.state import CaseResult, OpState, RefreshRecord, RoundRecord, save_state
+from kernelgen.record.text import clip
 
 LOG_FILE = "optimization_log.md"
 
@@ -81,7 +82,7 @@ def summary_row(r: RoundRecord) -> dict[str, str]:
     peak = [c.frac_peak for c in perf.cases if c.frac_peak is not None] if perf else []
     return {
         "round": str(r.round),
-        "change": (r.change or "—").replace("|", "/")[:80],
+        "change": clip((r.change or "—").replace("|", "/"), 80),
         "change_type": r.change_type,
         "correct": "yes" if acc and acc.correct else "no",
         "ms": " / ".join(f"{m:.4f}" for m in ms[:4]) + (" …" if len(ms) > 4 else "") if ms else "—",
@@ -118,7 +119,7 @@ def _shape(shapes: dict[str, list[int]]) -> str:
 
 def _cell(c: CaseResult) -> str:
     if c.speedup is None:
-        return c.verdict if not c.note else f"{c.verdict}: {c.note[:60]}"
+        return c.verdict if not c.note else f"{c.verdict}: {clip(c.note, 60)}"
     return f"x{c.speedup:.3f} {c.verdict}"
 
 
@@ -151,7 +152,7 @@ def search_table(r: RoundRecord) -> dict[str, object]:
 
 def case_rows(r: RoundRecord) -> list[list[str]]:
     return [[c.label, _fmt(c.best_ms, ".4f"), _fmt(c.ms, ".4f"), _x(c.speedup) if c.speedup else "—",
-             f"±{100 * c.noise:.1f}%" if c.noise else "—", c.verdict + (f" ({c.note[:80]})" if c.note else "")]
+             f"±{100 * c.noise:.1f}%" if c.noise else "—", c.verdict + (f" ({clip(c.note, 80)})" if c.note else "")]
             for c in r.cases]
 
 
@@ -274,14 +275,14 @@ def update_analysis(op_dir: Path, state: OpState, spec: OperatorSpec) -> bool:
     """Judge the analysis against the device's measured ceilings once the operator has been timed on
     one (and write one for a folder from before the analysis existed). True when it changed."""
     runs = [r.performance for r in state.rounds] + [f.performance for f in state.refreshes]
-    peaks = latest_peaks(runs)
+    peaks, tf32 = latest_peaks(runs), latest_tf32(runs)  # the precision mode the operator was timed in, if it was
     if state.analysis is None:
         baseline = Path(op_dir) / f"{spec.name}_baseline.py"
         source = baseline.read_text(encoding="utf-8") if state.baseline_by_llm and baseline.is_file() else None
-        state.analysis = analyse_operator(spec, peaks, reference=source)
+        state.analysis = analyse_operator(spec, peaks, reference=source, tf32=tf32)
         return True
-    if needs_ceilings(state.analysis, peaks):
-        state.analysis = with_ceilings(state.analysis, spec, peaks)
+    if needs_ceilings(state.analysis, peaks, tf32):
+        state.analysis = with_ceilings(state.analysis, spec, peaks, tf32)  # a mode comes with a measured run's peaks
         return True
     return False
 

@@ -1,0 +1,115 @@
+"""KernelBench-format problem files of this repository's own (KernelBench's files never enter it), for
+the LLM path's prompts and end-to-end runs: a strided, padded 2-D convolution with a bias; a sum over
+one dimension; a GEMM with an epilogue (Linear, scale, GroupNorm). Small sizes: the CPU interpreter
+runs their kernels.
+
+`CONV2D_KERNEL` is a real Triton implicit-GEMM kernel for CONV2D (tests/data/conv2d_strided_kernel.py);
+`conv2d_wrong_kernel()` is the same kernel without the padding offset: it compiles, runs, and is wrong
+at the borders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / "data"
+
+CONV2D = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    """A 2-D convolution with stride 2 and padding 1, and a bias."""
+    def __init__(self, in_channels, out_channels, kernel_size, stride, padding):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride, padding=padding)
+
+    def forward(self, x):
+        return self.conv(x)
+
+batch_size = 4
+in_channels = 3
+out_channels = 32
+kernel_size = 3
+stride = 2
+padding = 1
+height = 64
+width = 48
+
+def get_inputs():
+    return [torch.rand(batch_size, in_channels, height, width)]
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size, stride, padding]
+'''
+
+ROW_SUM = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    """Sums over one dimension, keeping it."""
+    def __init__(self, dim):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return torch.sum(x, dim=self.dim, keepdim=True)
+
+batch_size = 64
+dim1 = 512
+dim2 = 384
+reduce_dim = 1
+
+def get_inputs():
+    return [torch.rand(batch_size, dim1, dim2)]
+
+def get_init_inputs():
+    return [reduce_dim]
+'''
+
+GEMM_EPILOGUE = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    """Linear, then a scale, then GroupNorm."""
+    def __init__(self, in_features, out_features, scale, num_groups):
+        super().__init__()
+        self.gemm = nn.Linear(in_features, out_features)
+        self.scale = scale
+        self.group_norm = nn.GroupNorm(num_groups, out_features)
+
+    def forward(self, x):
+        return self.group_norm(self.gemm(x) * self.scale)
+
+batch_size = 256
+in_features = 1024
+out_features = 512
+scale = 0.5
+num_groups = 8
+
+def get_inputs():
+    return [torch.rand(batch_size, in_features)]
+
+def get_init_inputs():
+    return [in_features, out_features, scale, num_groups]
+'''
+
+PROBLEMS = {"conv2d_strided": CONV2D, "row_sum_dim": ROW_SUM, "gemm_scale_groupnorm": GEMM_EPILOGUE}
+
+
+def write_problem(folder: Path, stem: str) -> Path:
+    path = Path(folder) / f"{stem}.py"
+    path.write_text(PROBLEMS[stem], encoding="utf-8")
+    return path
+
+
+def conv2d_kernel() -> str:
+    return (DATA / "conv2d_strided_kernel.py").read_text(encoding="utf-8")
+
+
+def conv2d_wrong_kernel() -> str:
+    """Forgets the padding: every output near the top and left edges reads the wrong input rows."""
+    src = conv2d_kernel()
+    assert src.count(" - PADDING + ") == 2
+    return src.replace(" - PADDING + ", " + ")

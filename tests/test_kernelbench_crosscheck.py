@@ -1,0 +1,124 @@
+"""`benchmarks/kernelbench.py --cross-check KB_CHECKOUT OUT_DIR` on the CPU, against a tiny fake of
+KernelBench's package: its `__init__` imports `utils`, which imports python-dotenv, tqdm, litellm and
+openai and calls `load_dotenv()`, as KernelBench's does; its `eval_kernel_against_ref` loads ModelNew
+from the custom source through a temporary file (as KernelBench does for Triton) and compares it with
+Model on random inputs in the Triton interpreter. The real one runs on a GPU (docs/kernelbench.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kernelbench_problems import RELU
+from typer.testing import CliRunner
+
+from kernelgen.cli import app
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPT = REPO / "benchmarks" / "kernelbench.py"
+
+FAKE_UTILS = '''
+from dotenv import load_dotenv
+load_dotenv()
+from tqdm import tqdm
+from openai import OpenAI
+from litellm import completion
+'''
+FAKE_EVAL = '''
+import importlib.util, tempfile
+import torch
+from pydantic import BaseModel
+from . import utils
+
+class KernelExecResult(BaseModel):
+    compiled: bool = False
+    correctness: bool = False
+    metadata: dict = {}
+    runtime: float = -1.0
+    ref_runtime: float = -1.0
+
+def eval_kernel_against_ref(original_model_src, custom_model_src, seed_num=42, num_correct_trials=1, num_perf_trials=10,
+                            measure_performance=False, backend="cuda", precision=torch.float32, device=None, **kwargs):
+    context = {}
+    exec(original_model_src, context)
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(custom_model_src)
+    spec = importlib.util.spec_from_file_location("temp_module", f.name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.manual_seed(seed_num)
+    model = context["Model"](*context["get_init_inputs"]())
+    torch.manual_seed(seed_num)
+    new = module.ModelNew(*context["get_init_inputs"]())
+    passed = 0
+    for trial in range(num_correct_trials):
+        inputs = [x.to(precision) for x in context["get_inputs"]()]
+        passed += bool(torch.allclose(model(*inputs), new(*inputs), atol=1e-4, rtol=1e-4))
+    return KernelExecResult(compiled=True, correctness=passed == num_correct_trials, runtime=10.0, ref_runtime=15.0,
+                            metadata={"hardware": "fake", "correctness_trials": f"({passed} / {num_correct_trials})",
+                                      "backend": backend})
+'''
+
+
+def fake_checkout(root: Path) -> Path:
+    pkg = root / "KernelBench" / "src" / "kernelbench"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from . import utils  # as KernelBench's: the LLM helpers come with the package\n")
+    (pkg / "utils.py").write_text(FAKE_UTILS)
+    (pkg / "eval.py").write_text(FAKE_EVAL)
+    return root / "KernelBench"
+
+
+def _script():  # noqa: ANN202 - the benchmark script as a module
+    spec = importlib.util.spec_from_file_location("kb_benchmark", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_missing_llm_helpers_are_stubbed_and_kernelbench_eval_imports(tmp_path, monkeypatch):
+    kb = _script()
+    for name in ("dotenv", "tqdm", "litellm", "openai"):
+        monkeypatch.setitem(sys.modules, name, None)  # not installed, as far as an import can tell
+    for name in [m for m in sys.modules if m == "kernelbench" or m.startswith("kernelbench.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    module, stubbed = kb.load_kernelbench_eval(fake_checkout(tmp_path))
+    assert callable(module.eval_kernel_against_ref) and sorted(stubbed) == ["dotenv", "litellm", "openai", "tqdm"]
+    assert sys.modules["dotenv"].load_dotenv() is False and sys.modules["tqdm"].tqdm([1, 2]) == [1, 2]
+    with pytest.raises(RuntimeError, match="litellm.completion is not installed here"):
+        sys.modules["litellm"].completion(model="x")
+    with pytest.raises(SystemExit, match="not a KernelBench checkout"):
+        kb.load_kernelbench_eval(tmp_path / "nowhere")
+
+
+def test_agreement_is_correctness_and_speedups_within_ten_percent():
+    agreement = _script().agreement
+    assert agreement({"kg_correct": True, "kb_correct": True, "kg_speedup": 1.55, "kb_speedup": 1.45}) == "yes"
+    assert agreement({"kg_correct": True, "kb_correct": True, "kg_speedup": 1.55, "kb_speedup": 1.2}) == \
+        "NO: speedups differ by 23%"
+    assert agreement({"kg_correct": True, "kb_correct": False, "kg_speedup": 1.55}) == "NO: correctness differs"
+    assert agreement({"kg_correct": False, "note": "KernelGen has no correct kernel to export"}) == "—"
+
+
+@pytest.mark.slow
+def test_cross_check_of_a_built_problem_prints_both_verdicts(tmp_path):
+    problem = tmp_path / "relu_problem.py"
+    problem.write_text(RELU)
+    out = tmp_path / "out"
+    built = CliRunner().invoke(app, ["new", str(problem), "--backend", "offline", "--device", "cpu", "--out", str(out)])
+    assert built.exit_code == 0, built.output
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
+    run = subprocess.run([sys.executable, str(SCRIPT), "--cross-check", str(fake_checkout(tmp_path)), str(out)],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    row = next(ln for ln in run.stdout.splitlines() if ln.startswith("| kb_relu_problem |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "yes" and cells[3] == "yes" and cells[4] == "x1.5", row  # KernelBench's verdict: 15 us / 10 us
+    assert "correctness_trials: (5 / 5)" in cells[6] and "backend: triton" in cells[6]
+    assert (out / "kb_relu_problem" / "kb_relu_problem_kernelbench.py").is_file()  # exported as `kernelgen export --kernelbench`
+    assert "compared problems agree" in run.stdout
