@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from kernelgen.offline.nd.access import Port, ports
 from kernelgen.offline.nd.emit_values import is_scalar_leaf, pointwise, var
-from kernelgen.offline.nd.ir import Graph
+from kernelgen.offline.frontend.ir import Graph
 from kernelgen.offline.nd.stages import Buffer, Stage
 
 

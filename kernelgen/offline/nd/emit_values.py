@@ -1,10 +1,10 @@
-"""Triton expressions for the values of a stage: pointwise ops through kernelgen.offline.exprs (the
+"""Triton expressions for the values of a stage: pointwise ops through kernelgen.offline.frontend.exprs (the
 classic generator's table), plus what the n-dimensional IR adds (isnan, frame indices)."""
 
 from __future__ import annotations
 
-import kernelgen.offline.exprs as exprs
-from kernelgen.offline.nd.ir import Graph, Value
+import kernelgen.offline.frontend.exprs as exprs
+from kernelgen.offline.frontend.ir import Graph, Value
 
 EXTRA = {
     "isnan": "({a} != {a})",

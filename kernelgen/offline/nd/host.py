@@ -8,8 +8,8 @@ from typing import Any
 
 import sympy
 
-from kernelgen.offline.nd import shapes as S
-from kernelgen.offline.nd.ir import Graph
+from kernelgen.offline.frontend import shapes as S
+from kernelgen.offline.frontend.ir import Graph
 from kernelgen.offline.nd.stages import Access, Program
 
 DTYPE = {"float32": "torch.float32", "float16": "torch.float16", "bfloat16": "torch.bfloat16", "float64": "torch.float64",

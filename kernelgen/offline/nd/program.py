@@ -11,10 +11,10 @@ from kernelgen.offline.naming import Names
 from kernelgen.offline.nd import host
 from kernelgen.offline.nd.emit_matmul import matmul_kernel
 from kernelgen.offline.nd.emit_tile import tile_kernel
-from kernelgen.offline.nd.ir import Graph
+from kernelgen.offline.frontend.ir import Graph
 from kernelgen.offline.nd.schedule import schedule
 from kernelgen.offline.nd.stages import Program
-from kernelgen.offline.nd.trace import Traced, trace_reference
+from kernelgen.offline.frontend.trace import Traced, trace_reference
 from kernelgen.offline.selfcheck import main_context
 from kernelgen.render import render
 from kernelgen.spec import OperatorSpec

@@ -1,0 +1,40 @@
+"""What the pointwise, row and matmul families share as families (kernelgen.offline.family): one
+analysis of the spec over its frame, read by all three, each serving the labels it knows."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Mapping
+from typing import Any, Callable, ClassVar
+
+from kernelgen.offline.budgets import Pruned
+from kernelgen.offline.family import Family, Refused, Served, Verdict
+from kernelgen.offline.frame.plan import FramePlan, analyse_frame
+from kernelgen.offline.frame.pruning import FrameCase, frame_case
+from kernelgen.offline.knobs import KnobsModel, resolve_knobs
+from kernelgen.offline.unsupported import NotServed
+from kernelgen.spec import OperatorSpec
+
+
+class FrameFamily(Family):
+    labels: ClassVar[tuple[str, ...]]  # the classifications this family serves (kernelgen.offline.frame.classify)
+
+    def examine(self, spec: OperatorSpec) -> Verdict:
+        try:
+            plan = analyse_frame(spec.model_dump_json())
+        except NotServed as e:
+            return Refused(self.name, e.what)
+        if plan.kind.family not in self.labels:
+            return Refused(self.name, f"a {plan.kind.family} (the {self.name} family serves {', '.join(self.labels)})", "outside")
+        return Served(plan, plan.kind.family, plan.kind.summary)
+
+    def prune(self, spec: OperatorSpec, served: Served, knob: str, values: list, base: KnobsModel,
+              shapes: Mapping[str, list[int]], dtype: str, sm_count: int | None) -> list[Pruned]:
+        plan: FramePlan = served.plan
+        case = frame_case(spec, plan.traced, base, dict(shapes), dtype, sm_count)
+        return self.prune_case(case, served.label, lambda k: resolve_knobs(self.knobs_model, served.label, k), knob, values)
+
+    @abstractmethod
+    def prune_case(self, case: FrameCase, label: str, resolve: Callable[[Any], KnobsModel], knob: str,
+                   values: list) -> list[Pruned]:
+        """The family's rules on one case (its launch model against the shared budgets)."""
