@@ -1,62 +1,81 @@
-"""One Triton expression per IR op. Floats are computed in fp32 (loads upcast, stores round once)."""
+"""The pointwise ops of the IR: for each, the ATen ops that lower to it and its Triton expression.
+This is the one place a new pointwise op is added (the op table, kernelgen.offline.frontend.optable,
+makes a row for every ATen name here). Floats are computed in fp32 (loads upcast, stores round once).
+"""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
-from kernelgen.offline.frame.graph import Node
 from kernelgen.offline.unsupported import unsupported
 
 _TL_INT = {"int8": "tl.int8", "uint8": "tl.uint8", "int16": "tl.int16", "int32": "tl.int32", "int64": "tl.int64"}
 _NAN_ALL = "propagate_nan=tl.PropagateNan.ALL"  # torch.maximum/minimum propagate NaN; tl's default does not
 
-_UNARY = {
-    "exp": "tl.exp({a})",
-    "exp2": "tl.exp2({a})",
-    "log": "tl.log({a})",
-    "log2": "tl.log2({a})",
-    "log1p": "tl.log(1.0 + {a})",
-    "expm1": "(tl.exp({a}) - 1.0)",
-    "sqrt": "tl.sqrt({a})",
-    "rsqrt": "tl.rsqrt({a})",
-    "sigmoid": "tl.sigmoid({a})",
+
+@dataclass(frozen=True)
+class Pointwise:
+    """One IR op: its Triton expression over its operands' ({a}, {b}) and the ATen ops lowered to it."""
+
+    expr: str
+    aten: tuple[str, ...] = ()
+
+
+UNARY: dict[str, Pointwise] = {
+    "neg": Pointwise("(-{a})", ("neg",)),
+    "exp": Pointwise("tl.exp({a})", ("exp",)),
+    "exp2": Pointwise("tl.exp2({a})", ("exp2",)),
+    "log": Pointwise("tl.log({a})", ("log",)),
+    "log2": Pointwise("tl.log2({a})", ("log2",)),
+    "log1p": Pointwise("tl.log(1.0 + {a})", ("log1p",)),
+    "expm1": Pointwise("(tl.exp({a}) - 1.0)", ("expm1",)),
+    "sqrt": Pointwise("tl.sqrt({a})", ("sqrt",)),
+    "rsqrt": Pointwise("tl.rsqrt({a})", ("rsqrt",)),
+    "sigmoid": Pointwise("tl.sigmoid({a})", ("sigmoid",)),
     # tanh(x) = 2 * sigmoid(2x) - 1: tl.math.tanh is missing from some Triton releases (3.9 has none).
-    "tanh": "(2.0 * tl.sigmoid(2.0 * {a}) - 1.0)",
-    "erf": "tl.math.erf({a})",
-    "sin": "tl.sin({a})",
-    "cos": "tl.cos({a})",
-    "abs": "tl.abs({a})",
-    "reciprocal": "(1.0 / {a})",
-    "relu": "tl.where({a} < 0, 0.0, {a})",  # written so that NaN passes through, as torch.relu does
-    "floor": "tl.floor({a})",
-    "ceil": "tl.ceil({a})",
-    "trunc": "tl.where({a} < 0, tl.ceil({a}), tl.floor({a}))",
-    "sign": "tl.where({a} > 0, 1.0, tl.where({a} < 0, -1.0, 0.0))",
-    "square": "({a} * {a})",
-    "cube": "({a} * {a} * {a})",
-    "neg": "(-{a})",
-    "logical_not": "({a} == 0)",
+    "tanh": Pointwise("(2.0 * tl.sigmoid(2.0 * {a}) - 1.0)", ("tanh",)),
+    "erf": Pointwise("tl.math.erf({a})", ("erf",)),
+    "sin": Pointwise("tl.sin({a})", ("sin",)),
+    "cos": Pointwise("tl.cos({a})", ("cos",)),
+    "abs": Pointwise("tl.abs({a})", ("abs",)),
+    "reciprocal": Pointwise("(1.0 / {a})", ("reciprocal",)),
+    "relu": Pointwise("tl.where({a} < 0, 0.0, {a})", ("relu",)),  # written so that NaN passes through, as torch.relu does
+    "floor": Pointwise("tl.floor({a})", ("floor",)),
+    "ceil": Pointwise("tl.ceil({a})", ("ceil",)),
+    "trunc": Pointwise("tl.where({a} < 0, tl.ceil({a}), tl.floor({a}))", ("trunc",)),
+    "sign": Pointwise("tl.where({a} > 0, 1.0, tl.where({a} < 0, -1.0, 0.0))", ("sign",)),
+    "square": Pointwise("({a} * {a})", ("square",)),  # also pow(x, 2)
+    "cube": Pointwise("({a} * {a} * {a})"),  # pow(x, 3)
+    "logical_not": Pointwise("({a} == 0)", ("logical_not",)),
+    "bitwise_not": Pointwise("(~{a})", ("bitwise_not",)),  # of a bool: ({a} == 0), below
+    "isnan": Pointwise("({a} != {a})", ("isnan",)),
+    "isinf": Pointwise('(tl.abs({a}) == float("inf"))', ("isinf",)),
+    "isfinite": Pointwise('(tl.abs({a}) < float("inf"))', ("isfinite",)),
 }
-_BINARY = {
-    "add": "({a} + {b})",
-    "sub": "({a} - {b})",
-    "mul": "({a} * {b})",
-    "div": "({a} / {b})",
-    "maximum": "tl.maximum({a}, {b}, " + _NAN_ALL + ")",
-    "minimum": "tl.minimum({a}, {b}, " + _NAN_ALL + ")",
-    "eq": "({a} == {b})",
-    "ne": "({a} != {b})",
-    "lt": "({a} < {b})",
-    "le": "({a} <= {b})",
-    "gt": "({a} > {b})",
-    "ge": "({a} >= {b})",
-    "logical_and": "(({a} != 0) & ({b} != 0))",
-    "logical_or": "(({a} != 0) | ({b} != 0))",
-    "logical_xor": "(({a} != 0) ^ ({b} != 0))",
-    "bitwise_and": "({a} & {b})",
-    "bitwise_or": "({a} | {b})",
-    "bitwise_xor": "({a} ^ {b})",
+BINARY: dict[str, Pointwise] = {
+    "add": Pointwise("({a} + {b})", ("add",)),
+    "sub": Pointwise("({a} - {b})", ("sub", "rsub")),  # rsub: operands swapped when lowered
+    "mul": Pointwise("({a} * {b})", ("mul",)),
+    "div": Pointwise("({a} / {b})", ("div", "true_divide")),
+    "maximum": Pointwise("tl.maximum({a}, {b}, " + _NAN_ALL + ")", ("maximum", "fmax")),
+    "minimum": Pointwise("tl.minimum({a}, {b}, " + _NAN_ALL + ")", ("minimum", "fmin")),
+    "eq": Pointwise("({a} == {b})", ("eq",)),
+    "ne": Pointwise("({a} != {b})", ("ne",)),
+    "lt": Pointwise("({a} < {b})", ("lt",)),
+    "le": Pointwise("({a} <= {b})", ("le",)),
+    "gt": Pointwise("({a} > {b})", ("gt",)),
+    "ge": Pointwise("({a} >= {b})", ("ge",)),
+    "logical_and": Pointwise("(({a} != 0) & ({b} != 0))", ("logical_and",)),
+    "logical_or": Pointwise("(({a} != 0) | ({b} != 0))", ("logical_or",)),
+    "logical_xor": Pointwise("(({a} != 0) ^ ({b} != 0))", ("logical_xor",)),
+    "bitwise_and": Pointwise("({a} & {b})", ("bitwise_and",)),
+    "bitwise_or": Pointwise("({a} | {b})", ("bitwise_or",)),
+    "bitwise_xor": Pointwise("({a} ^ {b})", ("bitwise_xor",)),
 }
+# pow(x, e) lowers to another op for these exponents (1: x itself); other exponents are refused
+POW_EXPONENTS = {2: "square", 0.5: "sqrt", -0.5: "rsqrt", -1: "reciprocal", 3: "cube"}
 
 
 def literal(value: object) -> str:
@@ -71,17 +90,18 @@ def literal(value: object) -> str:
     return repr(value)
 
 
-def pointwise(node: Node, args: list[str], arg_nodes: list[Node]) -> str:
-    """The Triton expression for a pointwise node, given its operands' expressions."""
+def pointwise(node: Any, args: list[str], arg_nodes: list[Any]) -> str:
+    """The Triton expression for a pointwise IR value (any IR's node with `op` and `dtype`), given
+    its operands' expressions and nodes."""
     op = node.op
-    if op in _UNARY:
+    if op == "bitwise_not" and arg_nodes[0].dtype == "bool":
+        return f"({args[0]} == 0)"
+    if op in UNARY:
         if op == "neg" and arg_nodes[0].dtype == "bool":
             unsupported("negation of a bool tensor")
-        return _UNARY[op].format(a=args[0])
-    if op == "bitwise_not":
-        return f"({args[0]} == 0)" if arg_nodes[0].dtype == "bool" else f"(~{args[0]})"
-    if op in _BINARY:
-        return _BINARY[op].format(a=args[0], b=args[1])
+        return UNARY[op].expr.format(a=args[0])
+    if op in BINARY:
+        return BINARY[op].expr.format(a=args[0], b=args[1])
     if op == "where":
         cond = args[0] if arg_nodes[0].dtype == "bool" else f"({args[0]} != 0)"
         return f"tl.where({cond}, {args[1]}, {args[2]})"
@@ -94,6 +114,4 @@ def pointwise(node: Node, args: list[str], arg_nodes: list[Node]) -> str:
         if target in ("float16", "bfloat16", "float32", "float64"):
             return f"{args[0]}.to(tl.float32)"  # from int or bool; float math stays fp32
         unsupported(f"a cast from {src} to {target}")
-    if op == "pow":
-        unsupported("pow with an exponent other than -1, -0.5, 0.5, 1, 2 or 3")
     unsupported(f"the op {op}")

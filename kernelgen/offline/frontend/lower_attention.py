@@ -10,19 +10,21 @@ import math
 from typing import Any
 
 from kernelgen.offline.frontend import shapes as S
+from kernelgen.offline.frontend.call import Call
 from kernelgen.offline.frontend.ir import FLOATS, NoValue
 from kernelgen.offline.frontend.lower_reduce import softmax
 from kernelgen.offline.frontend.lower_views import view
 from kernelgen.offline.unsupported import unsupported
 
 # aten's attention ops and where their causal flag and scale sit (positional, then keyword)
-OPS = {"_scaled_dot_product_flash_attention_for_cpu": (4, "is_causal"),
+ATTENTION_OPS = {"_scaled_dot_product_flash_attention_for_cpu": (4, "is_causal"),
        "_scaled_dot_product_flash_attention": (4, "is_causal"),
        "_scaled_dot_product_efficient_attention": (5, "is_causal"),
        "scaled_dot_product_attention": (5, "is_causal")}
 
 
-def attention(b: Any, n: Any, base: str, args: list, kwargs: dict, dtype: str) -> Any:
+def attention(b: Any, c: Call) -> Any:
+    base, args, kwargs, dtype = c.base, c.args, c.kwargs, c.dtype
     if dtype not in FLOATS:
         unsupported("attention over integers")
     q, k, v = (b.operand(a) for a in args[:3])
@@ -31,7 +33,7 @@ def attention(b: Any, n: Any, base: str, args: list, kwargs: dict, dtype: str) -
         mask = args[3] if len(args) > 3 else mask
     if base == "scaled_dot_product_attention":
         mask = args[3] if len(args) > 3 else mask
-    at, name = OPS[base]
+    at, name = ATTENTION_OPS[base]
     causal = bool(args[at] if len(args) > at else kwargs.get(name, False))
     dropout = args[at - 1] if base != "_scaled_dot_product_efficient_attention" and len(args) > at - 1 else kwargs.get("dropout_p", 0.0)
     if dropout:

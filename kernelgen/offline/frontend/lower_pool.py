@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelgen.offline.frontend import shapes as S
+from kernelgen.offline.frontend.call import Call
 from kernelgen.offline.frontend.ir import FLOATS, NoValue
 from kernelgen.offline.frontend.lower_reduce import reduce
 from kernelgen.offline.frontend.lower_views import view
@@ -22,16 +23,15 @@ def _ints(v: Any, n: int, default: Any) -> tuple[int, ...]:
     return tuple(int(x) for x in (v * n if len(v) == 1 else v))
 
 
-def pool(b: Any, n: Any, base: str, args: list, kwargs: dict, dtype: str) -> Any:
+def pool(b: Any, c: Call) -> Any:
+    n, base, args, kwargs, dtype = c.node, c.base, c.args, c.kwargs, c.dtype
     if dtype not in FLOATS:
         unsupported("pooling over integers")
     is_max = base.startswith("max_pool")
     nd = 3 if "3d" in base else 2 if "2d" in base else 1
     if base.startswith(("adaptive", "_adaptive")) or not base.startswith(("max_pool", "avg_pool")):
         unsupported(f"pooling ({base}) in the n-dimensional generator")
-    def arg(i: int, name: str, default: Any) -> Any:
-        return args[i] if len(args) > i else kwargs.get(name, default)
-
+    arg = c.arg
     kernel = _ints(arg(1, "kernel_size", None), nd, None)
     stride = _ints(arg(2, "stride", None), nd, kernel)
     padding = _ints(arg(3, "padding", 0), nd, 0)

@@ -1,14 +1,16 @@
 """Reductions and the composites built on them: sum, mean, max/min (with their indices), prod,
 argmax/argmin, var/std/var_mean, logsumexp, softmax and log_softmax over any dims, and the layer,
 group, batch and instance norms (written out here: their ATen decompositions use as_strided on
-intermediates, which no kernel of ours can address). A 1x1 convolution is a batched matmul."""
+intermediates, which no kernel of ours can address). The op table's handlers come first, then
+the expansions they share."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from kernelgen.offline.frontend import shapes as S
-from kernelgen.offline.frontend.ir import NoValue
+from kernelgen.offline.frontend.call import Call
+from kernelgen.offline.frontend.ir import FLOATS, NoValue
 from kernelgen.offline.frontend.lower_views import _dims, view
 from kernelgen.offline.unsupported import unsupported
 
@@ -38,62 +40,94 @@ def variance(b: Any, x: int, dims: tuple[int, ...], correction: float, keepdim: 
     return reduce(b, "var", x, dims, keepdim, correction=float(correction))
 
 
-def _keepdim(args: list, kwargs: dict, at: int) -> bool:
-    return bool(args[at] if len(args) > at else kwargs.get("keepdim", False))
+def _keep(c: Call, at: int) -> bool:
+    return bool(c.args[at] if len(c.args) > at else c.kwargs.get("keepdim", False))
 
 
-def lower_reduction(b: Any, n: Any, base: str, overload: str, args: list, kwargs: dict, dtype: str) -> Any:
-    """The handlers above, by op; NotImplemented for an op that is no reduction."""
-    if base not in ("sum", "mean", "amax", "amin", "max", "min", "prod", "argmax", "argmin", "var", "var_mean",
-                    "logsumexp", "_softmax", "_log_softmax", "softmax", "log_softmax", "native_layer_norm",
-                    "native_group_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
-                    "native_batch_norm", "_native_batch_norm_legit_no_training", "any", "all"):
-        return NotImplemented
-    x = b.operand(args[0])
+def _dims_arg(c: Call) -> Any:
+    return c.args[1] if len(c.args) > 1 else c.kwargs.get("dim")
+
+
+def sum_or_mean(b: Any, c: Call) -> int:
+    x = b.operand(c.args[0])
+    dims, keep = _dims(_dims_arg(c), b.v(x).rank), _keep(c, 2)
+    if c.kwargs.get("dtype") is not None and str(c.kwargs["dtype"]).replace("torch.", "") not in FLOATS:
+        unsupported("an integer-typed reduction")
+    if c.base == "mean":
+        return mean(b, x, dims, keep)
+    return reduce(b, "sum", x, dims, keep, c.dtype if b.v(x).is_float else "int64")
+
+
+def amax_or_amin(b: Any, c: Call) -> int:
+    x = b.operand(c.args[0])
+    return reduce(b, c.base[1:], x, _dims(_dims_arg(c), b.v(x).rank), _keep(c, 2), c.dtype)
+
+
+def max_or_min(b: Any, c: Call) -> Any:
+    """torch.max / torch.min: of two tensors (maximum), of everything, or along a dim with indices."""
+    if c.overload in ("other", "default") and len(c.args) == 2:
+        return b.add("maximum" if c.base == "max" else "minimum", (b.operand(c.args[0]), b.operand(c.args[1])),
+                     b.shape_of(c.node), c.dtype)
+    x = b.operand(c.args[0])
     rank = b.v(x).rank
-    if base in ("sum", "mean"):
-        dims = _dims(args[1] if len(args) > 1 else kwargs.get("dim"), rank)
-        keep = _keepdim(args, kwargs, 2)
-        if kwargs.get("dtype") is not None and str(kwargs["dtype"]).replace("torch.", "") not in ("float32", "float16", "bfloat16", "float64"):
-            unsupported("an integer-typed reduction")
-        if base == "mean":
-            return mean(b, x, dims, keep)
-        out_dtype = dtype if b.v(x).is_float else "int64"
-        return reduce(b, "sum", x, dims, keep, out_dtype)
-    if base in ("amax", "amin"):
-        return reduce(b, base[1:], x, _dims(args[1] if len(args) > 1 else kwargs.get("dim"), rank), _keepdim(args, kwargs, 2), dtype)
-    if base in ("max", "min"):
-        if overload == "default":
-            return reduce(b, base, x, tuple(range(rank)), False, dtype)
-        dims = _dims(args[1], rank)
-        keep = _keepdim(args, kwargs, 2)
-        return [reduce(b, base, x, dims, keep, dtype), reduce(b, "arg" + base, x, dims, keep, "int64")]
-    if base in ("argmax", "argmin"):
-        dim = args[1] if len(args) > 1 else kwargs.get("dim")
-        return reduce(b, base, x, _dims(dim, rank), _keepdim(args, kwargs, 2) and dim is not None, "int64")
-    if base == "prod":
-        dims = _dims(args[1] if len(args) > 1 and overload != "default" else None, rank)
-        return reduce(b, "prod", x, dims, _keepdim(args, kwargs, 2) if overload != "default" else False, dtype)
-    if base in ("var", "var_mean"):
-        dims = _dims(args[1] if len(args) > 1 else kwargs.get("dim"), rank)
-        correction = kwargs.get("correction")
-        if correction is None:
-            unbiased = kwargs.get("unbiased", args[2] if len(args) > 2 and isinstance(args[2], bool) else True)
-            correction = 1 if unbiased else 0
-        keep = bool(kwargs.get("keepdim", False))
-        var = variance(b, x, dims, correction, keep)
-        return var if base == "var" else [var, mean(b, x, dims, keep)]
-    if base == "logsumexp":
-        return logsumexp(b, x, _dims(args[1], rank), _keepdim(args, kwargs, 2))
-    if base in ("_softmax", "_log_softmax", "softmax", "log_softmax"):
-        return softmax(b, x, (args[1] % rank,), log="log" in base)
-    if base == "native_layer_norm":
-        return layer_norm(b, x, len(args[1]), args[2], args[3], args[4])
-    if base == "native_group_norm":
-        return group_norm(b, x, args[1], args[2], int(args[6]), float(args[7]))
-    if base in ("any", "all"):
-        unsupported(f"torch.{base}")
-    return batch_norm(b, n, base, overload, x, args)
+    if c.overload == "default":
+        return reduce(b, c.base, x, tuple(range(rank)), False, c.dtype)
+    dims, keep = _dims(c.args[1], rank), _keep(c, 2)
+    return [reduce(b, c.base, x, dims, keep, c.dtype), reduce(b, "arg" + c.base, x, dims, keep, "int64")]
+
+
+def argmax_or_argmin(b: Any, c: Call) -> int:
+    x = b.operand(c.args[0])
+    dim = c.arg(1, "dim")
+    return reduce(b, c.base, x, _dims(dim, b.v(x).rank), _keep(c, 2) and dim is not None, "int64")
+
+
+def prod(b: Any, c: Call) -> int:
+    x = b.operand(c.args[0])
+    whole = c.overload == "default"
+    dims = _dims(c.args[1] if len(c.args) > 1 and not whole else None, b.v(x).rank)
+    return reduce(b, "prod", x, dims, _keep(c, 2) if not whole else False, c.dtype)
+
+
+def var_or_var_mean(b: Any, c: Call) -> Any:
+    x = b.operand(c.args[0])
+    dims = _dims(_dims_arg(c), b.v(x).rank)
+    correction = c.kwargs.get("correction")
+    if correction is None:
+        unbiased = c.kwargs.get("unbiased", c.args[2] if len(c.args) > 2 and isinstance(c.args[2], bool) else True)
+        correction = 1 if unbiased else 0
+    keep = bool(c.kwargs.get("keepdim", False))
+    var = variance(b, x, dims, correction, keep)
+    return var if c.base == "var" else [var, mean(b, x, dims, keep)]
+
+
+def lower_logsumexp(b: Any, c: Call) -> int:
+    x = b.operand(c.args[0])
+    return logsumexp(b, x, _dims(c.args[1], b.v(x).rank), _keep(c, 2))
+
+
+def lower_softmax(b: Any, c: Call) -> int:
+    x = b.operand(c.args[0])
+    return softmax(b, x, (c.args[1] % b.v(x).rank,), log="log" in c.base)
+
+
+def lower_layer_norm(b: Any, c: Call) -> list:
+    x = b.operand(c.args[0])
+    return layer_norm(b, x, len(c.args[1]), c.args[2], c.args[3], c.args[4])
+
+
+def lower_group_norm(b: Any, c: Call) -> list:
+    x = b.operand(c.args[0])
+    return group_norm(b, x, c.args[1], c.args[2], int(c.args[6]), float(c.args[7]))
+
+
+def lower_batch_norm(b: Any, c: Call) -> list:
+    return batch_norm(b, c.node, c.base, c.overload, b.operand(c.args[0]), c.args)
+
+
+def any_or_all(b: Any, c: Call) -> None:
+    b.operand(c.args[0])
+    unsupported(f"torch.{c.base}")
 
 
 def logsumexp(b: Any, x: int, dims: tuple[int, ...], keepdim: bool) -> int:
@@ -187,26 +221,3 @@ def batch_norm(b: Any, n: Any, base: str, overload: str, x: int, args: list) -> 
     stat = NoValue("batch norm's saved or running statistics")
     extra = 4 if base == "_native_batch_norm_legit_functional" else 2
     return [out] + [stat] * extra
-
-
-def conv1x1(b: Any, n: Any, args: list, dtype: str) -> int:
-    """A convolution is served only when it is a batched matmul: 1x1 kernel, stride 1, no padding,
-    no dilation, one group, not transposed."""
-    x, w, bias, stride, padding, dilation, transposed, _, groups = args[:9]
-    ws = b.v(b.operand(w)).shape
-    if (transposed or groups != 1 or any(int(s) != 1 for s in stride) or any(int(p) != 0 for p in padding)
-            or any(int(d) != 1 for d in dilation) or any(not S.is_one(k) for k in ws[2:])):
-        unsupported("a convolution (the offline generator serves 1x1 convolutions only, as a batched matmul; "
-                    "other kernels, strides, padding or groups need an LLM)")
-    xv = b.operand(x)
-    xs = b.v(xv).shape
-    bsz, cin, rest = xs[0], xs[1], xs[2:]
-    cout = ws[0]
-    x3 = view(b, xv, "reshape", (bsz, cin, S.prod(rest)))
-    w2 = view(b, view(b, b.operand(w), "reshape", (cout, cin)), "unsqueeze", dim=0)
-    w3 = view(b, w2, "expand", (bsz, cout, cin))
-    y = b.add("mm", (w3, x3), (bsz, cout, S.prod(rest)), dtype)
-    if bias is not None:
-        bias3 = view(b, view(b, b.operand(bias), "reshape", (cout, S.ONE)), "unsqueeze", dim=0)
-        y = b.add("add", (y, bias3), (bsz, cout, S.prod(rest)), dtype)
-    return view(b, y, "reshape", (bsz, cout) + tuple(rest))

@@ -6,7 +6,7 @@ is off: two dims that merely happen to be equal in a test case keep separate sym
 reference itself requires to agree (a matmul's inner dim) are unified by PyTorch's shape guards.
 Composite activations and losses are decomposed into pointwise ops and plain reductions; norms,
 softmax and the anchors (matmul, scans, pooling, attention) stay whole and are lowered by
-kernelgen.offline.frontend.lower, which knows what they compute.
+the op table (kernelgen.offline.frontend.optable), which knows what they compute.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def trace_graph(fn: Callable, inputs: list[torch.Tensor], params: dict[str, Any]
 
 def trace_reference(spec: OperatorSpec) -> Traced:
     """Lower every test case's symbolic trace (at most four) and check the structures agree."""
-    from kernelgen.offline.frontend.lower import lower
+    from kernelgen.offline.frontend.fxwalk import lower
 
     if spec.reference is None:
         unsupported("a spec without a `reference`")

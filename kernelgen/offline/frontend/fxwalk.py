@@ -1,41 +1,45 @@
-"""Lower one symbolic `make_fx` trace to the n-dimensional IR (kernelgen.offline.frontend.ir).
+"""The one walk over a traced fx graph: each ATen call lowered by its row of the op table
+(kernelgen.offline.frontend.optable) into the IR (kernelgen.offline.frontend.ir).
 
-Pointwise ops keep the classic generator's names (kernelgen.offline.frontend.exprs writes them); views stay
-explicit; reductions are normalised to keep their dims (a squeeze follows where the reference drops
-them); softmax, log_softmax, logsumexp and the layer, group, batch and instance norms are expanded
-here into reductions and pointwise ops, because their ATen decompositions reach for `as_strided`
-on intermediates. Symbolic sizes used as numbers (a mean's count) become `size` values. Anything
-outside the IR is refused with the reason (an LLM is needed).
+Pointwise ops keep their IR names (kernelgen.offline.frontend.exprs writes them); views stay
+explicit; reductions keep their dims (a squeeze follows where the reference drops them); softmax,
+log_softmax, logsumexp and the layer, group, batch and instance norms are expanded into reductions
+and pointwise ops, because their ATen decompositions reach for `as_strided` on intermediates.
+Symbolic sizes used as numbers (a mean's count) become `size` values. Anything outside the IR is
+refused with the reason (an LLM is needed).
 """
 
 from __future__ import annotations
 
-import math
 import operator
 from typing import Any
 
 import sympy
 import torch
 
-from kernelgen.offline.frame.lowering import BINARY, CASTS, UNARY
 from kernelgen.offline.frontend import shapes as S
-from kernelgen.offline.frontend.ir import FLOATS, Graph, Multi, NoValue, Value
+from kernelgen.offline.frontend.call import Call
+from kernelgen.offline.frontend.ir import Graph, Multi, NoValue, Value
+from kernelgen.offline.frontend.optable import OPS
 from kernelgen.offline.unsupported import unsupported
 
-IDENTITY = {"clone", "alias", "detach", "lift_fresh_copy", "contiguous", "dropout_eval"}
-RESHAPES = {"view", "reshape", "_unsafe_view"}
+# calls that assert or constrain sizes: nothing to compute
 IGNORED = {"_assert_async", "_assert_scalar", "sym_constrain_range_for_size", "_assert_tensor_metadata"}
+SIZE_QUERIES = ("sym_size", "sym_numel", "sym_stride", "sym_storage_offset")
 
 
-def _dtype(val: Any) -> str:
+def dtype_name(val: Any) -> str:
     return str(val.dtype).replace("torch.", "") if isinstance(val, torch.Tensor) else "float32"
 
 
 def lower(gm: Any, sentinels: dict[str, Any], n_inputs: int) -> Graph:
-    return _Builder(gm, sentinels, n_inputs).run()
+    """The IR of one traced graph module; `sentinels` maps each param to the value it was traced with."""
+    return IRBuilder(gm, sentinels, n_inputs).run()
 
 
-class _Builder:
+class IRBuilder:
+    """fx graph -> IR, one trace; the op table's handlers add values through it."""
+
     def __init__(self, gm: Any, sentinels: dict[str, Any], n_inputs: int):
         self.gm = gm
         self.sentinels = sentinels
@@ -63,6 +67,7 @@ class _Builder:
         if isinstance(value, bool):
             return self.add("const", dtype="bool", value=value)
         for name, s in self.sentinels.items():
+            # fp32 rounding: F.rms_norm hands eps to the graph already rounded to float32.
             if value == s or (isinstance(value, float) and value == float(torch.tensor(s, dtype=torch.float32))):
                 return self.add("param", dtype="float32" if isinstance(s, float) else "int64", name=name)
         return self.add("const", dtype="float32" if isinstance(value, float) else "int64", value=value)
@@ -73,7 +78,7 @@ class _Builder:
         got = self.env.get(a)
         if isinstance(got, NoValue):
             unsupported(got.what)
-        if isinstance(got, (int,)) and not isinstance(got, bool):
+        if isinstance(got, int) and not isinstance(got, bool):
             return got
         if isinstance(got, sympy.Expr):
             return self.add("size", dtype="int64", expr=got)
@@ -93,7 +98,7 @@ class _Builder:
         for n in self.gm.graph.nodes:
             if n.op == "placeholder":
                 shape = self.shape_of(n)
-                self.env[n] = self.add("input", shape=shape, dtype=_dtype(n.meta["val"]), index=index)
+                self.env[n] = self.add("input", shape=shape, dtype=dtype_name(n.meta["val"]), index=index)
                 for d, e in enumerate(shape):
                     if isinstance(e, sympy.Symbol) and e.name not in self.symbols:
                         self.symbols[e.name] = (index, d)
@@ -132,18 +137,15 @@ class _Builder:
             if isinstance(val, (torch.SymInt, torch.SymFloat, int, float)):
                 return val.node.expr if isinstance(val, (torch.SymInt, torch.SymFloat)) else sympy.sympify(val)
             unsupported(f"the Python call {n.target!r}")
-        schema = n.target._schema.name
-        ns, base = schema.split("::")
+        ns, base = n.target._schema.name.split("::")
         if base.endswith("_") and not base.startswith("_") and base not in ("copy_",):
             base = base[:-1]
-        args, kwargs = list(n.args), dict(n.kwargs)
-        if base in ("sym_size", "sym_numel", "sym_stride", "sym_storage_offset"):
+        if base in SIZE_QUERIES:
             return n.meta["val"].node.expr if isinstance(n.meta["val"], torch.SymInt) else sympy.Integer(n.meta["val"])
         if base in IGNORED:
             return None
-        handler = getattr(self, f"op_{base}", None)
-        if handler is not None:
-            return handler(n, args, kwargs)
-        from kernelgen.offline.frontend import lower_ops
-
-        return lower_ops.lower_call(self, n, ns, base, args, kwargs)
+        rule = OPS.get(base)
+        if rule is None:
+            unsupported(f"the op {ns}.{base}.{n.target._overloadname}")
+        got = rule(self, Call(n, base, n.target._overloadname, list(n.args), dict(n.kwargs), dtype_name(n.meta.get("val"))))
+        return Multi(got) if isinstance(got, list) else got
