@@ -13,6 +13,7 @@ import functools
 from dataclasses import dataclass
 
 from kernelgen.offline.family import Family, Refused, Served
+from kernelgen.offline.frontend.trace import traced_spec
 from kernelgen.offline.matmul.family import MatmulFamily
 from kernelgen.offline.nd.family import NdFamily
 from kernelgen.offline.pointwise.family import PointwiseFamily
@@ -42,6 +43,7 @@ class Routed:
 @functools.lru_cache(maxsize=64)
 def _route(spec_json: str) -> Routed:
     spec = OperatorSpec.model_validate_json(spec_json)
+    traced_spec(spec_json)  # the front end's refusal (a reference that cannot be traced) is every family's
     refusals: list[Refused] = []
     for family in FAMILIES:
         verdict = family.examine(spec)

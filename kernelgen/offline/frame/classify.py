@@ -1,11 +1,11 @@
-"""Decide the family of a traced reference and the load role of every input."""
+"""Decide the family (label) of a reference seen over its frame and the load role of every input."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from kernelgen.offline.frame.graph import Graph
-from kernelgen.offline.frame.trace import Traced
+from kernelgen.offline.frame.view import FrameView
 from kernelgen.offline.unsupported import unsupported
 
 ROLE_PRIORITY = ("full", "col", "row", "scalar")
@@ -14,7 +14,7 @@ REDUCE_OPS = ("sum", "max", "min")
 
 @dataclass
 class Classification:
-    """What kind of kernel a traced reference needs (not to be confused with an optimization plan)."""
+    """What kind of kernel a reference needs (not to be confused with an optimization plan)."""
 
     family: str  # pointwise | row_reduction | softmax | layernorm | rmsnorm | matmul
     roles: list[str]  # per input: full | col | row | scalar | mm
@@ -28,20 +28,20 @@ def _role(candidates: set[str]) -> str:
     return "full"  # shapes that broadcast differently per case: generic strided loads
 
 
-def classify(traced: Traced) -> Classification:
-    g = traced.graph
+def classify(view: FrameView) -> Classification:
+    g = view.graph
     live = g.live()
     ops = {g.node(i).op for i in live}
-    roles = ["mm" if inp.is_mm_operand else _role(inp.roles) for inp in traced.inputs]
+    roles = ["mm" if inp.is_mm_operand else _role(inp.roles) for inp in view.inputs]
     has_reduce = bool(ops & set(REDUCE_OPS))
-    if traced.has_matmul:
+    if view.has_matmul:
         if has_reduce:
             unsupported("a matmul mixed with a reduction")
         family = "matmul"
     elif not has_reduce:
         family = "pointwise"
     else:
-        full_out = any(o.space == "full" for o in traced.outputs)
+        full_out = any(o.space == "full" for o in view.outputs)
         if not full_out:
             family = "row_reduction"
         elif "max" in ops and "exp" in ops:
@@ -51,11 +51,11 @@ def classify(traced: Traced) -> Classification:
         else:
             family = "row_reduction"
     inputs = ", ".join(
-        f"{inp.name}[{'T' if inp.transposed else ''}{roles[i]}]" for i, inp in enumerate(traced.inputs)
+        f"{inp.name}[{'T' if inp.transposed else ''}{roles[i]}]" for i, inp in enumerate(view.inputs)
     )
-    names = [inp.name for inp in traced.inputs]
+    names = [inp.name for inp in view.inputs]
     exprs = "; ".join(_describe(g, o, names) for o in g.outputs)
-    summary = f"{family}: {exprs} over {len(traced.inputs)} input(s) ({inputs})"
+    summary = f"{family}: {exprs} over {len(view.inputs)} input(s) ({inputs})"
     return Classification(family, roles, summary)
 
 

@@ -22,16 +22,25 @@ class FrameFamily(Family):
     def examine(self, spec: OperatorSpec) -> Verdict:
         try:
             plan = analyse_frame(spec.model_dump_json())
-        except NotServed as e:
-            return Refused(self.name, e.what)
+        except NotServed as e:  # outside the frame: the general families may still serve it
+            return Refused(self.name, e.what, "outside")
         if plan.kind.family not in self.labels:
-            return Refused(self.name, f"a {plan.kind.family} (the {self.name} family serves {', '.join(self.labels)})", "outside")
+            return Refused(self.name, f"{plan.kind.family} work (the {self.name} family serves {', '.join(self.labels)})",
+                           "outside")
+        refusal = self.refusal(plan)
+        if refusal is not None:
+            return Refused(self.name, refusal)
         return Served(plan, plan.kind.family, plan.kind.summary)
+
+    def refusal(self, plan: FramePlan) -> str | None:
+        """What in a plan of this family's kind its kernels cannot compute (None: nothing), found
+        before anything is emitted so that the families after it are asked instead."""
+        return None
 
     def prune(self, spec: OperatorSpec, served: Served, knob: str, values: list, base: KnobsModel,
               shapes: Mapping[str, list[int]], dtype: str, sm_count: int | None) -> list[Pruned]:
         plan: FramePlan = served.plan
-        case = frame_case(spec, plan.traced, base, dict(shapes), dtype, sm_count)
+        case = frame_case(spec, plan.view, base, dict(shapes), dtype, sm_count)
         return self.prune_case(case, served.label, lambda k: resolve_knobs(self.knobs_model, served.label, k), knob, values)
 
     @abstractmethod

@@ -1,6 +1,7 @@
-"""The small dataflow IR the offline generator works on.
+"""The frame graph: the front end's IR as the pointwise, row and matmul families see it
+(kernelgen.offline.frame.project builds it).
 
-A traced reference becomes a list of `Node`s in topological order. Every node knows its `space`:
+The reference is a list of `Node`s in topological order. Every node knows its `space`:
 - "full":   one value per element of the broadcast output frame ([..., n_cols]),
 - "row":    one value per row (the result of a reduction over the last dimension),
 - "scalar": the same value everywhere (a literal, a scalar param, the row length).
@@ -36,14 +37,6 @@ class Graph:
 
     def node(self, i: int) -> Node:
         return self.nodes[i]
-
-    def signature(self) -> tuple:
-        """Structure without values: two traces of one reference must agree on it."""
-        return (
-            tuple((n.op, n.args, n.space, tuple(sorted((k, v) for k, v in n.attrs.items() if k != "value")))
-                  for n in self.nodes),
-            tuple(self.outputs),
-        )
 
     def live(self) -> set[int]:
         """Ids the outputs depend on (dead branches of a decomposition are dropped)."""

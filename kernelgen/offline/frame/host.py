@@ -2,7 +2,7 @@
 output dtypes, the base knobs and the dispatch table, the plan's fields, the launches, the kernel
 names of a dispatch table's variants, and the render of the file around a family's context.
 
-Python emits what depends on the traced graph (each family's kernel.py: one statement per IR node,
+Python emits what depends on the frame graph (each family's kernel.py: one statement per IR node,
 the kernel's arguments) and describes the kernels, the routes and the host path as data; the text
 around them lives in templates/offline/ (one template per family, shared macros in _macros.py.j2).
 """
@@ -13,7 +13,8 @@ from typing import Any
 
 from kernelgen.offline.dispatch import Route, literal, table
 from kernelgen.offline.frame.launch import DEFAULT_L2_BYTES, INTERPRETER_SMS
-from kernelgen.offline.frame.trace import DtypeRule, FixedDtype, LikeInput, Promoted, Traced
+from kernelgen.offline.frame.view import FrameView
+from kernelgen.offline.frontend.outputs import DtypeRule, FixedDtype, LikeInput, Promoted
 from kernelgen.offline.knobs import KnobsModel
 from kernelgen.offline.naming import Names
 from kernelgen.offline.selfcheck import main_context
@@ -65,15 +66,15 @@ def def_line(head: str, params: list[str], width: int = 100) -> str:
     return "\n".join(lines + [line])
 
 
-def host_context(spec: OperatorSpec, names: Names, traced: Traced, routes_: list[Route], forms: list[dict],
+def host_context(spec: OperatorSpec, names: Names, view: FrameView, routes_: list[Route], forms: list[dict],
           pointers: list[str], *, copies: bool, split: bool, sm: bool, key_what: str, l2: bool = False) -> dict[str, Any]:
     """The host path's data: the base knobs, the dispatch table, the plan's fields, the launches.
     `copies`: the pointwise and row families, whose plans may copy inputs and whose outputs may
     take the first input's shape (torch.empty_like)."""
     base = routes_[0].knobs
-    params = list(traced.params)
+    params = list(view.params)
     return {"entry": spec.name, "inputs": names.inputs, "pointers": [p for p in pointers if p not in params + ["partials"]],
-            "params": params, "outputs": names.outputs, "returns_tuple": traced.returns_tuple,
+            "params": params, "outputs": names.outputs, "returns_tuple": view.returns_tuple,
             "base": [(k, literal(v)) for k, v in base.model_dump().items()],
             "dispatch": table(routes_, spec) if len(routes_) > 1 else [], "key_what": key_what,
             "imports_functools": sm or l2, "interpreter_sms": INTERPRETER_SMS, "l2": l2,
@@ -100,14 +101,14 @@ def role_checks(names: Names, roles: list[str], used: list[str]) -> list[dict[st
     return checks
 
 
-def frame_plan(spec: OperatorSpec, traced: Traced, names: Names, sizes: list[str], *, keep_last: bool,
+def frame_plan(spec: OperatorSpec, view: FrameView, names: Names, sizes: list[str], *, keep_last: bool,
                 dispatch: bool, sm: bool, itemsize: str | None, autotuned: dict | None, split: int,
                 roles: list[str], used: list[str], l2: str | None = None) -> dict[str, Any]:
     outputs = []
-    for o, info in zip(names.outputs, traced.outputs):
+    for o, info in zip(names.outputs, view.outputs):
         shape = "shape" if info.space == "full" else ("shape[:-1] + (1,)" if info.keepdim else "shape[:-1]")
         outputs.append({"name": o, "shape": shape, "dtype": dtype_expr(info.dtype_rule, names)})
-    return {"name": spec.name, "inputs": names.inputs, "same_dtype": [names.inputs[i] for i in traced.same_dtype_inputs],
+    return {"name": spec.name, "inputs": names.inputs, "same_dtype": [names.inputs[i] for i in view.same_dtype_inputs],
             "keep_last": keep_last, "route_dtype": route_dtype(spec), "dispatch": dispatch, "sm": sm, "l2": l2,
             "itemsize": itemsize, "sizes": sizes, "autotuned": autotuned, "split": split, "outputs": outputs,
             "out_dtypes": [f"{o}_dtype" for o in names.outputs],
@@ -116,7 +117,7 @@ def frame_plan(spec: OperatorSpec, traced: Traced, names: Names, sizes: list[str
             "role_checks": role_checks(names, roles, used)}
 
 
-def itemsize_expr(traced: Traced, names: Names) -> str:
+def itemsize_expr(view: FrameView, names: Names) -> str:
     """The widest element the kernel moves, in _plan (the signature's dtypes)."""
     return "max(" + ", ".join([f"{n}_dtype.itemsize" for n in names.inputs] +
                               [f"{o}_dtype.itemsize" for o in names.outputs]) + ")"
@@ -129,7 +130,7 @@ def launch_forms(variants: list[dict], autotuned: str | None) -> list[dict]:
     return forms + [{"kernel": variants[0]["name"], "finish": None, "what": variants[0]["what"]}]
 
 
-def render_file(template: str, spec: OperatorSpec, traced: Traced, family: str, summary: str, knobs: KnobsModel,
+def render_file(template: str, spec: OperatorSpec, view: FrameView, family: str, summary: str, knobs: KnobsModel,
                 names: Names, context: dict[str, Any]) -> str:
     """templates/offline/<template>.py.j2 around a family's context (the kernels, plan and host)."""
     return render(
@@ -141,7 +142,7 @@ def render_file(template: str, spec: OperatorSpec, traced: Traced, family: str, 
         # None (the file's own heuristic) reads "auto" in the file's header
         knobs=", ".join(f"{k}={'auto' if v is None else v}" for k, v in knobs.model_dump().items()),
         signature=spec.signature,
-        promotes=any(isinstance(o.dtype_rule, Promoted) for o in traced.outputs),
+        promotes=any(isinstance(o.dtype_rule, Promoted) for o in view.outputs),
         main=main_context(spec, names),
         **context,
     )

@@ -9,7 +9,7 @@ from typing import Any
 
 from kernelgen.offline.budgets import DEFAULT_SMS, Pruned, register_budget
 from kernelgen.offline.frame.launch import Launch
-from kernelgen.offline.frame.trace import Traced
+from kernelgen.offline.frame.view import FrameView
 from kernelgen.offline.knobs import KnobsModel
 from kernelgen.spec import DTYPES, OperatorSpec
 
@@ -23,7 +23,7 @@ class FrameCase:
     """One case a knob's values are judged at: input name -> shape, in `dtype`, on `sms` SMs."""
 
     spec: OperatorSpec
-    traced: Traced
+    view: FrameView
     base: KnobsModel
     shapes: dict[str, list[int]]
     dtype: str
@@ -56,9 +56,9 @@ class FrameCase:
         return register_budget(knob, value, launch, self.sms, live)
 
 
-def frame_case(spec: OperatorSpec, traced: Traced, base: KnobsModel, shapes: dict[str, list[int]], dtype: str,
+def frame_case(spec: OperatorSpec, view: FrameView, base: KnobsModel, shapes: dict[str, list[int]], dtype: str,
                sm_count: int | None) -> FrameCase:
     import torch  # ~1 s: only when values are judged, not when kernelgen.offline is imported
 
     itemsize = getattr(torch, DTYPES[dtype]).itemsize
-    return FrameCase(spec, traced, base, dict(shapes), dtype, itemsize, sm_count or DEFAULT_SMS)
+    return FrameCase(spec, view, base, dict(shapes), dtype, itemsize, sm_count or DEFAULT_SMS)

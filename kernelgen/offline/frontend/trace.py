@@ -1,24 +1,33 @@
-"""Trace a reference with symbolic shapes, once per test case, and check the traces agree.
+"""Trace a spec's reference once per test case, with symbolic shapes, into the IR every family reads,
+and check that the trace holds for every case, every dtype and any value of the params.
 
-`make_fx(tracing_mode="symbolic")` records ATen ops with every input dimension a symbol (`s0`, ...):
-the IR's shapes are expressions over them, so one generated wrapper serves every shape. Duck sizing
-is off: two dims that merely happen to be equal in a test case keep separate symbols; only dims the
-reference itself requires to agree (a matmul's inner dim) are unified by PyTorch's shape guards.
-Composite activations and losses are decomposed into pointwise ops and plain reductions; norms,
-softmax and the anchors (matmul, scans, pooling, attention) stay whole and are lowered by
-the op table (kernelgen.offline.frontend.optable), which knows what they compute.
+`make_fx(tracing_mode="symbolic")` records the ATen ops the reference runs, every input dimension a
+symbol (`s0`, ...): the IR's shapes are expressions over them, so one generated wrapper serves every
+shape. Duck sizing is off: two dims that merely happen to be equal in a test case keep separate
+symbols; only dims the reference itself requires to agree (a matmul's inner dim) are unified by
+PyTorch's shape guards. Composite activations and losses are decomposed into pointwise ops and plain
+reductions; norms, softmax and the anchors (matmul, scans, pooling, attention) stay whole and are
+lowered by the op table (kernelgen.offline.frontend.optable), which knows what they compute.
+
+Scalar params are found by tracing with sentinel values: a literal equal to a sentinel becomes the
+param; a trace with the defaults must differ exactly there. Nothing here guesses from the
+operator's name.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+import math
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import torch
 
+from kernelgen.offline.frontend.fxwalk import lower
 from kernelgen.offline.frontend.ir import Graph
-from kernelgen.offline.unsupported import unsupported
-from kernelgen.spec import FLOAT_DTYPES, OperatorSpec, draw_inputs, load_reference
+from kernelgen.offline.frontend.outputs import output_dtypes, sample_inputs
+from kernelgen.offline.unsupported import NotServed, unsupported
+from kernelgen.spec import FLOAT_DTYPES, OperatorSpec, load_reference
 
 A = torch.ops.aten
 DECOMPOSE = [
@@ -30,6 +39,7 @@ DECOMPOSE = [
 ]
 SENTINEL_FLOAT = 0.4142135  # + 0.0173 per param: unlikely to collide with a literal in user code
 SENTINEL_INT = 7919
+TRACED_CASES = 4  # test cases traced and compared: each symbolic trace costs 0.05-0.25 s
 
 
 def sentinels(spec: OperatorSpec) -> dict[str, Any]:
@@ -50,18 +60,14 @@ def _decompositions() -> dict:
 
 @dataclass
 class Traced:
-    graph: Graph
+    graph: Graph  # the IR of the first test case's trace
     case: dict[str, list[int]]  # the test case it was traced on
     out_dtypes: dict[str, list[str]]  # case dtype -> the reference's output dtypes
     params: list[str]
 
 
-def _sample(spec: OperatorSpec, case: dict, dtype: str) -> list[torch.Tensor]:
-    return draw_inputs(spec, case, dtype, 0, "cpu")
-
-
-def trace_graph(fn: Callable, inputs: list[torch.Tensor], params: dict[str, Any], sent: dict[str, Any]) -> Any:
-    """(fx graph module, its ShapeEnv) of one symbolic trace."""
+def trace_graph(fn: Callable, inputs: list[torch.Tensor], params: dict[str, Any]) -> Any:
+    """The fx graph module of one symbolic trace."""
     from torch.fx.experimental import _config as fx_config
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -78,55 +84,76 @@ def trace_graph(fn: Callable, inputs: list[torch.Tensor], params: dict[str, Any]
 
 
 def trace_reference(spec: OperatorSpec) -> Traced:
-    """Lower every test case's symbolic trace (at most four) and check the structures agree."""
-    from kernelgen.offline.frontend.fxwalk import lower
-
+    """Lower every test case's symbolic trace (the first TRACED_CASES) and check the structures agree,
+    then that the params and the dtypes do not change the graph."""
     if spec.reference is None:
         unsupported("a spec without a `reference`")
-    if any(p.type == "bool" for p in spec.params):
-        unsupported("a bool param")
+    for p in spec.params:
+        if p.type == "bool":
+            unsupported(f"the bool param {p.name!r}")
     fn = load_reference(spec)
     sent = sentinels(spec)
     floats = [d for d in spec.dtypes if d in FLOAT_DTYPES]
     dtype0 = floats[0] if floats else spec.dtypes[0]
     first: Graph | None = None
-    for case in spec.test_cases[:4]:
-        graph = lower(trace_graph(fn, _sample(spec, case, dtype0), sent, sent), sent, len(spec.inputs))
+    for case in spec.test_cases[:TRACED_CASES]:
+        graph = lower(trace_graph(fn, sample_inputs(spec, case, dtype0), sent), sent, len(spec.inputs))
         if first is None:
             first = graph
         elif graph.signature() != first.signature():
             unsupported("a traced graph that changes with the input shape (shape-dependent Python in the reference)")
     assert first is not None
     if spec.params:
-        plain = lower(trace_graph(fn, _sample(spec, spec.test_cases[0], dtype0), spec.param_defaults, {}), {},
-                      len(spec.inputs))
-        if plain.signature() != _without_params(first).signature():
-            unsupported("a param the traced graph depends on through Python (control flow on it, or arithmetic "
-                        "Python evaluates before tracing: write it as a tensor expression, e.g. x * scale)")
+        _check_params(spec, fn, first, dtype0)
+    _check_dtypes(spec, fn, first, sent, dtype0)
     return Traced(graph=first, case=spec.test_cases[0], out_dtypes=output_dtypes(spec, fn),
                   params=[p.name for p in spec.params])
 
 
-def _without_params(graph: Graph) -> Graph:
-    """The graph as a trace with the params' defaults would record it (params are literals there)."""
-    from dataclasses import replace
+@functools.lru_cache(maxsize=64)
+def traced_spec(spec_json: str) -> Traced:
+    """trace_reference, once per spec content: every family reads the same trace, and the optimize
+    loop asks for many knob settings of one spec (tracing costs 0.2-1 s)."""
+    return trace_reference(OperatorSpec.model_validate_json(spec_json))
 
-    values = [replace(v, op="const", attrs={"value": None}) if v.op == "param" else v for v in graph.values]
-    return Graph(values, graph.outputs, graph.returns_tuple, graph.symbols)
+
+def _same_literal(a: Any, b: Any) -> bool:
+    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
 
 
-def output_dtypes(spec: OperatorSpec, fn: Callable) -> dict[str, list[str]]:
-    """The reference's output dtypes per case dtype, from a run on shape-only (meta) tensors."""
-    from kernelgen.spec import torch_dtype
+def _check_params(spec: OperatorSpec, fn: Callable, traced: Graph, dtype0: str) -> None:
+    """A trace with the params' defaults must be the sentinel trace with each param a literal: any
+    other difference means Python computed with a param before tracing (control flow on it, or
+    `x * (1 - scale)`, whose `1 - scale` becomes a literal of its own)."""
+    case = spec.test_cases[0]
+    plain = lower(trace_graph(fn, sample_inputs(spec, case, dtype0), spec.param_defaults), {}, len(spec.inputs))
+    defaults = spec.param_defaults
+    expected = [replace(v, op="const", attrs={"value": defaults[v.attrs["name"]]}) if v.op == "param" else v
+                for v in traced.values]
+    if plain.signature() != Graph(expected, traced.outputs, traced.returns_tuple, traced.symbols).signature():
+        unsupported("a param the traced graph depends on through Python (control flow on it)")
+    for got, want in zip(plain.values, expected):
+        if got.op == "const" and not _same_literal(got.attrs.get("value"), want.attrs.get("value")):
+            unsupported("a param used in arithmetic that Python evaluates before tracing "
+                        "(write it as a tensor expression, e.g. x * scale, not x * (1 - scale))")
 
-    out: dict[str, list[str]] = {}
+
+def _check_dtypes(spec: OperatorSpec, fn: Callable, traced: Graph, sent: dict[str, Any], dtype0: str) -> None:
+    """The first case traced in every other dtype must give the same graph: a reference that branches
+    on its inputs' dtype would otherwise be served with the first dtype's kernel. A dtype the trace
+    itself fails in (an op with no float16 kernel on the CPU) proves nothing and is skipped."""
     case = spec.test_cases[0]
     for d in spec.dtypes:
-        args = [torch.empty(case[i.name], dtype=torch_dtype(spec.input_dtype(i, d)), device="meta") for i in spec.inputs]
+        if d == dtype0:
+            continue
         try:
-            ret = fn(*args, **spec.param_defaults)
-        except Exception:  # noqa: BLE001 - no meta kernel: a small real run on the CPU instead
-            ret = fn(*_sample(spec, case, d), **spec.param_defaults)
-        rets = ret if isinstance(ret, (tuple, list)) else (ret,)
-        out[d] = [str(r.dtype).replace("torch.", "") for r in rets]
-    return out
+            graph = lower(trace_graph(fn, sample_inputs(spec, case, d), sent), sent, len(spec.inputs))
+        except NotServed:
+            continue
+        if _structure(graph) != _structure(traced):
+            unsupported(f"a traced graph that differs between dtypes ({dtype0} vs {d}): the reference branches on its dtype")
+
+
+def _structure(graph: Graph) -> tuple:
+    """The graph's ops and how they connect, without dtypes (which follow the case dtype)."""
+    return tuple((v.op, v.args, tuple(sorted(v.attrs))) for v in graph.values), tuple(graph.outputs)

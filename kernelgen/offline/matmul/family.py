@@ -14,6 +14,7 @@ from kernelgen.offline.frame.plan import FramePlan
 from kernelgen.offline.frame.pruning import FrameCase
 from kernelgen.offline.knobs import KnobsModel
 from kernelgen.offline.matmul.emit import matmul_context, matmul_indices, matmul_key
+from kernelgen.offline.matmul.kernel import epilogue_refusal
 from kernelgen.offline.matmul.knobs import MatmulKnobs
 from kernelgen.offline.matmul.pruning import prune_matmul
 from kernelgen.offline.naming import Names
@@ -27,11 +28,15 @@ class MatmulFamily(FrameFamily):
 
     def emit(self, spec: OperatorSpec, served: Served, knobs: KnobsModel, entries: list[DispatchEntry]) -> str:
         plan: FramePlan = served.plan.fresh()
-        a_idx, b_idx = matmul_indices(plan.traced)
-        rs = routes(spec, knobs, entries, matmul_key(plan.traced, a_idx, b_idx, spec), lambda k: self.resolve(served, k))
+        a_idx, b_idx = matmul_indices(plan.view)
+        rs = routes(spec, knobs, entries, matmul_key(plan.view, a_idx, b_idx, spec), lambda k: self.resolve(served, k))
         names = Names(spec)
-        context = matmul_context(spec, plan.traced, plan.kind, names, rs)
-        return render_file("matmul", spec, plan.traced, served.label, served.summary, knobs, names, context)
+        context = matmul_context(spec, plan.view, plan.kind, names, rs)
+        return render_file("matmul", spec, plan.view, served.label, served.summary, knobs, names, context)
+
+    def refusal(self, plan: FramePlan) -> str | None:
+        a_idx, b_idx = matmul_indices(plan.view)
+        return epilogue_refusal(plan.view.graph, a_idx, b_idx)
 
     def first_choices(self, spec: OperatorSpec, served: Served, sm_count: int) -> list[FirstChoice]:
         return []  # the file's tiles follow its M x N table (Triton's tutorial configs): round 0 keeps them

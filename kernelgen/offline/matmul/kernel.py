@@ -27,9 +27,36 @@ class MatmulKernel:
 def matmul_kernel(graph: Graph, roles: list[str], names: Names, params: list[str],
                   a_idx: int, b_idx: int) -> MatmulKernel:
     """The epilogue after the grouped, K-looped tl.dot (which the template writes)."""
+    refusal = epilogue_refusal(graph, a_idx, b_idx)
+    if refusal is not None:
+        unsupported(refusal)
+    epi_inputs = sorted({graph.node(i).attrs["index"] for i in graph.live() if graph.node(i).op == "input"} - {a_idx, b_idx})
+    args, launch, sizes = _arguments(roles, names, params, a_idx, b_idx, epi_inputs)
+    return MatmulKernel(args, launch, sizes, _epilogue(graph, roles, names, a_idx, b_idx))
+
+
+def epilogue_refusal(graph: Graph, a_idx: int, b_idx: int) -> str | None:
+    """Why the epilogue cannot run on the accumulator tile, or None: it may only compute per element
+    of the output from the accumulator and other inputs."""
     live = graph.live()
+    for n in graph.nodes:
+        if n.id not in live or n.op in ("param", "const", "mm"):
+            continue
+        if n.op == "ncols" or n.op in ("sum", "max", "min"):
+            return "a reduction after a matmul"
+        if n.op == "input" and n.attrs["index"] in (a_idx, b_idx) and \
+                n.id in {u for m in graph.nodes if m.op != "mm" and m.id in live for u in m.args}:
+            return "a matmul operand also used in the epilogue"
+    for oid in graph.outputs:
+        if graph.node(oid).op != "mm" and not _depends_on_mm(graph, oid):
+            return "an output that does not depend on the matmul"
+    return None
+
+
+def _arguments(roles: list[str], names: Names, params: list[str], a_idx: int, b_idx: int,
+               epi_inputs: list[int]) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """(the kernel's arguments with comments, the launch's tensors and params, its sizes)."""
     a, b = names.inputs[a_idx], names.inputs[b_idx]
-    epi_inputs = sorted({graph.node(i).attrs["index"] for i in live if graph.node(i).op == "input"} - {a_idx, b_idx})
     args = [(f"{a}_ptr", f"input {a}: [M, K]"), (f"{b}_ptr", f"input {b}: [K, N] (strided)")]
     launch = [a, b]
     what = {"full": "[M, N] (strided, 0 where broadcast)", "col": "one value per column n",
@@ -64,7 +91,12 @@ def matmul_kernel(graph: Graph, roles: list[str], names: Names, params: list[str
              ("GROUP_SIZE_M: tl.constexpr", "row-blocks per group (L2 reuse of b)"),
              ("INPUT_PRECISION: tl.constexpr", 'fp32 products: "tf32x3" on NVIDIA GPUs (or "tf32" where allowed), "ieee" elsewhere'),
              ("UPCAST: tl.constexpr", "multiply in fp32 (bf16 under the CPU interpreter only)")]
+    return args, launch, sizes
 
+
+def _epilogue(graph: Graph, roles: list[str], names: Names, a_idx: int, b_idx: int) -> list[str]:
+    """Loads of the other inputs, one statement per node on the accumulator `acc`, the stores."""
+    live = graph.live()
     epilogue: list[str] = []
 
     def var(n: Node) -> str:
@@ -81,13 +113,9 @@ def matmul_kernel(graph: Graph, roles: list[str], names: Names, params: list[str
     for n in graph.nodes:
         if n.id not in live or n.op in ("param", "const", "mm"):
             continue
-        if n.op == "ncols" or n.op in ("sum", "max", "min"):
-            unsupported("a reduction after a matmul")
         if n.op == "input":
             i = n.attrs["index"]
             if i in (a_idx, b_idx):
-                if n.id in {u for m in graph.nodes if m.op != "mm" and m.id in live for u in m.args}:
-                    unsupported("a matmul operand also used in the epilogue")
                 continue
             nm = names.inputs[i]
             up = ".to(tl.float32)" if n.is_float else ""
@@ -104,11 +132,9 @@ def matmul_kernel(graph: Graph, roles: list[str], names: Names, params: list[str
     for k, oid in enumerate(graph.outputs):
         name = names.outputs[k]
         val = var(graph.node(oid))
-        if graph.node(oid).op != "mm" and not _depends_on_mm(graph, oid):
-            unsupported("an output that does not depend on the matmul")
         epilogue.append(f"tl.store({name}_ptr + offs_m[:, None] * N + offs_n[None, :], "
                     f"{val}.to({name}_ptr.dtype.element_ty), mask=mask)")
-    return MatmulKernel(args, launch, sizes, epilogue)
+    return epilogue
 
 
 def _depends_on_mm(graph: Graph, oid: int) -> bool:

@@ -26,7 +26,7 @@ def prune_matmul(case: FrameCase, label: str, resolve: Callable[[Any], KnobsMode
 
 def mnk(case: FrameCase) -> tuple[int, int, int]:
     """M, N and K of the case: the matmul's operands' shapes, transposed as the reference reads them."""
-    graph, inputs = case.traced.graph, case.traced.inputs
+    graph, inputs = case.view.graph, case.view.inputs
     mm = next(n for n in graph.nodes if n.op == "mm")
     a_i, b_i = (graph.node(i).attrs["index"] for i in mm.args)
     a, b = case.shapes[case.spec.input_names[a_i]], case.shapes[case.spec.input_names[b_i]]

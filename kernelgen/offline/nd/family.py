@@ -8,11 +8,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from kernelgen.offline.budgets import Pruned, judge_each
-from kernelgen.offline.dispatch import DispatchEntry, FirstChoice
+from kernelgen.offline.dispatch import DispatchEntry, FirstChoice, routes
 from kernelgen.offline.family import Family, Refused, Served, Verdict
 from kernelgen.offline.knobs import KnobsModel
 from kernelgen.offline.nd.knobs import NdKnobs
-from kernelgen.offline.nd.program import analyse_nd_cached, generate_nd_source
+from kernelgen.offline.nd.program import analyse_nd_cached, dispatch_key, generate_nd_source
 from kernelgen.offline.unsupported import NotServed
 from kernelgen.spec import OperatorSpec
 
@@ -25,13 +25,14 @@ class NdFamily(Family):
         try:
             analysis = analyse_nd_cached(spec.model_dump_json())
         except NotServed as e:
-            return Refused(self.name, e.what, "outside" if "symbolic shapes failed" in e.what else "detail")
+            return Refused(self.name, e.what)
         return Served(analysis, "nd", analysis.summary)
 
     def emit(self, spec: OperatorSpec, served: Served, knobs: KnobsModel, entries: list[DispatchEntry]) -> str:
         if entries:
             raise ValueError("the nd family has no per-shape dispatch table yet: one setting serves every shape")
-        return generate_nd_source(spec, served.plan, knobs)
+        rs = routes(spec, knobs, [], lambda shapes: dispatch_key(spec, shapes), lambda k: self.resolve(served, k))
+        return generate_nd_source(spec, served.plan, rs)
 
     def first_choices(self, spec: OperatorSpec, served: Served, sm_count: int) -> list[FirstChoice]:
         return []  # its tile heuristics decide per call

@@ -30,10 +30,10 @@ class PointwiseFamily(FrameFamily):
         plan: FramePlan = served.plan.fresh()
         rs = routes(spec, knobs, entries, lambda shapes: frame_key([shapes[n] for n in spec.input_names]),
                     lambda k: self.resolve(served, k))
-        assign_spaces(plan.traced.graph, plan.kind.roles)
+        assign_spaces(plan.view.graph, plan.kind.roles)
         names = Names(spec)
-        context = pointwise_context(spec, plan.traced, plan.kind, names, rs)
-        return render_file("pointwise", spec, plan.traced, served.label, served.summary, knobs, names, context)
+        context = pointwise_context(spec, plan.view, plan.kind, names, rs)
+        return render_file("pointwise", spec, plan.view, served.label, served.summary, knobs, names, context)
 
     def first_choices(self, spec: OperatorSpec, served: Served, sm_count: int) -> list[FirstChoice]:
         return []  # the file's tiles reach 87-100% of copy bandwidth at every shape: round 0 keeps them

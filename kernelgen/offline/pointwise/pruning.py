@@ -40,7 +40,7 @@ def prune_pointwise(case: FrameCase, label: str, resolve: Callable[[Any], KnobsM
 
 def _pointwise_rules(case: FrameCase, knob: str, value: Any, launch: Launch) -> Pruned | None:
     if knob == "erf" and value == "poly":
-        graph = case.traced.graph
+        graph = case.view.graph
         if not any(n.op == "erf" for n in graph.nodes if n.id in graph.live()):
             return Pruned(value, False, f"{case.spec.name} has no erf: the same kernel")
         atol = case.spec.tolerance_for(case.dtype).atol

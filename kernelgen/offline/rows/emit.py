@@ -9,7 +9,7 @@ from kernelgen.offline.dispatch import Route, literal
 from kernelgen.offline.frame.classify import Classification
 from kernelgen.offline.frame.host import def_line, launch_forms, frame_plan, host_context, itemsize_expr, variant_name
 from kernelgen.offline.frame.launch import PERSISTENT_WARPS_PER_SM
-from kernelgen.offline.frame.trace import Traced
+from kernelgen.offline.frame.view import FrameView
 from kernelgen.offline.naming import Names
 from kernelgen.offline.rows import knobs as defaults
 from kernelgen.offline.rows.fusion import fuse
@@ -30,8 +30,8 @@ def _row_variant_keys(r: Route) -> list[tuple]:
     return keys
 
 
-def rows_context(spec: OperatorSpec, traced: Traced, kind: Classification, names: Names, routes_: list[Route]) -> dict[str, Any]:
-    g, out_spaces = traced.graph, [o.space for o in traced.outputs]
+def rows_context(spec: OperatorSpec, view: FrameView, kind: Classification, names: Names, routes_: list[Route]) -> dict[str, Any]:
+    g, out_spaces = view.graph, [o.space for o in view.outputs]
     base = routes_[0].knobs
     algorithms = {r.knobs.algorithm for r in routes_} - {None}
     if algorithms & {"online", "split"}:
@@ -50,11 +50,11 @@ def rows_context(spec: OperatorSpec, traced: Traced, kind: Classification, names
             v = {"name": name, "kind": path, "persistent": persistent, "what": what,
                  "key": "(" + ", ".join(literal(x) for x in key) + ")"}
             if path == "rows":
-                v["kernel"] = row_kernel(g, kind.roles, names, traced.params, out_spaces, eviction)
+                v["kernel"] = row_kernel(g, kind.roles, names, view.params, out_spaces, eviction)
             elif path == "online":
-                v["kernel"] = online_kernel(g, kind.roles, names, traced.params, out_spaces, eviction)
+                v["kernel"] = online_kernel(g, kind.roles, names, view.params, out_spaces, eviction)
             else:
-                v["kernel"] = split_kernels(g, kind.roles, names, traced.params, out_spaces, eviction)
+                v["kernel"] = split_kernels(g, kind.roles, names, view.params, out_spaces, eviction)
                 v["finish"] = f"{name}_finish"
             variants[key] = v
     vs = list(variants.values())
@@ -70,11 +70,11 @@ def rows_context(spec: OperatorSpec, traced: Traced, kind: Classification, names
                      "meta": '{k: v for k, v in meta.items() if k not in ("num_warps", "num_stages")}',
                      "why": "the autotuned configs pick num_warps (and carry num_stages); the sizes come from _launch_config"}
     n_stats = len(partial_stats(fuse(g))) if "split" in algorithms else 0
-    plan = frame_plan(spec, traced, names, vs[0]["kernel"].sizes, keep_last=True, dispatch=len(routes_) > 1,
+    plan = frame_plan(spec, view, names, vs[0]["kernel"].sizes, keep_last=True, dispatch=len(routes_) > 1,
                        sm=sm, itemsize=None, autotuned=autotuned, split=n_stats, roles=kind.roles,
-                       used=vs[0]["kernel"].pointers, l2=itemsize_expr(traced, names) if l2 else None)
+                       used=vs[0]["kernel"].pointers, l2=itemsize_expr(view, names) if l2 else None)
     forms = launch_forms(vs, f"{kname}_autotuned" if base.autotune else None)
-    host = host_context(spec, names, traced, routes_, forms, vs[0]["kernel"].pointers, copies=True,
+    host = host_context(spec, names, view, routes_, forms, vs[0]["kernel"].pointers, copies=True,
                  split="split" in algorithms, sm=sm, key_what="the output seen as [product of the leading dims, last dim]", l2=l2)
     config = {"single": defaults.ROW_MAX_SINGLE, "single_limit": defaults.ROW_SINGLE_LIMIT, "loop": defaults.ROW_LOOP_BLOCK,
               "tile": defaults.ROW_TILE, "split_min": defaults.SPLIT_MIN_COLS,

@@ -20,6 +20,7 @@ from kernelgen.offline.rows.emit import rows_context
 from kernelgen.offline.rows.knobs import RowKnobs
 from kernelgen.offline.rows.pruning import prune_rows
 from kernelgen.offline.rows.round0 import first_choices
+from kernelgen.offline.unsupported import NotServed
 from kernelgen.spec import OperatorSpec
 
 
@@ -32,10 +33,17 @@ class RowsFamily(FrameFamily):
         plan: FramePlan = served.plan.fresh()
         rs = routes(spec, knobs, entries, lambda shapes: frame_key([shapes[n] for n in spec.input_names]),
                     lambda k: self.resolve(served, k))
-        assign_spaces(plan.traced.graph, plan.kind.roles)
+        assign_spaces(plan.view.graph, plan.kind.roles)
         names = Names(spec)
-        context = rows_context(spec, plan.traced, plan.kind, names, rs)
-        return render_file("rows", spec, plan.traced, served.label, served.summary, knobs, names, context)
+        context = rows_context(spec, plan.view, plan.kind, names, rs)
+        return render_file("rows", spec, plan.view, served.label, served.summary, knobs, names, context)
+
+    def refusal(self, plan: FramePlan) -> str | None:
+        try:  # each value per element, per row or scalar: a reduction of a per-row value has no place
+            assign_spaces(plan.fresh().view.graph, plan.kind.roles)
+        except NotServed as e:
+            return e.what
+        return None
 
     def first_choices(self, spec: OperatorSpec, served: Served, sm_count: int) -> list[FirstChoice]:
         return first_choices(spec, served.plan, sm_count)

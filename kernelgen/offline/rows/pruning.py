@@ -44,7 +44,7 @@ def prune_rows(case: FrameCase, label: str, resolve: Callable[[Any], KnobsModel]
 def _row_rules(case: FrameCase, knob: str, value: Any, knobs: RowKnobs, launch: Launch, rows: int, cols: int) -> Pruned | None:
     base = case.base
     assert isinstance(base, RowKnobs)
-    graph = case.traced.graph
+    graph = case.view.graph
     n_levels = levels(graph)
     fits = next_pow2(cols) <= (base.MAX_SINGLE_PASS or defaults.ROW_MAX_SINGLE)
     if knob == "algorithm":
@@ -61,14 +61,14 @@ def _row_rules(case: FrameCase, knob: str, value: Any, knobs: RowKnobs, launch: 
 
 def _algorithm(case: FrameCase, value: Any, knobs: RowKnobs, launch: Launch, rows: int, cols: int, n_levels: int,
                fits: bool) -> Pruned | None:
-    why = fusible(case.traced.graph)
+    why = fusible(case.view.graph)
     if value in ("online", "split") and why is not None:
         return Pruned(value, False, f"{value} needs statistics that merge in one pass; {case.spec.name}'s do not: {why}")
     if value == "online":
         if launch.path != "online":
             return Pruned(value, False, f"rows of {cols} fit in registers (<= {knobs.MAX_SINGLE_PASS or defaults.ROW_MAX_SINGLE}): "
                                         "read once already, online changes nothing here")
-        if n_levels < 2 and all(o.space != "full" for o in case.traced.outputs):
+        if n_levels < 2 and all(o.space != "full" for o in case.view.outputs):
             return Pruned(value, False, f"one reduction and no per-element output: the looped kernel reads each row of {cols} "
                                         "once already; online is the same work")
         row_bytes = cols * case.itemsize

@@ -55,7 +55,7 @@ def _largest_single() -> int:
 
 def _kept(spec: OperatorSpec, plan: FramePlan, algorithm: str, shapes: dict[str, list[int]], dtype: str, sms: int) -> str | None:
     """None when the pruning rules would time `algorithm` at this case, else their reason."""
-    case = frame_case(spec, plan.traced, RowKnobs(), shapes, dtype, sms)
+    case = frame_case(spec, plan.view, RowKnobs(), shapes, dtype, sms)
     label = plan.kind.family
     (verdict,) = prune_rows(case, label, lambda k: resolve_knobs(RowKnobs, label, k), "algorithm", [algorithm])
     return None if verdict.kept else verdict.reason
