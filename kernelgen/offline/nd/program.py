@@ -14,6 +14,7 @@ from kernelgen.offline.naming import Names
 from kernelgen.offline.nd import host
 from kernelgen.offline.nd.emit_matmul import MatmulKernel, matmul_kernel
 from kernelgen.offline.nd.emit_tile import TileKernel, tile_kernel
+from kernelgen.offline.nd.launch import CONFIG
 from kernelgen.offline.nd.schedule import schedule
 from kernelgen.offline.nd.stages import Program
 from kernelgen.offline.selfcheck import main_context
@@ -21,9 +22,6 @@ from kernelgen.render import render
 from kernelgen.spec import OperatorSpec
 
 StageKernel = Union[TileKernel, MatmulKernel]
-# Launch heuristics of the generated file (its _tile_config): a reduction whose elements fit 16384
-# (64 KB of fp32 per program) is read once into registers; pointwise programs hold 4096 elements.
-CONFIG = {"single": 16384, "tile": 4096, "pointwise": 4096, "scan": 1024}
 
 
 @dataclass(frozen=True)
