@@ -11,6 +11,32 @@
 
 The kernel is derived from the spec's `reference` (traced to ATen ops), never from its name.
 Operators outside the families raise UnsupportedOperatorError saying how to configure an LLM.
+
+How a spec becomes a kernel file (`kernelgen new` -> backends.OfflineWriter -> first_kernel):
+  1. registry.route(spec): the front end traces the reference once per test case with symbolic
+     shapes and lowers it through the op table into one IR (frontend/, cached per spec content);
+     then each family in registry.FAMILIES, in order, examines it: Served(plan) or Refused(reason).
+  2. family.first_choices: round 0's setting per perf case x dtype (a dispatch table where the
+     analysis picks other knobs than the file's heuristics).
+  3. family.resolve(knobs), family.emit(spec, served, knobs, entries): the kernels' text and the
+     host path as data, rendered through templates/offline/<family>.py.j2 into <name>_triton.py.
+  The optimize loop then asks knob_space and prune (the family's launch model against the
+  budgets.py limits) and calls generate_kernel with its dispatch table.
+
+Where things are:
+  family.py, registry.py      the protocol every family shows; the ordered list of families
+  knobs.py, dispatch.py, budgets.py   shared: the knobs base, dispatch tables, pruning budgets
+  naming.py, selfcheck.py, unsupported.py   kernel-side names, the __main__ self-check, refusals
+  frontend/   trace (trace.py) -> IR (ir.py) through the op table (optable.py, lower_*.py);
+              expressions (exprs.py); what the reference returns (outputs.py)
+  frame/      what pointwise, rows and matmul share: the IR seen over the [rows, cols] frame
+              (project.py, view.py), classify, the emitter, host-path data, launch and pruning
+  pointwise/ rows/ matmul/ nd/   a family each: family.py, knobs.py, kernel text, emit.py (the
+              template's data), launch.py (a model of the file's launch helper), pruning.py
+A new family (convolutions are next) is a folder here with a Family subclass in its family.py,
+its KnobsModel, a template in templates/offline/ and a snapshot test in tests/offline/, and one
+line in registry.FAMILIES (before nd). A new ATen op is one row of frontend/optable.py (a
+pointwise op: one row of frontend/exprs.py).
 """
 
 from __future__ import annotations
