@@ -11,7 +11,7 @@ them), as a program of stages.
     access.py     how a stage's kernel names its loads and stores
     emit_tile.py  kernels of pointwise, reduce (emit_reduce.py) and scan stages
     emit_matmul.py  kernels of matmul stages
-    host.py       the wrapper's plan, as data for templates/offline/nd_program.py.j2
+    host.py       the wrapper's plan, as data for templates/offline/nd.py.j2
     program.py    the file
     knobs.py      the family's knobs
     family.py     the family's face (kernelgen.offline.family)

@@ -1,4 +1,4 @@
-"""The wrapper's side of an n-dimensional program, as data for templates/offline/nd_program.py.j2:
+"""The wrapper's side of an n-dimensional program, as data for templates/offline/nd.py.j2:
 how each call's plan binds the dimension symbols, sizes the buffers, lays out every stage's accesses
 (kernelgen.offline.nd.frames' groups, merged at run time by the file's `_layout`) and launches."""
 

@@ -1,6 +1,6 @@
 """An n-dimensional program: the front end's trace cut into stages (schedule.py), one kernel per
 stage, and the file around them -- the host path and its dispatch table -- rendered through
-templates/offline/nd_program.py.j2."""
+templates/offline/nd.py.j2."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def generate_nd_source(spec: OperatorSpec, analysis: NdAnalysis, routes_: list[R
         out_dtypes.append((host.DTYPE[key], [host.DTYPE[o] for o in outs]))
     ranks = [len(spec.test_cases[0][n]) for n in spec.input_names]
     return render(
-        "offline/nd_program.py.j2",
+        "offline/nd.py.j2",
         name=spec.name, description=" ".join(spec.description.split()) or spec.name,
         summary=analysis.summary,
         knobs=", ".join(f"{k}={'auto' if v is None else v}" for k, v in knobs.model_dump().items()),
