@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelgen.offline.frame.graph import Graph
+from kernelgen.offline.frame.graph import FrameGraph
 from kernelgen.offline.frame.view import FrameView
 from kernelgen.offline.unsupported import unsupported
 
@@ -59,7 +59,7 @@ def classify(view: FrameView) -> Classification:
     return Classification(family, roles, summary)
 
 
-def _centres(g: Graph, live: set[int]) -> bool:
+def _centres(g: FrameGraph, live: set[int]) -> bool:
     """A `x - mean` node: a full value minus a per-row value built from a sum."""
     for i in live:
         n = g.node(i)
@@ -70,7 +70,7 @@ def _centres(g: Graph, live: set[int]) -> bool:
     return False
 
 
-def _describe(g: Graph, i: int, names: list[str], depth: int = 0) -> str:
+def _describe(g: FrameGraph, i: int, names: list[str], depth: int = 0) -> str:
     n = g.node(i)
     if n.op == "input":
         return names[n.attrs["index"]]

@@ -10,7 +10,7 @@ broadcast) with one div/mod per row, never per element. Inputs whose shape is a 
 
 from __future__ import annotations
 
-from kernelgen.offline.frame.graph import SPACE_RANK, Graph, Node
+from kernelgen.offline.frame.graph import SPACE_RANK, FrameGraph, Node
 from kernelgen.offline.frontend import exprs
 from kernelgen.offline.naming import Names
 from kernelgen.offline.unsupported import unsupported
@@ -18,7 +18,7 @@ from kernelgen.offline.unsupported import unsupported
 REDUCTIONS = {"sum": ("tl.sum", "0.0"), "max": ("tl.max", '-float("inf")'), "min": ("tl.min", 'float("inf")')}
 
 
-def assign_spaces(graph: Graph, roles: list[str]) -> None:
+def assign_spaces(graph: FrameGraph, roles: list[str]) -> None:
     for n in graph.nodes:
         if n.op == "input":
             role = roles[n.attrs["index"]]
@@ -34,7 +34,7 @@ def assign_spaces(graph: Graph, roles: list[str]) -> None:
 
 
 class Emitter:
-    def __init__(self, graph: Graph, roles: list[str], names: Names, mode: str, eviction: str, erf: str = "libdevice"):
+    def __init__(self, graph: FrameGraph, roles: list[str], names: Names, mode: str, eviction: str, erf: str = "libdevice"):
         self.g = graph
         self.roles = roles
         self.names = names
@@ -93,7 +93,7 @@ class Emitter:
         return n.id in self.live and n.op not in ("param", "const", "ncols")
 
 
-def cone(graph: Graph, roots: list[int], stop: set[str]) -> list[int]:
+def cone(graph: FrameGraph, roots: list[int], stop: set[str]) -> list[int]:
     """Ids needed to compute `roots`, stopping at nodes whose space is in `stop` (already computed)."""
     seen: set[int] = set()
     stack = list(roots)
@@ -109,7 +109,7 @@ def cone(graph: Graph, roots: list[int], stop: set[str]) -> list[int]:
     return sorted(seen)
 
 
-def signature(graph: Graph, roles: list[str], names: Names, outputs_space: list[str], params: list[str],
+def signature(graph: FrameGraph, roles: list[str], names: Names, outputs_space: list[str], params: list[str],
               scratch: bool = False) -> tuple[list[tuple[str, str]], list[str], list[str]]:
     """(the kernel's arguments with comments, the launch's tensor and param arguments, the launch's
     size arguments as the wrapper's plan computes them). `scratch`: a split row's partials buffer."""
@@ -164,7 +164,7 @@ def row_offsets(emitter: Emitter, used: set[int]) -> list[str]:
     return lines
 
 
-def partial(graph: Graph, oid: int, roles: list[str]) -> bool:
+def partial(graph: FrameGraph, oid: int, roles: list[str]) -> bool:
     """True when a full-space value is built only from col/row inputs, so is not yet a whole tile."""
     ids = cone(graph, [oid], set())
     kinds = {roles[graph.node(i).attrs["index"]] for i in ids if graph.node(i).op == "input"}

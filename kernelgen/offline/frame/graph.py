@@ -31,7 +31,7 @@ class Node:
 
 
 @dataclass
-class Graph:
+class FrameGraph:
     nodes: list[Node]
     outputs: list[int]  # node ids, in the order the reference returns them
 

@@ -19,7 +19,7 @@ from typing import Any, Union
 
 from torch.utils._sympy.functions import ToFloat
 
-from kernelgen.offline.frame.graph import Graph, Node, per_row
+from kernelgen.offline.frame.graph import FrameGraph, Node, per_row
 from kernelgen.offline.frontend import shapes as S
 from kernelgen.offline.frontend import exprs
 from kernelgen.offline.frontend.exprs import BINARY, UNARY
@@ -56,7 +56,7 @@ Projected = Union[int, Transposed, Refusal, RowLength]
 
 @dataclass
 class Projection:
-    graph: Graph
+    graph: FrameGraph
     mm_operands: dict[int, bool] = field(default_factory=dict)  # input index -> read transposed
 
 
@@ -105,7 +105,7 @@ class _Projector:
         for v in self.ir.values:
             self.got[v.id] = self.value(v)
         outputs = [self.use(o) for o in self.ir.outputs]
-        return Projection(Graph(self.nodes, outputs), self.mm_operands)
+        return Projection(FrameGraph(self.nodes, outputs), self.mm_operands)
 
     def value(self, v: Value) -> Projected:
         if v.op in ("input", "param", "const"):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from kernelgen.offline.frame.graph import Graph
+from kernelgen.offline.frame.graph import FrameGraph
 from kernelgen.offline.frame.project import Projection, project
 from kernelgen.offline.frontend.outputs import DtypeRule, dtype_rule, case_dtype_inputs, output_shapes, promoting_inputs
 from kernelgen.offline.frontend.trace import Traced
@@ -40,7 +40,7 @@ class OutputInfo:
 
 @dataclass
 class FrameView:
-    graph: Graph
+    graph: FrameGraph
     inputs: list[InputInfo]
     outputs: list[OutputInfo]
     returns_tuple: bool

@@ -1,21 +1,23 @@
-"""The IR of the n-dimensional generator: a traced reference as values with symbolic shapes.
+"""The IR every family reads: a traced reference as values with symbolic shapes.
 
 Every `Value` is one tensor (or scalar) the reference computes, in topological order, with its shape
 as sympy expressions over the inputs' dimensions (`s0`, `s1`, ... bound to `x.shape[0]`, ... by the
 generated wrapper) and its dtype as the reference gives it. Float math runs in fp32 in the kernels and
-rounds once at each store, as the classic families do.
+rounds once at each store.
 
 Ops:
 - leaves: `input` (attrs index), `param` (name), `const` (value), `size` (expr: a symbolic size
   used as a number, e.g. the element count a mean divides by), `full` (value; a constant tensor of
   `shape`), `iota` (a 0..n-1 ramp of shape (n,): triangular masks are built from two of them);
-- pointwise: the classic generator's op names (kernelgen.offline.frontend.exprs): add, mul, where, cast, ...,
-  broadcasting as PyTorch does (shapes aligned from the right);
-- `view` (attrs kind + arguments): reshape, permute, expand, unsqueeze, squeeze, slice, select, flip;
+- pointwise: the expression table's op names (kernelgen.offline.frontend.exprs): add, mul, where,
+  cast, ..., broadcasting as PyTorch does (shapes aligned from the right);
+- `view` (attrs kind + arguments): reshape, permute, expand, unsqueeze, squeeze, slice, select, flip,
+  window (pooling's overlapping windows);
 - `reduce` (attrs kind, dims, correction): sum, max, min, prod, argmax, argmin, var (Welford), its
   shape keeping the reduced dims as 1 (a `squeeze` view follows when the reference drops them);
 - anchors of their own: `mm` (a [..., M, K] @ [..., K, N] with broadcast batch dims), `scan`
-  (kind sum|prod, dim), `gather` (dim), `cat` (dim), `pool` and `sdpa` (attrs as their ATen ops).
+  (kind sum|prod, dim), `gather` (dim), `cat` (dim), `pad` (a padded copy, pooling's borders).
+  Pooling and attention are lowered into these (frontend/lower_pool.py, lower_attention.py).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelgen.offline.frontend import exprs
-from kernelgen.offline.frame.graph import Graph, Node
+from kernelgen.offline.frame.graph import FrameGraph, Node
 from kernelgen.offline.naming import Names
 from kernelgen.offline.unsupported import unsupported
 
@@ -24,7 +24,7 @@ class MatmulKernel:
     epilogue: list[str]  # after the K loop: loads of the other inputs, statements on acc, stores
 
 
-def matmul_kernel(graph: Graph, roles: list[str], names: Names, params: list[str],
+def matmul_kernel(graph: FrameGraph, roles: list[str], names: Names, params: list[str],
                   a_idx: int, b_idx: int) -> MatmulKernel:
     """The epilogue after the grouped, K-looped tl.dot (which the template writes)."""
     refusal = epilogue_refusal(graph, a_idx, b_idx)
@@ -35,7 +35,7 @@ def matmul_kernel(graph: Graph, roles: list[str], names: Names, params: list[str
     return MatmulKernel(args, launch, sizes, _epilogue(graph, roles, names, a_idx, b_idx))
 
 
-def epilogue_refusal(graph: Graph, a_idx: int, b_idx: int) -> str | None:
+def epilogue_refusal(graph: FrameGraph, a_idx: int, b_idx: int) -> str | None:
     """Why the epilogue cannot run on the accumulator tile, or None: it may only compute per element
     of the output from the accumulator and other inputs."""
     live = graph.live()
@@ -94,7 +94,7 @@ def _arguments(roles: list[str], names: Names, params: list[str], a_idx: int, b_
     return args, launch, sizes
 
 
-def _epilogue(graph: Graph, roles: list[str], names: Names, a_idx: int, b_idx: int) -> list[str]:
+def _epilogue(graph: FrameGraph, roles: list[str], names: Names, a_idx: int, b_idx: int) -> list[str]:
     """Loads of the other inputs, one statement per node on the accumulator `acc`, the stores."""
     live = graph.live()
     epilogue: list[str] = []
@@ -137,7 +137,7 @@ def _epilogue(graph: Graph, roles: list[str], names: Names, a_idx: int, b_idx: i
     return epilogue
 
 
-def _depends_on_mm(graph: Graph, oid: int) -> bool:
+def _depends_on_mm(graph: FrameGraph, oid: int) -> bool:
     stack, seen = [oid], set()
     while stack:
         i = stack.pop()

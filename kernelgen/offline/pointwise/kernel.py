@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelgen.offline.frame.emitter import REDUCTIONS, Emitter, partial, row_offsets, signature
-from kernelgen.offline.frame.graph import Graph
+from kernelgen.offline.frame.graph import FrameGraph
 from kernelgen.offline.naming import Names
 from kernelgen.offline.pointwise.knobs import PointwiseKnobs
 from kernelgen.offline.unsupported import unsupported
@@ -20,7 +20,7 @@ class PointwiseKernel:
     body: list[str]  # after the program's index arithmetic: row offsets, loads, statements, stores
 
 
-def pointwise_kernel(graph: Graph, roles: list[str], names: Names, params: list[str],
+def pointwise_kernel(graph: FrameGraph, roles: list[str], names: Names, params: list[str],
                      knobs: PointwiseKnobs) -> PointwiseKernel:
     """The per-tile statements after the program's index arithmetic (which the template writes)."""
     mode = knobs.grid

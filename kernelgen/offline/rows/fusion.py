@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kernelgen.offline.frame.graph import Graph, Node
+from kernelgen.offline.frame.graph import FrameGraph, Node
 from kernelgen.offline.frame.emitter import REDUCTIONS
 from kernelgen.offline.rows.kernel import stage
 
@@ -61,7 +61,7 @@ class Fusion:
         return out
 
 
-def _softmax_pair(g: Graph, s: Node, memo: dict) -> tuple[Node, Node] | None:
+def _softmax_pair(g: FrameGraph, s: Node, memo: dict) -> tuple[Node, Node] | None:
     e = g.node(s.args[0])
     if e.op != "exp":
         return None
@@ -74,7 +74,7 @@ def _softmax_pair(g: Graph, s: Node, memo: dict) -> tuple[Node, Node] | None:
     return None
 
 
-def _welford_pair(g: Graph, s2: Node, memo: dict) -> tuple[Node, Node] | None:
+def _welford_pair(g: FrameGraph, s2: Node, memo: dict) -> tuple[Node, Node] | None:
     sq = g.node(s2.args[0])
     if sq.op != "square":
         return None
@@ -90,7 +90,7 @@ def _welford_pair(g: Graph, s2: Node, memo: dict) -> tuple[Node, Node] | None:
     return None
 
 
-def fuse(graph: Graph) -> Fusion:
+def fuse(graph: FrameGraph) -> Fusion:
     """The one-pass form of the graph's reductions, or NotFusible saying which one has none."""
     memo: dict = {}
     live = graph.live()
@@ -120,7 +120,7 @@ def fuse(graph: Graph) -> Fusion:
     return fusion
 
 
-def fusible(graph: Graph) -> str | None:
+def fusible(graph: FrameGraph) -> str | None:
     """None when `online` and `split` can serve the graph, else the reason they cannot."""
     try:
         fuse(graph)
@@ -129,7 +129,7 @@ def fusible(graph: Graph) -> str | None:
     return None
 
 
-def levels(graph: Graph) -> int:
+def levels(graph: FrameGraph) -> int:
     """How many reduction levels (reads of a looped row before its write pass) the graph has."""
     memo: dict = {}
     live = graph.live()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelgen.offline.frame.emitter import REDUCTIONS, Emitter, cone, partial, row_offsets, signature
-from kernelgen.offline.frame.graph import Graph
+from kernelgen.offline.frame.graph import FrameGraph
 from kernelgen.offline.naming import Names
 
 
@@ -35,7 +35,7 @@ class RowKernel:
     final: list[str]  # then a last pass for the per-element outputs (empty: none)
 
 
-def row_kernel(graph: Graph, roles: list[str], names: Names, params: list[str], out_spaces: list[str],
+def row_kernel(graph: FrameGraph, roles: list[str], names: Names, params: list[str], out_spaces: list[str],
                eviction: str) -> RowKernel:
     """One program per BLOCK_R rows. SINGLE_PASS: the whole row in registers, read once; otherwise
     one loop over column blocks per reduction level, recomputing the pointwise work from loads."""
@@ -50,7 +50,7 @@ def row_kernel(graph: Graph, roles: list[str], names: Names, params: list[str], 
     return RowKernel(args, launch, sizes, prologue, single, passes, row_stores, final)
 
 
-def row_prologue(graph: Graph, em: Emitter) -> tuple[list[str], set[int]]:
+def row_prologue(graph: FrameGraph, em: Emitter) -> tuple[list[str], set[int]]:
     """(the lines before any column loop, the ids they compute): row offsets, per-row loads and
     every per-row value computable before any reduction."""
     used = {graph.node(i).attrs["index"] for i in graph.live() if graph.node(i).op == "input"}
@@ -60,7 +60,7 @@ def row_prologue(graph: Graph, em: Emitter) -> tuple[list[str], set[int]]:
     return lines, {n.id for n in pre}
 
 
-def stage(graph: Graph, i: int, memo: dict | None = None) -> int:
+def stage(graph: FrameGraph, i: int, memo: dict | None = None) -> int:
     memo = {} if memo is None else memo
     if i in memo:
         return memo[i]
@@ -72,7 +72,7 @@ def stage(graph: Graph, i: int, memo: dict | None = None) -> int:
     return s
 
 
-def store(graph: Graph, em: Emitter, names: Names, k: int, oid: int, space: str, cache: str = "",
+def store(graph: FrameGraph, em: Emitter, names: Names, k: int, oid: int, space: str, cache: str = "",
           row_mask: str = "row_mask[:, None]") -> str:
     """The store of output k; `cache` (".cs") streams a write pass's stores past L2, `row_mask`
     narrows the per-row stores (a split row: its first program only)."""
@@ -90,7 +90,7 @@ def store(graph: Graph, em: Emitter, names: Names, k: int, oid: int, space: str,
     return f"tl.store({name}_ptr + rows[:, None], {val}.to({name}_ptr.dtype.element_ty), mask={row_mask})"
 
 
-def _single_pass(graph: Graph, em: Emitter, names: Names, out_spaces: list[str], done: set[int]) -> list[str]:
+def _single_pass(graph: FrameGraph, em: Emitter, names: Names, out_spaces: list[str], done: set[int]) -> list[str]:
     lines = []
     for n in graph.nodes:
         if em.emits(n) and n.id not in done:
@@ -100,7 +100,7 @@ def _single_pass(graph: Graph, em: Emitter, names: Names, out_spaces: list[str],
     return lines
 
 
-def _looped(graph: Graph, em: Emitter, names: Names, out_spaces: list[str],
+def _looped(graph: FrameGraph, em: Emitter, names: Names, out_spaces: list[str],
             done: set[int]) -> tuple[list[RowPass], list[str], list[str]]:
     """(one pass per reduction level, the per-row stores, the final pass's statements)."""
     memo: dict = {}
@@ -136,7 +136,7 @@ def _looped(graph: Graph, em: Emitter, names: Names, out_spaces: list[str],
     return passes, row_stores, final
 
 
-def row_values(graph: Graph, em: Emitter, computed: set[int], level: int, memo: dict) -> list[str]:
+def row_values(graph: FrameGraph, em: Emitter, computed: set[int], level: int, memo: dict) -> list[str]:
     """The per-row values computable once the reductions up to `level` are (added to `computed`)."""
     lines = []
     for n in graph.nodes:
@@ -146,7 +146,7 @@ def row_values(graph: Graph, em: Emitter, computed: set[int], level: int, memo: 
     return lines
 
 
-def write_pass(graph: Graph, em: Emitter, names: Names, out_spaces: list[str], computed: set[int], cache: bool = False,
+def write_pass(graph: FrameGraph, em: Emitter, names: Names, out_spaces: list[str], computed: set[int], cache: bool = False,
                row_mask: str = "row_mask[:, None]") -> tuple[list[str], list[str]]:
     """(the per-row stores, the statements of the last column loop writing the per-element outputs).
     `cache`: that loop's re-read is hinted to stay in L2 (".ca") and its stores to stream (".cs")."""
@@ -160,7 +160,7 @@ def write_pass(graph: Graph, em: Emitter, names: Names, out_spaces: list[str], c
     return row_stores, final
 
 
-def full_statements(graph: Graph, em: Emitter, roots: list[int], computed: set[int], cache: str = "") -> list[str]:
+def full_statements(graph: FrameGraph, em: Emitter, roots: list[int], computed: set[int], cache: str = "") -> list[str]:
     """Loads and statements of the per-element values `roots` need, inside a column loop."""
     lines = []
     for i in cone(graph, roots, {"row", "scalar"}):

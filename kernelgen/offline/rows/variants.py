@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelgen.offline.rows.fusion import Fusion, fuse
-from kernelgen.offline.frame.graph import Graph
+from kernelgen.offline.frame.graph import FrameGraph
 from kernelgen.offline.naming import Names
 from kernelgen.offline.frame.emitter import REDUCTIONS, Emitter, signature
 from kernelgen.offline.rows.kernel import full_statements, row_prologue, row_values, write_pass
@@ -57,7 +57,7 @@ class SplitKernels:
     final: list[str]  # the write pass over the program's chunk
 
 
-def _stats_pass(g: Graph, em: Emitter, fusion: Fusion, computed: set[int], total: str) -> StatsPass:
+def _stats_pass(g: FrameGraph, em: Emitter, fusion: Fusion, computed: set[int], total: str) -> StatsPass:
     """The fused statistics loop; `total` is the number of columns the loop covers."""
     roots = [n.args[0] for n in fusion.plain] + [m.args[0] for m in fusion.maxes] + [s1.args[0] for s1 in fusion.means]
     inits: list[str] = []
@@ -112,7 +112,7 @@ def _stats_pass(g: Graph, em: Emitter, fusion: Fusion, computed: set[int], total
     return StatsPass(", ".join(parts), inits, loop, after, values)
 
 
-def online_kernel(graph: Graph, roles: list[str], names: Names, params: list[str], out_spaces: list[str],
+def online_kernel(graph: FrameGraph, roles: list[str], names: Names, params: list[str], out_spaces: list[str],
                   eviction: str) -> OnlineKernel:
     """A program per BLOCK_R rows: one read pass for every statistic, then the write pass."""
     fusion = fuse(graph)
@@ -126,7 +126,7 @@ def online_kernel(graph: Graph, roles: list[str], names: Names, params: list[str
     return OnlineKernel(args, pointers, sizes, prologue, stats, after, row_stores, final)
 
 
-def split_kernels(graph: Graph, roles: list[str], names: Names, params: list[str], out_spaces: list[str],
+def split_kernels(graph: FrameGraph, roles: list[str], names: Names, params: list[str], out_spaces: list[str],
                   eviction: str) -> SplitKernels:
     """Stage 1: a program per (row block, chunk of columns) writes its chunk's statistics; stage 2:
     the same grid merges every chunk's statistics of its rows and writes its chunk of the output."""
