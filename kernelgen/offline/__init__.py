@@ -25,7 +25,8 @@ How a spec becomes a kernel file (`kernelgen new` -> backends.OfflineWriter -> f
 
 Where things are:
   family.py, registry.py      the protocol every family shows; the ordered list of families
-  knobs.py, dispatch.py, budgets.py   shared: the knobs base, dispatch tables, pruning budgets
+  knobs.py, dispatch.py, launch.py, budgets.py   shared: the knobs base, dispatch tables, what a
+              launch is (and the matmul tile table), the pruning budgets
   naming.py, selfcheck.py, unsupported.py   kernel-side names, the __main__ self-check, refusals
   frontend/   trace (trace.py) -> IR (ir.py) through the op table (optable.py, lower_*.py);
               expressions (exprs.py); what the reference returns (outputs.py)
@@ -33,6 +34,7 @@ Where things are:
               (project.py, view.py), classify, the emitter, host-path data, launch and pruning
   pointwise/ rows/ matmul/ nd/   a family each: family.py, knobs.py, kernel text, emit.py (the
               template's data), launch.py (a model of the file's launch helper), pruning.py
+              (matmul's launch model is the shared tile table)
 A new family (convolutions are next) is a folder here with a Family subclass in its family.py,
 its KnobsModel, a template in templates/offline/ and a snapshot test in tests/offline/, and one
 line in registry.FAMILIES (before nd). A new ATen op is one row of frontend/optable.py (a

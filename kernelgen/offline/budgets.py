@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kernelgen.offline.frame.launch import Launch, cdiv, next_pow2
+from kernelgen.offline.launch import Launch, cdiv, next_pow2
 from kernelgen.offline.knobs import KnobsModel
 
 REGS_PER_THREAD = 255  # the most registers a thread may hold before spilling to local memory

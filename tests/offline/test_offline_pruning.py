@@ -16,7 +16,7 @@ import pytest  # noqa: E402
 from kernelgen.offline import generate_kernel, knob_space, prune  # noqa: E402
 from kernelgen.offline.budgets import Pruned  # noqa: E402
 from kernelgen.offline.matmul.knobs import MatmulKnobs  # noqa: E402
-from kernelgen.offline.matmul.launch import matmul_tiles  # noqa: E402
+from kernelgen.offline.launch import matmul_tiles  # noqa: E402
 from kernelgen.offline.pointwise.knobs import PointwiseKnobs  # noqa: E402
 from kernelgen.offline.pointwise.launch import pointwise_launch  # noqa: E402
 from kernelgen.offline.rows.knobs import RowKnobs  # noqa: E402

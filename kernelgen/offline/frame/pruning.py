@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelgen.offline.budgets import DEFAULT_SMS, Pruned, register_budget
-from kernelgen.offline.frame.launch import Launch
+from kernelgen.offline.launch import Launch
 from kernelgen.offline.frame.view import FrameView
 from kernelgen.offline.knobs import KnobsModel
 from kernelgen.spec import DTYPES, OperatorSpec

@@ -30,8 +30,6 @@ import sympy
 Shape = tuple  # of sympy.Expr
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
-LEAVES = ("input", "param", "const", "size", "full", "iota")
-ANCHORS = ("reduce", "mm", "scan", "gather", "cat", "pool", "sdpa")
 
 
 @dataclass

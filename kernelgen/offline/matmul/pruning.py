@@ -9,7 +9,7 @@ from kernelgen.offline.budgets import Pruned, judge_each, matmul_budget
 from kernelgen.offline.frame.pruning import FrameCase
 from kernelgen.offline.knobs import KnobsModel
 from kernelgen.offline.matmul.knobs import MatmulKnobs
-from kernelgen.offline.matmul.launch import matmul_tiles
+from kernelgen.offline.launch import matmul_tiles
 
 
 def prune_matmul(case: FrameCase, label: str, resolve: Callable[[Any], KnobsModel], knob: str, values: list) -> list[Pruned]:

@@ -15,8 +15,7 @@ from typing import Any, Optional
 
 import sympy
 
-from kernelgen.offline.frame.launch import Launch, cdiv, default_warps, next_pow2
-from kernelgen.offline.matmul.launch import matmul_tiles
+from kernelgen.offline.launch import Launch, cdiv, default_warps, matmul_tiles, next_pow2
 
 # Launch heuristics of the generated file (its _tile_config): a reduction whose elements fit 16384
 # (64 KB of fp32 per program) is read once into registers; a step of a tile stage holds 4096

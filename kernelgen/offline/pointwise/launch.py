@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from kernelgen.offline.frame.launch import Launch, cdiv, next_pow2, persistent_cap
+from kernelgen.offline.frame.launch import persistent_cap
+from kernelgen.offline.launch import Launch, cdiv, next_pow2
 from kernelgen.offline.pointwise.knobs import POINTWISE_TILE, PointwiseKnobs
 
 

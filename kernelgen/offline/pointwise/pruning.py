@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from kernelgen.offline.budgets import Pruned, fill_the_sms, judge_each
-from kernelgen.offline.frame.launch import Launch, collapsed_frame
+from kernelgen.offline.frame.launch import collapsed_frame
+from kernelgen.offline.launch import Launch
 from kernelgen.offline.frame.pruning import NOT_BY_PROGRAMS, FrameCase
 from kernelgen.offline.knobs import KnobsModel
 from kernelgen.offline.pointwise.knobs import PointwiseKnobs

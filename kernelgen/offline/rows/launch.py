@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from kernelgen.offline.frame.launch import DEFAULT_L2_BYTES, Launch, cdiv, default_warps, next_pow2, persistent_cap
+from kernelgen.offline.frame.launch import DEFAULT_L2_BYTES, persistent_cap
+from kernelgen.offline.launch import Launch, cdiv, default_warps, next_pow2
 from kernelgen.offline.rows import knobs as k
 from kernelgen.offline.rows.knobs import RowKnobs
 

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from kernelgen.offline.budgets import Pruned, fill_the_sms, judge_each
 from kernelgen.offline.dispatch import frame_key
-from kernelgen.offline.frame.launch import Launch, next_pow2
+from kernelgen.offline.launch import Launch, next_pow2
 from kernelgen.offline.frame.pruning import NOT_BY_PROGRAMS, FrameCase
 from kernelgen.offline.knobs import KnobsModel
 from kernelgen.offline.rows import knobs as defaults

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from kernelgen.offline.budgets import REGS_OVERHEAD, REGS_PER_THREAD
 from kernelgen.offline.dispatch import FirstChoice, frame_key
-from kernelgen.offline.frame.launch import DEFAULT_L2_BYTES, next_pow2
+from kernelgen.offline.frame.launch import DEFAULT_L2_BYTES
+from kernelgen.offline.launch import next_pow2
 from kernelgen.offline.frame.plan import FramePlan
 from kernelgen.offline.frame.pruning import frame_case
 from kernelgen.offline.knobs import resolve_knobs

@@ -1,0 +1,60 @@
+"""What every family's launch model shares (each family's launch.py mirrors its generated file's
+launch helper in Python, for the pruning rules, which reason about a value before anything is
+compiled): one launch of a tiled kernel, the arithmetic its helpers use, and the matmul tile table
+both the matmul family's file (_launch_config) and nd's (_matmul_config) write."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One launch of a tiled kernel: a row, pointwise or nd tile stage."""
+
+    path: str  # rows: single | looped | online | split; pointwise: 2d | 1d; nd: pointwise | single | looped | scan
+    block_r: int  # rows per program (1 for a flat 1-D tile); nd: kept positions (BLOCK_K)
+    block_c: int  # columns per block (the 1-D tile's elements); nd: reduced elements per step (BLOCK_R)
+    num_warps: int
+    tiles: int  # row blocks or tiles of work
+    programs: int  # the grid: tiles, capped by a persistent grid; split: rows x chunks
+    chunks: int = 1  # split rows: programs per row
+    num_stages: int | None = None
+
+    @property
+    def tile(self) -> int:
+        return self.block_r * self.block_c
+
+    @property
+    def per_thread(self) -> int:
+        """Elements of a tile each thread holds (fp32 registers per live value)."""
+        return max(1, self.tile // (32 * self.num_warps))
+
+
+def default_warps(tile: int) -> int:
+    """Warps for a tile of this many elements: Liger-Kernel's calculate_settings steps."""
+    return 4 if tile <= 2048 else (8 if tile <= 8192 else 16)
+
+
+def matmul_tiles(knobs: Any, m: int, n: int, fp32: bool) -> tuple[int, int, int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_SIZE_M, num_warps, num_stages) at an M x N output; `knobs`:
+    any model with the matmul knobs (MatmulKnobs, NdKnobs), None fields taking the table's value."""
+    if fp32:
+        bm, bn, bk, warps, stages = (128, 128, 32, 8, 3) if m * n >= 1 << 20 else (64, 64, 32, 4, 3)
+    elif m * n >= 1 << 24:
+        bm, bn, bk, warps, stages = 128, 256, 64, 8, 3
+    elif m * n >= 1 << 20:
+        bm, bn, bk, warps, stages = 128, 128, 64, 8, 4
+    else:
+        bm, bn, bk, warps, stages = 64, 64, 32, 4, 4
+    return (knobs.BLOCK_M or bm, knobs.BLOCK_N or bn, knobs.BLOCK_K or bk, knobs.GROUP_SIZE_M,
+            knobs.num_warps or warps, knobs.num_stages or stages)
