@@ -6,7 +6,7 @@ the tuning memory's advice re-timed, a short search where round 0 is not enough,
 In one process, no judge (fast enough for ~8 minutes on one H100; the judge's numbers come from
 `kernelgen new` / `bench`): every example spec's perf cases x perf dtypes, plus softmax 32x32000.
 Columns, per case x dtype (device time: kernelgen.verify.timing, L2 flushed, faster half of the reps):
-- round 0: `first_kernel(spec, sm_count)` (kernelgen.offline.round0), its route for the case;
+- round 0: `first_kernel(spec, sm_count)` (kernelgen.offline.rows.round0 for the row families), its route for the case;
 - + memory: the round-0 kernel with the tuning memory's advice for the case (kernelgen.memory:
   the user's memory, plus --memory's export imported as hypotheses), timed here: the better of the
   two, as the planner's memory round would keep it ("=" when the memory has nothing for the case);
@@ -53,8 +53,7 @@ def main() -> int:
 
     from kernelgen.devices import DeviceInfo, device_facts
     from kernelgen.memory import TuningMemory, advise, read_export
-    from kernelgen.offline import first_kernel, generate_kernel, knob_space
-    from kernelgen.offline.analysis import analyse
+    from kernelgen.offline import family_of, first_kernel, generate_kernel, knob_space
     from kernelgen.spec import draw_inputs, load_spec, load_reference
     from kernelgen.verify.judge.peers import candidates
     from kernelgen.verify.timing import host_overhead_us, rep_times, summarize
@@ -94,7 +93,7 @@ def main() -> int:
     rows = []
     for path in sorted(args.specs.glob("*.yaml")):
         spec = load_spec(path)
-        family = analyse(spec.model_dump_json())[1].family
+        family = family_of(spec)
         r0 = first_kernel(spec, facts.sm_count)
         fn = load(spec.name, r0.source)
         space = knob_space(spec)

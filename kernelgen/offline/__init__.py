@@ -3,119 +3,114 @@
     kern = generate_kernel(spec)            # shape-aware default heuristics in the file
     kern = generate_kernel(spec, {"num_warps": 8})   # one knob fixed, the rest default
     kern = generate_kernel(spec, knobs, dispatch=[DispatchEntry(...), ...])  # per-shape routes
-    kern = first_kernel(spec, sm_count=132)     # round 0: per perf case, the algorithm the analysis picks
-    kern.knobs                              # the typed knobs baked in (kernelgen.offline.knobs)
-    space = knob_space(spec)                # what the optimize loop may vary (None: the file's heuristic)
+    kern = first_kernel(spec, sm_count=132)     # round 0: per perf case, the setting the analysis picks
+    kern.knobs                              # the typed knobs baked in (the family's knobs model)
+    space = knob_space(spec)                # what the optimize loop may vary
     prune(spec, "algorithm", space["algorithm"], kern.knobs, shapes, "bfloat16", 132)  # before timing
+    family_of(spec)                         # the label the spec is served as: "softmax", "nd", ...
 
 The kernel is derived from the spec's `reference` (traced to ATen ops), never from its name.
 Operators outside the families raise UnsupportedOperatorError saying how to configure an LLM.
 
-The pipeline, one module per job:
-    analysis.py   the two below, once per spec content (cached)
-    trace.py      run the reference on every test case (make_fx), check the traces agree, learn
-                  each input's role and each output's dtype rule          -> Traced
-    lowering.py   one fx graph -> the IR of ir.py (nodes in a frame: full / row / scalar)
-    classify.py   the family and each input's load role                   -> Classification
-    knobs.py      the typed knobs of each family and their candidates
-    dispatch.py   per-shape dispatch entries and the routes they make (base knobs + overrides)
-    rowgen.py     per-node statements of pointwise and row kernels (exprs.py: one op, one expression)
-    fusion.py     which row reductions fold into one read pass (online softmax, Welford)
-    nd/           everything the families above refuse that stays within reductions over any dims,
-                  norms, losses, scans, batched matmuls and their epilogues: a symbolic-shape trace
-                  cut into stages (one kernel each) joined by buffers (kernelgen.offline.nd)
-    rowvariants.py  the online and split row kernels built on both
-    matgen.py     the epilogue statements of matmul kernels
-    selfcheck.py  the generated file's __main__ block
-    codegen.py    everything above as data for templates/offline/<family>.py.j2 (shared pieces in
-                  _macros.py.j2), rendered through kernelgen.render
-    launch.py     a Python model of the generated _launch_config (what a knob value launches)
-    pruning.py    the rules that drop knob values before anything is timed
-    round0.py     round 0's dispatch table from the analysis (algorithm, tile, warps per perf case)
+How a spec becomes a kernel file (`kernelgen new` -> backends.OfflineWriter -> first_kernel):
+  1. registry.route(spec): the front end traces the reference once per test case with symbolic
+     shapes and lowers it through the op table into one IR (frontend/, cached per spec content);
+     then each family in registry.FAMILIES, in order, examines it: Served(plan) or Refused(reason).
+  2. family.first_choices: round 0's setting per perf case x dtype (a dispatch table where the
+     analysis picks other knobs than the file's heuristics).
+  3. family.resolve(knobs), family.emit(spec, served, knobs, entries): the kernels' text and the
+     host path as data, rendered through templates/offline/<family>.py.j2 into <name>_triton.py.
+  The optimize loop then asks knob_space and prune (the family's launch model against the
+  budgets.py limits) and calls generate_kernel with its dispatch table.
+
+Where things are:
+  family.py, registry.py      the protocol every family shows; the ordered list of families
+  knobs.py, dispatch.py, launch.py, budgets.py   shared: the knobs base, dispatch tables, what a
+              launch is (and the matmul tile table), the pruning budgets
+  naming.py, selfcheck.py, unsupported.py   kernel-side names, the __main__ self-check, refusals
+  frontend/   trace (trace.py) -> IR (ir.py) through the op table (optable.py, lower_*.py);
+              expressions (exprs.py); what the reference returns (outputs.py)
+  frame/      what pointwise, rows and matmul share: the IR seen over the [rows, cols] frame
+              (project.py, view.py), classify, the emitter, host-path data, launch and pruning
+  pointwise/ rows/ matmul/ nd/   a family each: family.py, knobs.py, kernel text, emit.py (the
+              template's data), launch.py (a model of the file's launch helper), pruning.py
+              (matmul's launch model is the shared tile table)
+A new family (convolutions are next) is a folder here with a Family subclass in its family.py,
+its KnobsModel, a template in templates/offline/ and a snapshot test in tests/offline/, and one
+line in registry.FAMILIES (before nd). A new ATen op is one row of frontend/optable.py (a
+pointwise op: one row of frontend/exprs.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kernelgen.offline.analysis import analyse, route
-from kernelgen.offline.dispatch import DispatchEntry
-from kernelgen.offline.knobs import Knobs
+from kernelgen.offline.budgets import Pruned
+from kernelgen.offline.dispatch import DispatchEntry, FirstChoice, first_entries
+from kernelgen.offline.knobs import KnobsModel
+from kernelgen.offline.registry import route
 from kernelgen.spec import OperatorSpec
 
-if TYPE_CHECKING:
-    from kernelgen.offline.pruning import Pruned
+__all__ = ["DispatchEntry", "OfflineKernel", "family_of", "first_choices", "first_kernel", "generate_kernel",
+           "knob_space", "prune"]
 
-__all__ = ["DispatchEntry", "OfflineKernel", "first_kernel", "generate_kernel", "knob_space", "prune"]
+DEFAULT_SMS = 132  # an H100/H200, where the caller does not know the device
 
 
 @dataclass(frozen=True)
 class OfflineKernel:
     source: str  # full text of <name>_triton.py
-    family: str  # pointwise | row_reduction | softmax | layernorm | rmsnorm | matmul | nd
-    knobs: Knobs  # the knob settings baked into the source (the base route)
+    family: str  # the label it is served as: pointwise | row_reduction | softmax | layernorm | rmsnorm | matmul | nd
+    knobs: KnobsModel  # the knob settings baked into the source (the base route)
     summary: str  # one line: what was traced
     dispatch: tuple[DispatchEntry, ...] = ()  # the per-shape entries routed to their own knobs
 
 
-def generate_kernel(spec: OperatorSpec, knobs: Knobs | Mapping[str, Any] | None = None,
+def generate_kernel(spec: OperatorSpec, knobs: KnobsModel | Mapping[str, Any] | None = None,
                     dispatch: list[DispatchEntry] | None = None) -> OfflineKernel:
-    """Trace `spec.reference`, pick the family, emit the kernel file with `knobs` baked in: the
-    family's typed knobs, or a dict overriding some of their defaults (ValueError if unknown).
+    """Trace `spec.reference`, route it to its family, emit the kernel file with `knobs` baked in:
+    the family's typed knobs, or a dict overriding some of their defaults (ValueError if unknown).
     `dispatch`: measured cases routed to their own knobs (kernelgen.offline.dispatch); ValueError
     naming the entry when one cannot be served (an unknown input, a knob the family lacks, online
     for reductions that need a pass per level)."""
-    import copy
-
-    from kernelgen.offline.codegen import generate_source
-    from kernelgen.offline.knobs import resolve
-
-    if route(spec.model_dump_json()) == "nd":
-        from kernelgen.offline.nd import generate_nd
-
-        source, nd_knobs, summary = generate_nd(spec, knobs, dispatch)
-        return OfflineKernel(source=source, family="nd", knobs=nd_knobs, summary=summary)
-    traced, kind = analyse(spec.model_dump_json())
-    traced = copy.deepcopy(traced)  # codegen annotates the graph; keep the cached copy clean
-    resolved = resolve(kind.family, knobs)
+    routed = route(spec)
+    resolved = routed.family.resolve(routed.served, knobs)
     entries = [e if isinstance(e, DispatchEntry) else DispatchEntry.model_validate(e) for e in dispatch or []]
-    source = generate_source(spec, traced, kind, resolved, entries)
-    return OfflineKernel(source=source, family=kind.family, knobs=resolved, summary=kind.summary, dispatch=tuple(entries))
+    source = routed.family.emit(spec, routed.served, resolved, entries)
+    return OfflineKernel(source=source, family=routed.served.label, knobs=resolved, summary=routed.served.summary,
+                         dispatch=tuple(entries))
+
+
+def first_choices(spec: OperatorSpec, sm_count: int | None = None) -> list[FirstChoice]:
+    """Round 0's setting per perf case x dtype, with its reason, for a device of `sm_count` SMs
+    (None: 132, an H100/H200); empty knobs where the file's own heuristic is the choice."""
+    routed = route(spec)
+    return routed.family.first_choices(spec, routed.served, sm_count or DEFAULT_SMS)
 
 
 def first_kernel(spec: OperatorSpec, sm_count: int | None = None) -> OfflineKernel:
-    """Round 0's kernel: the family's default knobs, and a dispatch table giving each perf case x dtype
-    the row algorithm, tile and warps the analysis picks for a device of `sm_count` SMs (None: 132,
-    an H100/H200): kernelgen.offline.round0. Pointwise and matmul files keep their heuristics."""
-    from kernelgen.offline.round0 import first_dispatch
-
-    if route(spec.model_dump_json()) == "nd":
-        return generate_kernel(spec)  # no row-algorithm choice to make: its tile heuristics decide per call
-    return generate_kernel(spec, None, dispatch=first_dispatch(spec, sm_count))
+    """Round 0's kernel: the family's default knobs and a dispatch table of first_choices' settings
+    (none when every case keeps the file's heuristic)."""
+    return generate_kernel(spec, None, dispatch=first_entries(first_choices(spec, sm_count)))
 
 
 def knob_space(spec: OperatorSpec) -> dict[str, list[Any]]:
     """The tunable variables of the spec's family and their candidate values (first = default)."""
-    from kernelgen.offline.knobs import knobs_class
-
-    if route(spec.model_dump_json()) == "nd":
-        from kernelgen.offline.nd.knobs import NdKnobs
-
-        return NdKnobs.space()
-    _, kind = analyse(spec.model_dump_json())
-    return knobs_class(kind.family).space()
+    return route(spec).family.knob_space()
 
 
-def prune(spec: OperatorSpec, knob: str, values: list[Any], base: Knobs | Mapping[str, Any],
+def prune(spec: OperatorSpec, knob: str, values: list[Any], base: KnobsModel | Mapping[str, Any],
           shapes: Mapping[str, list[int]], dtype: str, sm_count: int | None) -> list[Pruned]:
     """Which values of `knob` are worth timing at one case (input name -> shape, in `dtype`, on a
-    device of `sm_count` SMs; None: 132), each with the reason: kernelgen.offline.pruning."""
-    from kernelgen.offline.pruning import prune as _prune
+    device of `sm_count` SMs; None: 132), each with the reason (the family's pruning rules)."""
+    routed = route(spec)
+    resolved = routed.family.resolve(routed.served, base)
+    return routed.family.prune(spec, routed.served, knob, values, resolved, shapes, dtype, sm_count)
 
-    if route(spec.model_dump_json()) == "nd":
-        from kernelgen.offline.nd import prune_nd
 
-        return prune_nd(spec, knob, values, base)
-    return _prune(spec, knob, values, base, dict(shapes), dtype, sm_count)
+def family_of(spec: OperatorSpec) -> str:
+    """The label the offline generator serves `spec` as (what its knobs mean; the tuning memory files
+    its measurements under it); UnsupportedOperatorError when no family serves it."""
+    return route(spec).served.label

@@ -5,18 +5,18 @@ on others (the seed's "dynamic parameter selection"). Each such case becomes a `
 (stored in state.json); `generate_kernel(spec, knobs, dispatch=[...])` writes the entries into the
 file as a readable table, one commented line each, and the wrapper routes a call to the entry of
 its dtype nearest to its shape. A route is the base knobs overridden by one entry's; routes whose
-code knobs (kernelgen.offline.knobs.CODE_KNOBS) differ get kernels of their own in the file.
+code knobs (a knobs model's `code_knobs`) differ get kernels of their own in the file.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from pydantic import BaseModel, ConfigDict
 
-from kernelgen.offline.knobs import CODE_KNOBS, Knobs, resolve
+from kernelgen.offline.knobs import KnobsModel
 from kernelgen.spec import DTYPES, OperatorSpec
 
 # A knob's value as stored (bool before int: pydantic's smart union keeps True a bool).
@@ -35,10 +35,29 @@ class DispatchEntry(BaseModel):
 
 
 @dataclass(frozen=True)
+class FirstChoice:
+    """One perf case x dtype's round-0 setting and why."""
+
+    dtype: str
+    shapes: dict[str, list[int]]
+    knobs: dict[str, KnobValue]  # overrides of the base knobs ({}: the file's heuristic is the choice)
+    reason: str
+
+
+def first_entries(choices: list[FirstChoice]) -> list[DispatchEntry]:
+    """Round 0's dispatch table: one entry per perf case x dtype, or none when every case keeps the
+    file's heuristic (an empty entry pins a case to the base, so nearby shapes are not routed away)."""
+    if not any(c.knobs for c in choices):
+        return []
+    return [DispatchEntry(dtype=c.dtype, shapes=c.shapes, knobs=c.knobs, reason=f"round 0, from the analysis: {c.reason}")
+            for c in choices]
+
+
+@dataclass(frozen=True)
 class Route:
     """A setting the wrapper can route calls to: the base knobs (entry None) or an entry's."""
 
-    knobs: Knobs  # the full, validated setting
+    knobs: KnobsModel  # the full, validated setting
     entry: Optional[DispatchEntry]
     key: tuple[int, int]  # (rows, cols) the entry was measured at; (0, 0) for the base
 
@@ -51,10 +70,12 @@ def frame_key(shapes: list[list[int]]) -> tuple[int, int]:
     return (max(math.prod(out[:-1]), 1), max(out[-1], 1)) if out else (1, 1)
 
 
-def routes(spec: OperatorSpec, family: str, base: Knobs, entries: list[DispatchEntry] | None,
-           key_of) -> list[Route]:
+def routes(spec: OperatorSpec, base: KnobsModel, entries: list[DispatchEntry] | None,
+           key_of: Callable[[dict[str, list[int]]], tuple[int, int]],
+           resolve: Callable[[dict[str, Any]], KnobsModel]) -> list[Route]:
     """The base route, then one per entry (ValueError naming the entry when it cannot be served).
-    `key_of(shapes: dict[str, list[int]]) -> (rows, cols)`: the family's routing key of a case."""
+    `key_of(shapes)`: the family's routing key (rows, cols) of a case; `resolve(knobs)`: the
+    family's knobs model from a dict (ValueError naming a knob it lacks)."""
     out = [Route(base, None, (0, 0))]
     for i, raw in enumerate(entries or []):
         entry = raw if isinstance(raw, DispatchEntry) else DispatchEntry.model_validate(raw)
@@ -67,17 +88,12 @@ def routes(spec: OperatorSpec, family: str, base: Knobs, entries: list[DispatchE
             raise ValueError(f"{where}: autotune is a base knob; an entry fixes its shape's knobs, which autotune "
                              "would choose again at run time")
         try:
-            knobs = resolve(family, {**base.model_dump(), **entry.knobs})
+            knobs = resolve({**base.model_dump(), **entry.knobs})
             key = key_of(entry.shapes)
         except (ValueError, RuntimeError) as e:
             raise ValueError(f"{where}: {e}") from None
         out.append(Route(knobs, entry, key))
     return out
-
-
-def code_key(knobs: Knobs) -> tuple:
-    """The values of the knobs that change the kernel's text."""
-    return tuple(getattr(knobs, k) for k in CODE_KNOBS[type(knobs)])
 
 
 def literal(value: KnobValue) -> str:

@@ -12,7 +12,14 @@ LLM_HINT = (
 )
 
 
+class NotServed(UnsupportedOperatorError):
+    """An UnsupportedOperatorError that keeps what was not served (`what`: "the op aten.sort.default"),
+    so a family's refusal can carry it as its reason (kernelgen.offline.family.Refused)."""
+
+    def __init__(self, what: str):
+        super().__init__(f"the offline generator does not support {what}; this operator needs an LLM", hint=LLM_HINT)
+        self.what = what
+
+
 def unsupported(what: str) -> NoReturn:
-    raise UnsupportedOperatorError(
-        f"the offline generator does not support {what}; this operator needs an LLM", hint=LLM_HINT
-    )
+    raise NotServed(what)

@@ -22,11 +22,9 @@ def family_of(spec: OperatorSpec) -> str:
     """The offline generator's family of the spec (what its knobs mean), else the spec's category."""
     if spec.reference is not None:
         try:
-            from kernelgen.offline.analysis import analyse, route
+            from kernelgen.offline import family_of as offline_family
 
-            if route(spec.model_dump_json()) == "nd":
-                return "nd"
-            return analyse(spec.model_dump_json())[1].family
+            return offline_family(spec)
         except (UnsupportedOperatorError, ValueError, ImportError):
             pass
     return spec.category

@@ -110,3 +110,6 @@ FAMILIES: dict[str, list[OperatorSpec]] = {
     ],
 }
 ALL = {s.name: s for specs in FAMILIES.values() for s in specs}
+
+# snapshots of nd files with a dispatch table (tests/offline/test_nd_tuning.py writes and checks them)
+TUNING_SNAPSHOTS = ("nd_dispatch_mean12",)

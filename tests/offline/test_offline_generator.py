@@ -121,6 +121,22 @@ def test_params_are_keyword_args(tmp_path: Path) -> None:
     torch.testing.assert_close(fn(x, slope=0.5), torch.nn.functional.leaky_relu(x, 0.5))
 
 
+@pytest.mark.parametrize("name,body", [
+    ("l2_normalize", "F.normalize(x, dim=-1)"),  # refused before one front end decomposed its norm
+    ("var_and_mean", "torch.var_mean(x, -1)[1] + x.var(-1)"),  # one mean shared by both
+    ("isnan_mask", "torch.where(torch.isnan(x), 0.0, x).sum(-1)"),  # an op from the one expression table
+])
+def test_the_front_end_serves_the_row_families_more(name: str, body: str, tmp_path: Path) -> None:
+    spec = _unary(name, body, [{"x": [4, 33]}, {"x": [3, 7, 129]}])
+    kern = check_kernel(spec, tmp_path)
+    assert kern.family == "row_reduction", kern.summary
+    if name == "var_and_mean":
+        from kernelgen.offline.frame.plan import analyse_frame
+
+        graph = analyse_frame(spec.model_dump_json()).view.graph
+        assert sum(graph.node(i).op == "sum" for i in graph.live()) == 2  # sum(x) once, sum of squares once
+
+
 # --- refusals ------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "name,body",

@@ -14,9 +14,13 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 
 from kernelgen.offline import generate_kernel, knob_space, prune  # noqa: E402
-from kernelgen.offline.knobs import MatmulKnobs, PointwiseKnobs, RowKnobs  # noqa: E402
-from kernelgen.offline.launch import matmul_tiles, pointwise_launch, rows_launch  # noqa: E402
-from kernelgen.offline.pruning import Pruned  # noqa: E402
+from kernelgen.offline.budgets import Pruned  # noqa: E402
+from kernelgen.offline.matmul.knobs import MatmulKnobs  # noqa: E402
+from kernelgen.offline.launch import matmul_tiles  # noqa: E402
+from kernelgen.offline.pointwise.knobs import PointwiseKnobs  # noqa: E402
+from kernelgen.offline.pointwise.launch import pointwise_launch  # noqa: E402
+from kernelgen.offline.rows.knobs import RowKnobs  # noqa: E402
+from kernelgen.offline.rows.launch import rows_launch  # noqa: E402
 from offline_check import example, import_source, unary  # noqa: E402
 
 

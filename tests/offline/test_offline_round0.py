@@ -1,4 +1,4 @@
-"""Round 0 from the analysis (kernelgen.offline.round0 through kernelgen.offline.first_kernel): each
+"""Round 0 from the analysis (kernelgen.offline.rows.round0 through kernelgen.offline.first_kernel): each
 perf case x dtype gets the row algorithm its shape calls for, in a dispatch table whose routes are
 all correct, and the files that need nothing keep their heuristic."""
 
@@ -11,8 +11,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import torch  # noqa: E402
 
-from kernelgen.offline import first_kernel, generate_kernel  # noqa: E402
-from kernelgen.offline.round0 import first_choices  # noqa: E402
+from kernelgen.offline import first_choices, first_kernel, generate_kernel  # noqa: E402
 from kernelgen.spec.reference import load_reference  # noqa: E402
 from offline_check import example, import_source  # noqa: E402
 

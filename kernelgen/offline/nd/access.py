@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelgen.offline.nd import shapes as S
-from kernelgen.offline.nd.ir import Graph
+from kernelgen.offline.frontend import shapes as S
+from kernelgen.offline.frontend.ir import Graph
 from kernelgen.offline.nd.stages import Access, Buffer, Stage
 
 MOVES = ("slice", "select", "flip")

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelgen.offline.nd.access import Port, ports
+from kernelgen.offline.nd.access import MOVES, Port, ports
 from kernelgen.offline.nd.emit_values import is_scalar_leaf, pointwise, var
-from kernelgen.offline.nd.ir import Graph
+from kernelgen.offline.frontend.ir import Graph
 from kernelgen.offline.nd.stages import Buffer, Stage
 
 
@@ -29,12 +29,17 @@ class MatmulKernel:
 
 
 def matmul_kernel(g: Graph, st: Stage, buffers: dict[str, Buffer], name: str) -> MatmulKernel:
-    from kernelgen.offline.nd.access import MOVES
-
     ps = ports(g, st, buffers)
-    load_port = {p.value: p for p in ps if not p.store}
     nb = len(st.frame) - 2
     moves = tuple(any(s[0] in MOVES for s in acc.views) for acc in st.operands)
+    body = _k_loop(nb, moves) + _epilogue(g, st, ps, buffers)
+    used = sorted({g[u].attrs["name"] for u in st.values if g[u].op == "param"})
+    sizes = [u for u in st.values if g[u].op == "size"]
+    return MatmulKernel(name, "matmul", _params(g, st, ps, nb, moves, used, sizes), body, ps, nb, moves, sizes, used)
+
+
+def _k_loop(nb: int, moves: tuple[bool, ...]) -> list[str]:
+    """The grouped program order, the batch position, the K loop into the fp32 accumulator."""
     mdim, ndim = nb, nb + 1
     L: list[str] = []
     L += ["pid = tl.program_id(0)",
@@ -81,23 +86,33 @@ def matmul_kernel(g: Graph, st: Stage, buffers: dict[str, Buffer], name: str) ->
           "    b_ptrs += BLOCK_K * rhs_sk",
           "# epilogue on the fp32 accumulator, then one rounding store per output",
           f"mask = (offs_m < n{mdim})[:, None] & (offs_n < n{ndim})[None, :]"]
+    return L
 
-    def address(p: Port) -> str:
-        parts = [f"{p.name}_ptr"] + ([f"{p.name}_off"] if p.offset else [])
-        for gi in p.groups:
-            grp = st.groups[gi]
-            d = grp[-1]
-            if d == mdim:
-                parts.append(f"offs_m[:, None] * {p.stride(gi)}")
-            elif d == ndim:
-                parts.append(f"offs_n[None, :] * {p.stride(gi)}")
-            else:
-                parts.append(f"b{d} * {p.stride(gi)}")
-        addr = " + ".join(parts)
-        if not any(st.groups[gi][-1] == mdim for gi in p.groups) or not any(st.groups[gi][-1] == ndim for gi in p.groups):
-            addr = f"tl.broadcast_to({addr}, [BLOCK_M, BLOCK_N])"  # a broadcast along M or N (a [M, 1] output)
-        return addr
 
+def _address(st: Stage, p: Port) -> str:
+    """An epilogue access's [BLOCK_M, BLOCK_N] of addresses (broadcast where it runs along M or N only)."""
+    mdim, ndim = len(st.frame) - 2, len(st.frame) - 1
+    parts = [f"{p.name}_ptr"] + ([f"{p.name}_off"] if p.offset else [])
+    for gi in p.groups:
+        grp = st.groups[gi]
+        d = grp[-1]
+        if d == mdim:
+            parts.append(f"offs_m[:, None] * {p.stride(gi)}")
+        elif d == ndim:
+            parts.append(f"offs_n[None, :] * {p.stride(gi)}")
+        else:
+            parts.append(f"b{d} * {p.stride(gi)}")
+    addr = " + ".join(parts)
+    if not any(st.groups[gi][-1] == mdim for gi in p.groups) or not any(st.groups[gi][-1] == ndim for gi in p.groups):
+        addr = f"tl.broadcast_to({addr}, [BLOCK_M, BLOCK_N])"  # a broadcast along M or N (a [M, 1] output)
+    return addr
+
+
+def _epilogue(g: Graph, st: Stage, ps: list[Port], buffers: dict[str, Buffer]) -> list[str]:
+    """The stage's values on the accumulator tile, then one rounding store per output."""
+    mdim, ndim = len(st.frame) - 2, len(st.frame) - 1
+    load_port = {p.value: p for p in ps if not p.store}
+    L: list[str] = []
     for u in st.values:
         v = g[u]
         if u == st.anchor:
@@ -105,7 +120,7 @@ def matmul_kernel(g: Graph, st: Stage, buffers: dict[str, Buffer], name: str) ->
         elif u in load_port:
             p = load_port[u]
             up = ".to(tl.float32)" if v.is_float else ""
-            L.append(f"v{u} = tl.load({address(p)}, mask=mask, other=0){up}")
+            L.append(f"v{u} = tl.load({_address(st, p)}, mask=mask, other=0){up}")
         elif is_scalar_leaf(v):
             continue
         elif v.op == "iota":
@@ -128,13 +143,18 @@ def matmul_kernel(g: Graph, st: Stage, buffers: dict[str, Buffer], name: str) ->
                 L.append(f"if ROUND == 1:\n        {p.name}_val = {p.name}_val.to(tl.float16).to(tl.float32)")
                 L.append(f"if ROUND == 2:\n        {p.name}_val = {p.name}_val.to(tl.bfloat16).to(tl.float32)")
                 val = f"{p.name}_val"
-            L.append(f"tl.store({address(p)}, {val}.to({p.name}_ptr.dtype.element_ty), mask=mask)")
+            L.append(f"tl.store({_address(st, p)}, {val}.to({p.name}_ptr.dtype.element_ty), mask=mask)")
+    return L
+
+
+def _params(g: Graph, st: Stage, ps: list[Port], nb: int, moves: tuple[bool, ...], used: list[str],
+            sizes: list[int]) -> list[tuple[str, str]]:
+    """The kernel's arguments, each with its comment."""
+    mdim = nb
     params: list[tuple[str, str]] = [("lhs_ptr", "the left operand [batch.., M, K]"), ("rhs_ptr", "the right operand [batch.., K, N]")]
     for p in ps:
         params.append((f"{p.name}_ptr", f"{p.buffer}, {'written' if p.store else 'read'} by the epilogue"))
-    used = sorted({g[u].attrs["name"] for u in st.values if g[u].op == "param"})
     params += [(n, f"scalar param {n}") for n in used]
-    sizes = [u for u in st.values if g[u].op == "size"]
     params += [(f"c{u}", f"the size {g[u].attrs['expr']}, as a number") for u in sizes]
     for d in range(len(st.frame)):
         params.append((f"n{d}", "batch dim" if d < nb else ("M: rows of the output" if d == mdim else "N: columns of the output")))
@@ -158,4 +178,4 @@ def matmul_kernel(g: Graph, st: Stage, buffers: dict[str, Buffer], name: str) ->
                ("UPCAST: tl.constexpr", "multiply in fp32: operands of two dtypes, or bf16 under the CPU interpreter"),
                ("ROUND: tl.constexpr", "results kept for a later stage rounded to float16 (1), bfloat16 (2), or not (0)"),
                ("I64: tl.constexpr", "64-bit offsets (a buffer of 2**31 elements or more)")]
-    return MatmulKernel(name, "matmul", params, L, ps, nb, moves, sizes, used)
+    return params

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from kernelgen.offline.nd.access import Port, ports
 from kernelgen.offline.nd.emit_values import is_scalar_leaf, pointwise, var
-from kernelgen.offline.nd.ir import Graph
+from kernelgen.offline.frontend.ir import Graph
 from kernelgen.offline.nd.stages import Buffer, Stage
 from kernelgen.offline.unsupported import unsupported
 

@@ -1,16 +1,10 @@
-"""Triton expressions for the values of a stage: pointwise ops through kernelgen.offline.exprs (the
-classic generator's table), plus what the n-dimensional IR adds (isnan, frame indices)."""
+"""Triton expressions for the values of a stage: pointwise ops through the front end's expression
+table (kernelgen.offline.frontend.exprs), leaves by name or as literals."""
 
 from __future__ import annotations
 
-import kernelgen.offline.exprs as exprs
-from kernelgen.offline.nd.ir import Graph, Value
-
-EXTRA = {
-    "isnan": "({a} != {a})",
-    "isinf": '(tl.abs({a}) == float("inf"))',
-    "isfinite": '(tl.abs({a}) < float("inf"))',
-}
+import kernelgen.offline.frontend.exprs as exprs
+from kernelgen.offline.frontend.ir import Graph, Value
 
 
 def var(g: Graph, u: int) -> str:
@@ -28,10 +22,7 @@ def var(g: Graph, u: int) -> str:
 
 
 def pointwise(g: Graph, v: Value) -> str:
-    args = [var(g, a) for a in v.args]
-    if v.op in EXTRA:
-        return EXTRA[v.op].format(a=args[0])
-    return exprs.pointwise(v, args, [g[a] for a in v.args])  # type: ignore[arg-type]
+    return exprs.pointwise(v, [var(g, a) for a in v.args], [g[a] for a in v.args])
 
 
 def is_scalar_leaf(v: Value) -> bool:

@@ -14,8 +14,8 @@ from typing import Any
 
 import sympy
 
-from kernelgen.offline.nd import shapes as S
-from kernelgen.offline.nd.ir import Graph, Value
+from kernelgen.offline.frontend import shapes as S
+from kernelgen.offline.frontend.ir import Graph, Value
 from kernelgen.offline.nd.stages import Stage
 
 

@@ -1,4 +1,4 @@
-"""The wrapper's side of an n-dimensional program, as data for templates/offline/nd_program.py.j2:
+"""The wrapper's side of an n-dimensional program, as data for templates/offline/nd.py.j2:
 how each call's plan binds the dimension symbols, sizes the buffers, lays out every stage's accesses
 (kernelgen.offline.nd.frames' groups, merged at run time by the file's `_layout`) and launches."""
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import sympy
 
-from kernelgen.offline.nd import shapes as S
-from kernelgen.offline.nd.ir import Graph
+from kernelgen.offline.frontend import shapes as S
+from kernelgen.offline.frontend.ir import Graph
 from kernelgen.offline.nd.stages import Access, Program
 
 DTYPE = {"float32": "torch.float32", "float16": "torch.float16", "bfloat16": "torch.bfloat16", "float64": "torch.float64",

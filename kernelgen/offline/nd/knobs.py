@@ -1,6 +1,7 @@
-"""The knobs of the n-dimensional family, baked into its file's _KNOBS (None: the file's heuristic).
+"""The knobs of the n-dimensional family, baked into its file's _KNOBS (None: the file's heuristic;
+kernelgen.offline.knobs says how knobs work).
 
-The names match the classic families' where they mean the same (num_warps, the matmul tiles,
+The names match the other families' where they mean the same (num_warps, the matmul tiles,
 MAX_SINGLE_PASS, ROW_TILE), so the planner's hypotheses about them apply here too."""
 
 from __future__ import annotations
@@ -9,10 +10,10 @@ from typing import Optional
 
 from pydantic import StrictBool
 
-from kernelgen.offline.knobs import Count, Pow2, _Knobs, candidates
+from kernelgen.offline.knobs import Count, KnobsModel, Pow2, candidates
 
 
-class NdKnobs(_Knobs):
+class NdKnobs(KnobsModel):
     # a reduction whose reduced elements (per kept position) fit this is read once into registers
     MAX_SINGLE_PASS: Optional[Count] = candidates(None, 4096, 8192, 32768)
     # elements a tile stage's program holds per step (kept x reduced), 4096 when None
@@ -23,6 +24,8 @@ class NdKnobs(_Knobs):
     BLOCK_K: Optional[Pow2] = candidates(None, 32, 64, 128)
     GROUP_SIZE_M: Count = candidates(8, 1, 4, 16)
     num_stages: Optional[Count] = candidates(None, 2, 3, 4, 5)
-    # split: a reduction over few kept positions spreads each over several programs writing partial
-    # results (a second launch combines them); None: split when the kept positions leave SMs idle
+    # split: meant for a reduction over few kept positions (each over several programs, a second
+    # launch combining them), but no nd kernel reads it yet: every value launches the same kernels,
+    # so the pruning rules (nd/pruning.py) drop it before anything is timed. Kept so that
+    # state.json files that store it still load.
     split: Optional[StrictBool] = candidates(None, False, True)

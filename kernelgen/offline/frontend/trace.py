@@ -1,0 +1,159 @@
+"""Trace a spec's reference once per test case, with symbolic shapes, into the IR every family reads,
+and check that the trace holds for every case, every dtype and any value of the params.
+
+`make_fx(tracing_mode="symbolic")` records the ATen ops the reference runs, every input dimension a
+symbol (`s0`, ...): the IR's shapes are expressions over them, so one generated wrapper serves every
+shape. Duck sizing is off: two dims that merely happen to be equal in a test case keep separate
+symbols; only dims the reference itself requires to agree (a matmul's inner dim) are unified by
+PyTorch's shape guards. Composite activations and losses are decomposed into pointwise ops and plain
+reductions; norms, softmax and the anchors (matmul, scans, pooling, attention) stay whole and are
+lowered by the op table (kernelgen.offline.frontend.optable), which knows what they compute.
+
+Scalar params are found by tracing with sentinel values: a literal equal to a sentinel becomes the
+param; a trace with the defaults must differ exactly there. Nothing here guesses from the
+operator's name.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+import torch
+
+from kernelgen.offline.frontend.fxwalk import lower
+from kernelgen.offline.frontend.ir import Graph
+from kernelgen.offline.frontend.outputs import output_dtypes, sample_inputs
+from kernelgen.offline.unsupported import NotServed, unsupported
+from kernelgen.spec import FLOAT_DTYPES, OperatorSpec, load_reference
+
+A = torch.ops.aten
+DECOMPOSE = [
+    A.gelu, A.silu, A.mish, A.hardtanh, A.hardswish, A.hardsigmoid, A.leaky_relu, A.elu, A.celu, A.selu,
+    A.softplus, A.relu6, A.threshold, A.logit, A.sgn, A.xlogy, A.hardshrink, A.softshrink, A.lerp, A.addcmul,
+    A.addcdiv, A.glu, A.log_sigmoid_forward, A.frac, A.addmm, A.linear, A.nll_loss_forward, A.linalg_vector_norm,
+    A.mse_loss, A.smooth_l1_loss, A.huber_loss, A.binary_cross_entropy, A.soft_margin_loss, A.margin_ranking_loss,
+    A.hinge_embedding_loss, A.norm, A.std, A.std_mean, A.nan_to_num, A.baddbmm, A.addmv, A.mv, A.dot, A.square,
+]
+SENTINEL_FLOAT = 0.4142135  # + 0.0173 per param: unlikely to collide with a literal in user code
+SENTINEL_INT = 7919
+TRACED_CASES = 4  # test cases traced and compared: each symbolic trace costs 0.05-0.25 s
+
+
+def sentinels(spec: OperatorSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for i, p in enumerate(spec.params):
+        if p.type == "float":
+            out[p.name] = SENTINEL_FLOAT + 0.0173 * i
+        elif p.type == "int":
+            out[p.name] = SENTINEL_INT + 13 * i
+    return out
+
+
+def _decompositions() -> dict:
+    from torch._decomp import get_decompositions
+
+    return get_decompositions(DECOMPOSE)
+
+
+@dataclass
+class Traced:
+    graph: Graph  # the IR of the first test case's trace
+    case: dict[str, list[int]]  # the test case it was traced on
+    out_dtypes: dict[str, list[str]]  # case dtype -> the reference's output dtypes
+    params: list[str]
+
+
+def trace_graph(fn: Callable, inputs: list[torch.Tensor], params: dict[str, Any]) -> Any:
+    """The fx graph module of one symbolic trace."""
+    from torch.fx.experimental import _config as fx_config
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def call(*xs: torch.Tensor) -> Any:
+        return fn(*xs, **params)
+
+    try:
+        with fx_config.patch(use_duck_shape=False):
+            gm = make_fx(call, tracing_mode="symbolic", decomposition_table=_decompositions())(*inputs)
+    except Exception as e:  # noqa: BLE001 - the reference is user code: any failure means "cannot trace"
+        unsupported(f"tracing the reference with symbolic shapes failed ({type(e).__name__}: "
+                    f"{str(e).splitlines()[0][:200] if str(e) else ''})")
+    return gm
+
+
+def trace_reference(spec: OperatorSpec) -> Traced:
+    """Lower every test case's symbolic trace (the first TRACED_CASES) and check the structures agree,
+    then that the params and the dtypes do not change the graph."""
+    if spec.reference is None:
+        unsupported("a spec without a `reference`")
+    for p in spec.params:
+        if p.type == "bool":
+            unsupported(f"the bool param {p.name!r}")
+    fn = load_reference(spec)
+    sent = sentinels(spec)
+    floats = [d for d in spec.dtypes if d in FLOAT_DTYPES]
+    dtype0 = floats[0] if floats else spec.dtypes[0]
+    first: Graph | None = None
+    for case in spec.test_cases[:TRACED_CASES]:
+        graph = lower(trace_graph(fn, sample_inputs(spec, case, dtype0), sent), sent, len(spec.inputs))
+        if first is None:
+            first = graph
+        elif graph.signature() != first.signature():
+            unsupported("a traced graph that changes with the input shape (shape-dependent Python in the reference)")
+    assert first is not None
+    if spec.params:
+        _check_params(spec, fn, first, dtype0)
+    _check_dtypes(spec, fn, first, sent, dtype0)
+    return Traced(graph=first, case=spec.test_cases[0], out_dtypes=output_dtypes(spec, fn),
+                  params=[p.name for p in spec.params])
+
+
+@functools.lru_cache(maxsize=64)
+def traced_spec(spec_json: str) -> Traced:
+    """trace_reference, once per spec content: every family reads the same trace, and the optimize
+    loop asks for many knob settings of one spec (tracing costs 0.2-1 s)."""
+    return trace_reference(OperatorSpec.model_validate_json(spec_json))
+
+
+def _same_literal(a: Any, b: Any) -> bool:
+    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+
+
+def _check_params(spec: OperatorSpec, fn: Callable, traced: Graph, dtype0: str) -> None:
+    """A trace with the params' defaults must be the sentinel trace with each param a literal: any
+    other difference means Python computed with a param before tracing (control flow on it, or
+    `x * (1 - scale)`, whose `1 - scale` becomes a literal of its own)."""
+    case = spec.test_cases[0]
+    plain = lower(trace_graph(fn, sample_inputs(spec, case, dtype0), spec.param_defaults), {}, len(spec.inputs))
+    defaults = spec.param_defaults
+    expected = [replace(v, op="const", attrs={"value": defaults[v.attrs["name"]]}) if v.op == "param" else v
+                for v in traced.values]
+    if plain.signature() != Graph(expected, traced.outputs, traced.returns_tuple, traced.symbols).signature():
+        unsupported("a param the traced graph depends on through Python (control flow on it)")
+    for got, want in zip(plain.values, expected):
+        if got.op == "const" and not _same_literal(got.attrs.get("value"), want.attrs.get("value")):
+            unsupported("a param used in arithmetic that Python evaluates before tracing "
+                        "(write it as a tensor expression, e.g. x * scale, not x * (1 - scale))")
+
+
+def _check_dtypes(spec: OperatorSpec, fn: Callable, traced: Graph, sent: dict[str, Any], dtype0: str) -> None:
+    """The first case traced in every other dtype must give the same graph: a reference that branches
+    on its inputs' dtype would otherwise be served with the first dtype's kernel. A dtype the trace
+    itself fails in (an op with no float16 kernel on the CPU) proves nothing and is skipped."""
+    case = spec.test_cases[0]
+    for d in spec.dtypes:
+        if d == dtype0:
+            continue
+        try:
+            graph = lower(trace_graph(fn, sample_inputs(spec, case, d), sent), sent, len(spec.inputs))
+        except NotServed:
+            continue
+        if _structure(graph) != _structure(traced):
+            unsupported(f"a traced graph that differs between dtypes ({dtype0} vs {d}): the reference branches on its dtype")
+
+
+def _structure(graph: Graph) -> tuple:
+    """The graph's ops and how they connect, without dtypes (which follow the case dtype)."""
+    return tuple((v.op, v.args, tuple(sorted(v.attrs))) for v in graph.values), tuple(graph.outputs)

@@ -1,0 +1,49 @@
+"""The n-dimensional family's face (kernelgen.offline.family): what the families before it refuse,
+within reductions over any dims, norms, losses, scans, pooling, attention and batched matmuls, as a
+program of stages (kernelgen.offline.nd)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kernelgen.offline.budgets import Pruned
+from kernelgen.offline.dispatch import DispatchEntry, FirstChoice, routes
+from kernelgen.offline.family import Family, Refused, Served, Verdict
+from kernelgen.offline.knobs import KnobsModel
+from kernelgen.offline.nd.knobs import NdKnobs
+from kernelgen.offline.nd.program import analyse_nd_cached, dispatch_key, generate_nd_source
+from kernelgen.offline.nd.pruning import describe_launches, nd_case, prune_nd
+from kernelgen.offline.unsupported import NotServed
+from kernelgen.spec import OperatorSpec
+
+
+class NdFamily(Family):
+    name = "nd"
+    knobs_model = NdKnobs
+
+    def examine(self, spec: OperatorSpec) -> Verdict:
+        try:
+            analysis = analyse_nd_cached(spec.model_dump_json())
+        except NotServed as e:
+            return Refused(self.name, e.what)
+        return Served(analysis, "nd", analysis.summary)
+
+    def emit(self, spec: OperatorSpec, served: Served, knobs: KnobsModel, entries: list[DispatchEntry]) -> str:
+        rs = routes(spec, knobs, entries, lambda shapes: dispatch_key(spec, shapes), lambda k: self.resolve(served, k))
+        return generate_nd_source(spec, served.plan, rs)
+
+    def first_choices(self, spec: OperatorSpec, served: Served, sm_count: int) -> list[FirstChoice]:
+        """The file's heuristics at every perf case x dtype: single-pass reductions up to 16384
+        elements (the register budget's limit, as for the rows family), tiles of 4096 elements,
+        Liger-Kernel's warps, the matmul table; each case's reason says what they launch there."""
+        out = []
+        for shapes in spec.effective_perf_cases:
+            for dtype in spec.dtypes:
+                case = nd_case(spec, served.plan, shapes, dtype, sm_count)
+                out.append(FirstChoice(dtype, dict(shapes), {}, "the file's heuristics: " + describe_launches(case.launches(NdKnobs()))))
+        return out
+
+    def prune(self, spec: OperatorSpec, served: Served, knob: str, values: list, base: KnobsModel,
+              shapes: Mapping[str, list[int]], dtype: str, sm_count: int | None) -> list[Pruned]:
+        case = nd_case(spec, served.plan, dict(shapes), dtype, sm_count)
+        return prune_nd(case, served.label, lambda k: self.resolve(served, k), knob, values, base)

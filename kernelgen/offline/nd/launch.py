@@ -1,0 +1,110 @@
+"""What an nd knob setting launches at one case, stage by stage: a Python model of the generated
+file's _tile_config and _matmul_config (templates/offline/nd.py.j2), for the pruning rules
+and round 0. tests/offline/test_nd_pruning.py holds the two to the same answers.
+
+Sizes come from the case: each stage's frame is symbolic in the inputs' dims, and the groups the
+wrapper merges (kernelgen.offline.nd.frames.groups) are evaluated at the case's shapes, as the
+generated _layout does for contiguous inputs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import sympy
+
+from kernelgen.offline.launch import Launch, cdiv, default_warps, matmul_tiles, next_pow2
+
+# Launch heuristics of the generated file (its _tile_config): a reduction whose elements fit 16384
+# (64 KB of fp32 per program) is read once into registers; a step of a tile stage holds 4096
+# elements (~16 KB of fp32 loads in flight per program); a scan step 1024 elements of its dim.
+CONFIG = {"single": 16384, "tile": 4096, "scan": 1024}
+SINGLE_KEPT = 256  # a single-pass reduction holds at most 256 kept positions per program
+CONTIGUOUS_KEPT = 128  # kept positions per program when they are contiguous (a wide tile along them)
+
+
+@dataclass(frozen=True)
+class StageLaunch:
+    """One stage's launch at a case: a tile stage's Launch, or a matmul stage's tiles at M x N x K."""
+
+    stage: int
+    kind: str  # pointwise | reduce | scan | matmul
+    launch: Optional[Launch] = None  # tile stages: block_r = BLOCK_K (kept), block_c = BLOCK_R (reduced)
+    tiles: Optional[tuple[int, int, int, int, int, int]] = None  # matmul: BLOCK_M, N, K, GROUP_SIZE_M, warps, stages
+    mnk: Optional[tuple[int, int, int]] = None
+
+
+def tile_config(knobs: Any, kind: str, n_kt: int, n_ko: int, n_rt: int, n_ro: int, k_contig: bool) -> Launch:
+    """The generated _tile_config: the path (pointwise, scan, single or looped), BLOCK_K x BLOCK_R,
+    the warps and the grid."""
+    single_max = knobs.MAX_SINGLE_PASS or CONFIG["single"]
+    tile_max = knobs.ROW_TILE or CONFIG["tile"]
+    if kind == "pointwise":
+        block_k, block_r, path = min(next_pow2(n_kt), tile_max), 1, "pointwise"
+    elif kind == "scan":
+        block_r = min(next_pow2(n_rt), CONFIG["scan"])
+        block_k, path = max(1, min(next_pow2(n_kt), tile_max // block_r)), "scan"
+    elif n_ro == 1 and n_rt <= single_max:
+        block_r = next_pow2(n_rt)
+        block_k, path = max(1, min(next_pow2(n_kt), single_max // block_r, SINGLE_KEPT)), "single"
+    elif k_contig:
+        block_k = min(next_pow2(n_kt), CONTIGUOUS_KEPT)
+        block_r, path = max(1, min(next_pow2(n_rt), tile_max // block_k)), "looped"
+    else:
+        block_r = min(next_pow2(n_rt), tile_max)
+        block_k, path = max(1, min(next_pow2(n_kt), tile_max // block_r)), "looped"
+    warps = knobs.num_warps or default_warps(block_k * block_r)
+    tiles = n_ko * cdiv(n_kt, block_k)
+    return Launch(path, block_k, block_r, warps, tiles, tiles, 1, knobs.num_stages)
+
+
+def _binding(analysis: Any, shapes: dict[str, list[int]], input_names: list[str]) -> dict[str, int]:
+    """Each dimension symbol of the trace -> its size at the case."""
+    return {name: shapes[input_names[i]][d] for name, (i, d) in analysis.traced.graph.symbols.items()}
+
+
+def _size(e: Any, binding: dict[str, int]) -> int:
+    e = sympy.sympify(e)
+    return int(e.xreplace({s: sympy.Integer(binding[s.name]) for s in e.free_symbols if s.name in binding}))
+
+
+def _group_sizes(st: Any, binding: dict[str, int]) -> list[int]:
+    frame = [_size(d, binding) for d in st.frame]
+    return [math.prod(frame[d] for d in grp) for grp in st.groups]
+
+
+def _k_contig(analysis: Any, st: Any, kernel: Any, binding: dict[str, int]) -> bool:
+    """Whether the stage's first access walks the tiled kept group with stride 1 (contiguous buffers)."""
+    from kernelgen.offline.nd.frames import frame_strides
+
+    if not kernel.ports or kernel.k_groups[-1] not in kernel.ports[0].groups:
+        return False
+    port = kernel.ports[0]
+    strides = frame_strides(st, analysis.program.buffers[port.buffer].shape, port.access.views, port.access.map)
+    if strides is None:
+        return False
+    frame = [_size(d, binding) for d in st.frame]
+    dims = [d for d in st.groups[kernel.k_groups[-1]] if frame[d] != 1]
+    return bool(dims) and _size(strides[dims[-1]], binding) == 1
+
+
+def stage_launches(analysis: Any, knobs: Any, shapes: dict[str, list[int]], input_names: list[str],
+                   fp32: bool) -> list[StageLaunch]:
+    """Every stage's launch under `knobs` at the case `shapes` (input name -> shape)."""
+    binding = _binding(analysis, shapes, input_names)
+    out = []
+    for st, kernel in zip(analysis.program.stages, analysis.kernels):
+        sizes = _group_sizes(st, binding)
+        if st.kind == "matmul":
+            m, n = sizes[kernel.batch], sizes[kernel.batch + 1]
+            k = _size(analysis.traced.graph[analysis.traced.graph[st.anchor].args[0]].shape[-1], binding)
+            out.append(StageLaunch(st.id, "matmul", tiles=matmul_tiles(knobs, m, n, fp32), mnk=(m, n, k)))
+            continue
+        kt, rt = kernel.k_groups[-1], kernel.r_groups[-1] if kernel.r_groups else None
+        launch = tile_config(knobs, st.kind, sizes[kt], math.prod(sizes[g] for g in kernel.k_groups[:-1]),
+                             sizes[rt] if rt is not None else 1, math.prod(sizes[g] for g in kernel.r_groups[:-1]),
+                             _k_contig(analysis, st, kernel, binding))
+        out.append(StageLaunch(st.id, st.kind, launch=launch))
+    return out

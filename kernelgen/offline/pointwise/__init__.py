@@ -1,0 +1,1 @@
+"""The pointwise family (family.py): elementwise work over the inputs' broadcast frame."""
