@@ -84,6 +84,9 @@ class Worker:
         t = torch.ones(1 << 16, device=self.device)  # start the pools torch keeps, before threads are counted
         float((t * 2).sum())
         self.tamper = TamperSnapshot()
+        # what decides a reply, sealed before any candidate is imported (kernelgen.verify.worker.tamper)
+        for label, obj in (("the worker", self), ("the stopwatch", self.stopwatch), ("the timing seal", self.stopwatch.seal)):
+            self.tamper.seal(label, obj)
 
     # --- requests ------------------------------------------------------------------------------
     def serve(self) -> None:
@@ -116,15 +119,21 @@ class Worker:
             if isinstance(e, KeyboardInterrupt):
                 raise
             reply = {"ok": False, "error": _short_tb(e)}
-        changed = self.tamper.changed() if self.tamper is not None else []
-        if changed:
-            from kernelgen.verify.worker.tamper import describe
-
-            code, message = describe(changed, f"after the {op} request")
-            report = reply.setdefault("report", {})
-            report.setdefault("violations", []).append({"code": code, "message": message})
-            self.tamper.rebase()
+        tampered = self._tampered(f"after the {op} request")
+        if tampered:
+            reply.setdefault("report", {}).setdefault("violations", []).append(tampered)
         return reply
+
+    def _tampered(self, when: str) -> dict[str, str] | None:
+        """harness-tampering, if anything sealed changed since the last check (each change said once)."""
+        changed = self.tamper.changed() if self.tamper is not None else []
+        if not changed:
+            return None
+        from kernelgen.verify.worker.tamper import describe
+
+        code, message = describe(changed, when)
+        self.tamper.rebase()
+        return {"code": code, "message": message}
 
     def op_batch(self, req: dict[str, Any]) -> dict[str, Any]:
         """Several requests in one round trip (one accuracy seed: its inputs, then its four calls),
@@ -149,6 +158,8 @@ class Worker:
         if self.arena is not None:
             self.arena.close()
         self.arena = Arena.attach(fds[0])
+        if self.tamper is not None:
+            self.tamper.accept(self, "arena")
         return {"ok": True, "kind": "stored"}
 
     def op_load(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -235,6 +246,9 @@ class Worker:
                         out = fn(*inputs, **params)
             self._sync()
         violations = [{"code": c, "message": m} for c, m in (report.violations if report else [])]
+        tampered = self._tampered("during the call, before its outputs were written")
+        if tampered:
+            violations.append(tampered)
         if mode == "ablated":
             violations = [v for v in violations if v["code"] != "torch-compute-in-wrapper" or "inside a Triton launch" not in v["message"]]
         # The first call of a kernel on new inputs may compile, and the compiler keeps threads of its own.
@@ -255,10 +269,9 @@ class Worker:
     def op_time(self, req: dict[str, Any]) -> dict[str, Any]:
         """`reps` timed calls after `warmup` untimed ones, as the judge asks (it bounds the answer with
         its own clock); the last call's outputs only when asked for."""
-        broken = self.stopwatch.broken()
-        if broken:
-            message = "the timing loop was changed after the worker started: " + ", ".join(broken)
-            return {"ok": False, "error": message, "report": {"violations": [{"code": "harness-tampering", "message": message}]}}
+        refused = self._timing_refused("before")
+        if refused:
+            return refused
         slot, key = str(req["slot"]), str(req["key"])
         fn, inputs, params = self.slots[slot], self.store[key], dict(req.get("params") or {})
         calls, last = [0], [None]
@@ -269,8 +282,22 @@ class Worker:
 
         with self.guard.counting_launches() as launches:
             times = self.stopwatch.reps(timed, reps=int(req["reps"]), warmup=int(req["warmup"]))
+        refused = self._timing_refused("after")
+        if refused:
+            return refused
         outputs = self._outputs(last[0], int(req["out_offset"]), int(req["out_limit"]))[0] if req.get("outputs") else []
         return {"ok": True, "kind": "timed", "times_ms": times, "calls": calls[0], "launches": launches[0], "outputs": outputs}
+
+    def _timing_refused(self, when: str) -> dict[str, Any] | None:
+        """A refusal to time (or to answer with times) when the timing loop or anything sealed changed."""
+        broken = self.stopwatch.broken()
+        tampered = self._tampered(f"{when} the timed calls")
+        if not broken and not tampered:
+            return None
+        parts = [f"the timing loop was changed after the worker started: {', '.join(broken)}"] if broken else []
+        parts += [tampered["message"]] if tampered else []
+        message = "; ".join(parts)
+        return {"ok": False, "error": message, "report": {"violations": [{"code": "harness-tampering", "message": message}]}}
 
     def op_host(self, req: dict[str, Any]) -> dict[str, Any]:
         """`calls` calls without waiting for the device: the judge times this request on its own clock
