@@ -31,7 +31,7 @@ def requests(monkeypatch):
     request, init = session.WorkerSession.request, session.WorkerSession.__init__
 
     def counting(self, payload, **kw):
-        seen[payload.get("op")] += 1
+        seen[payload.get("op") + (" refill" if payload.get("refill") else "")] += 1  # refill: new values, same buffers
         return request(self, payload, **kw)
 
     def starting(self, *a, **kw):
@@ -59,6 +59,7 @@ def test_perf_inputs_are_drawn_in_the_worker_unless_its_draw_differs(tmp_path, r
     with open_judge(op, CPU) as judge:
         perf = measure_performance(judge, kernel_source(op, None))
         assert perf.ok and perf.cases and requests["draw"] == len(perf.cases) and requests["put"] == 0
+        assert requests["draw refill"] >= len(perf.cases)  # drawn anew there before each timing request
 
         # inputs that do not match their recipe (as when another GPU's generator gives other numbers)
         import kernelgen.verify.judge.performance as performance

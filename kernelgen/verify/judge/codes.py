@@ -29,7 +29,7 @@ VIOLATION_CODES: dict[str, str] = {
     "input-mutated": "an input was modified by the call",
     "answer-without-triton": "the output was right with every Triton launch turned into a no-op",
     "stale-output": "wrong on the same buffers refilled with new values: a result cached from an earlier call",
-    "timed-output-wrong": "the output of the last timed call is wrong",
+    "timed-output-wrong": "the output of a timed call, chosen by the judge and read after the calls, differs from the reference on that request's inputs",
     "deferred-work": "the worker still had device work queued after it said the timed calls were done",
     "forged-timing": "the worker claimed less device time than the judge's own clock allows for the timed calls",
     "folder-changed": "the operator folder changed while the candidate ran",

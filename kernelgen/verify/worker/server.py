@@ -51,6 +51,7 @@ class Worker:
         self.slots: dict[str, Any] = {}
         self.store: dict[str, list[Any]] = {}
         self.calls: dict[tuple[str, str], int] = {}
+        self.kept: dict[str, list[Any]] = {}  # slot -> outputs of the timed calls the judge asked to keep
         self.torch: Any = None
         self.tamper: Any = None
 
@@ -192,14 +193,20 @@ class Worker:
 
         spec = OperatorSpec.model_validate(req["spec"])
         inputs = draw_inputs(spec, dict(req["case"]), str(req["dtype"]), int(req["seed"]), self.device, on_device=True)
-        self.store[str(req["key"])] = inputs
+        if req.get("refill"):  # into the buffers held under key, as op_refill does
+            for t, new in zip(self.store[str(req["key"])], inputs):
+                t.data.copy_(new)
+            self._sync()
+        else:
+            self.store[str(req["key"])] = inputs
         return {"ok": True, "kind": "stored", "info": {"digest": digest(inputs)}}
 
     def op_refill(self, req: dict[str, Any]) -> dict[str, Any]:
-        """New values into the same buffers (same addresses): a result cached by address goes stale."""
+        """New values into the same buffers: the same tensors, addresses and version counters (written
+        through `.data`), so a result cached by identity, address or `_version` goes stale."""
         refs = [TensorRef.model_validate(r) for r in req["tensors"]]
         for t, r in zip(self.store[str(req["key"])], refs):
-            t.copy_(self.arena.read(r, self.device, max_bytes=self.arena.size))
+            t.data.copy_(self.arena.read(r, self.device, max_bytes=self.arena.size))
         return {"ok": True, "kind": "stored"}
 
     def op_drop(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -268,25 +275,40 @@ class Worker:
 
     def op_time(self, req: dict[str, Any]) -> dict[str, Any]:
         """`reps` timed calls after `warmup` untimed ones, as the judge asks (it bounds the answer with
-        its own clock); the last call's outputs only when asked for."""
+        its own clock). The outputs of the calls listed in `keep` (counted from the first warm-up call)
+        stay here for the judge to read or release (op_kept): the judge chose them, and whether it reads
+        them is decided after the request, so every timing request looks alike to the candidate."""
         refused = self._timing_refused("before")
         if refused:
             return refused
         slot, key = str(req["slot"]), str(req["key"])
         fn, inputs, params = self.slots[slot], self.store[key], dict(req.get("params") or {})
-        calls, last = [0], [None]
+        keep = {int(i) for i in req.get("keep") or ()}
+        last_kept = max(keep, default=-1)
+        self.kept.pop(slot, None)
+        calls, held, kept = [0], [None], []
 
         def timed() -> None:
+            n = calls[0]
             calls[0] += 1
-            last[0] = fn(*inputs, **params)
+            out = fn(*inputs, **params)
+            # Up to the last call kept, the latest output stays alive while the next call runs, and the kept
+            # one after it: one output besides the one being made, whichever call is kept (as the loop always
+            # held the previous call's), so the allocator sees the same pattern on every request.
+            if n <= last_kept:
+                held[0] = out
+            if n in keep:
+                kept.append(out)
 
         with self.guard.counting_launches() as launches:
             times = self.stopwatch.reps(timed, reps=int(req["reps"]), warmup=int(req["warmup"]))
         refused = self._timing_refused("after")
         if refused:
             return refused
-        outputs = self._outputs(last[0], int(req["out_offset"]), int(req["out_limit"]))[0] if req.get("outputs") else []
-        return {"ok": True, "kind": "timed", "times_ms": times, "calls": calls[0], "launches": launches[0], "outputs": outputs}
+        held[0] = None
+        self.kept[slot] = kept
+        return {"ok": True, "kind": "timed", "times_ms": times, "calls": calls[0], "launches": launches[0],
+                "info": {"kept": len(kept)}}
 
     def _timing_refused(self, when: str) -> dict[str, Any] | None:
         """A refusal to time (or to answer with times) when the timing loop or anything sealed changed."""
@@ -298,6 +320,18 @@ class Worker:
         parts += [tampered["message"]] if tampered else []
         message = "; ".join(parts)
         return {"ok": False, "error": message, "report": {"violations": [{"code": "harness-tampering", "message": message}]}}
+
+    def op_kept(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The outputs the last timing request of `slot` kept, one call after another, when `read`;
+        released either way."""
+        kept = self.kept.pop(str(req["slot"]), [])
+        outputs: list[dict] = []
+        offset, end = int(req["out_offset"]), int(req["out_offset"]) + int(req["out_limit"])
+        for out in kept if req.get("read") else ():
+            refs, _ = self._outputs(out, offset, end - offset)
+            outputs += refs
+            offset += sum(-(-TensorRef.model_validate(r).nbytes // ALIGN) * ALIGN for r in refs if "span" in r)  # as _outputs laid them
+        return {"ok": True, "kind": "called", "outputs": outputs}
 
     def op_host(self, req: dict[str, Any]) -> dict[str, Any]:
         """`calls` calls without waiting for the device: the judge times this request on its own clock
