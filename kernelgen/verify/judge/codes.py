@@ -41,5 +41,5 @@ VIOLATION_CODES: dict[str, str] = {
     "output-not-fresh": "an output was not allocated during the call",
     "thread-started": "a thread was started during the call",
     "timed-call-no-launch": "a timed call launched no Triton kernel",
-    "harness-tampering": "torch, builtins, the worker's guard or its timing loop were modified by the candidate",
+    "harness-tampering": "torch, builtins, Triton's launch classes or the worker's own sealed state were changed by the candidate",
 }
