@@ -34,6 +34,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 import yaml
 
@@ -80,70 +81,18 @@ def main() -> int:
         rows.append(row)
         print(f"{row[0]:<44} {row[1]}", flush=True)
 
-    # 1. the judge on CUDA
-    specs = {
-        "broadcast": SPECS / "broadcast.yaml",
-        "row_sum": spec_variant("row_sum.yaml", out / "row_sum.yaml", perf_cases=[{"x": [65536, 4096]}], perf_dtypes=["float32"]),
-        "row_max": spec_variant("row_max.yaml", out / "row_max.yaml", perf_cases=[{"x": [65536, 4096]}], perf_dtypes=["float32"]),
-        "matmul_noflops": spec_variant("matmul_leakyrelu.yaml", out / "matmul_noflops.yaml", name="matmul_noflops",
-                                       flops=None, perf_cases=[{"a": [4096, 4096], "b": [4096, 4096]}], perf_dtypes=["bfloat16", "float32"],
-                                       reference="def matmul_noflops(a, b, negative_slope=0.01):\n    return F.leaky_relu(a @ b, negative_slope)\n"),
-    }
     gen = out / "generated"
-    if "judge" not in only:
-        specs = {}
     if not (gen / "broadcast" / "state.json").is_file() and only & {"sandbox", "export"}:
         kg("new", str(SPECS / "broadcast.yaml"), "--out", str(gen), "--force", "--backend", "offline", "--no-bench")
     # the exported op in a CUDA graph and under torch.compile
     if "export" in only:
         add(export_check(gen / "broadcast", out))
-    for name, spec in specs.items():
-        # the judge's verdicts and ceilings: torch.compile and the peers would only cost time here
-        rc, text, secs = kg("new", str(spec), "--out", str(gen), "--force", "--backend", "offline", "--no-bench")
-        if rc == 0:
-            rc2, text2, secs2 = kg("bench", str(gen / name), "--no-compile", "--no-peers", "--json", str(gen / name / "bench.json"))
-            text, secs = text + text2, secs + secs2
-        (out / f"new_{name}.log").write_text(text)
-        state = json.loads((gen / name / "state.json").read_text()) if (gen / name / "state.json").is_file() else {}
-        r0 = (state.get("rounds") or [{}])[0]
-        acc = (r0.get("accuracy") or {}).get("accuracy") or {}
-        bench = gen / name / "bench.json"
-        perf = (json.loads(bench.read_text()).get("performance") or {}) if bench.is_file() else {}
-        add((f"new {name}", f"rc {rc}, {secs:.0f} s, accuracy {acc.get('correct')} "
-                     f"({len(acc.get('checks', []))}/{acc.get('checks_expected')}), sandbox missing: {acc.get('sandbox') or 'none'}"))
-        for c in perf.get("cases", []):
-            unit = (f"{c.get('tflops') or 0:.0f} TFLOP/s ({c.get('flops_source')}, against {c.get('precision')})"
-                    if c.get("bound") == "compute" else f"{c.get('gbps') or 0:.0f} GB/s")
-            peers = ", ".join(f"{k} {v['ms']:.4f}" for k, v in (c.get("peers") or {}).items()) or "none"
-            add((f"  {name} {next(iter(c['shapes'].values()))} {c['dtype']}",
-                         f"{c['kernel']['ms']:.4f} ms, {unit}, {100 * (c.get('frac_peak') or 0):.0f}% of the {c.get('ceiling')} "
-                         f"ceiling, valid {c.get('valid')}, x eager {c.get('speedup_eager') or 0:.2f}, peers: {peers}"))
-        if perf.get("peaks"):
-            p = perf["peaks"]
-            reads = p.get("read_by_kernel") or {}
-            best = max(reads, key=reads.get) if reads else "?"
-            rates = ", ".join(f"{k} {v:.0f}" for k, v in (p.get("matmul") or {}).items())
-            add(("  ceilings", f"copy {p['copy_gbps']:.0f} GB/s, read {p.get('read_gbps') or 0:.0f} GB/s ({best}), "
-                               f"matmul TFLOP/s {rates} ({p['device_name']}, TF32 {'on' if perf.get('tf32') else 'off'})"))
-
-    # 2. the cost of the judge split and the sandbox, per `kernelgen test`
-    op = gen / "broadcast"
-    for label, env in (("sandbox on", {}), ("sandbox off", {"KERNELGEN_SANDBOX": "off"})) if "sandbox" in only else ():
-        times = []
-        for _ in range(2):
-            rc, text, secs = kg("test", str(op), env=env)
-            times.append(secs)
-        add((f"kernelgen test ({label})", f"rc {rc}, {min(times):.1f} s (best of 2)"))
-    if args.old and "sandbox" in only:
-        old_gen = out / "old-generated"
-        kg("new", str(SPECS / "broadcast.yaml"), "--out", str(old_gen), "--force", "--backend", "offline", "--no-bench",
-           python_path=str(args.old), cwd=args.old)
-        times = []
-        for _ in range(2):
-            rc, text, secs = kg("test", str(old_gen / "broadcast"), python_path=str(args.old), cwd=args.old)
-            times.append(secs)
-        add(("kernelgen test (before the split)", f"rc {rc}, {min(times):.1f} s (best of 2)"))
-
+    if "judge" in only:
+        for row in judge_rows(out, gen):
+            add(row)
+    if "sandbox" in only:
+        for row in sandbox_rows(gen / "broadcast", out, args.old):
+            add(row)
     if "llm" in only:
         add(llm_check(out))
     if "forge" in only:  # a folder of its own, written by this tree (the integrity record names the tool)
@@ -157,6 +106,65 @@ def main() -> int:
         for row in attack_check(out / "attack-generated" / "broadcast", out, args.before):
             add(row)
     return 0
+
+
+def judge_rows(out: Path, gen: Path) -> Iterator[tuple[str, str]]:
+    """1. the judge on CUDA: `new` and `bench` of broadcast, row_sum, row_max and a matmul without flops."""
+    specs = {
+        "broadcast": SPECS / "broadcast.yaml",
+        "row_sum": spec_variant("row_sum.yaml", out / "row_sum.yaml", perf_cases=[{"x": [65536, 4096]}], perf_dtypes=["float32"]),
+        "row_max": spec_variant("row_max.yaml", out / "row_max.yaml", perf_cases=[{"x": [65536, 4096]}], perf_dtypes=["float32"]),
+        "matmul_noflops": spec_variant("matmul_leakyrelu.yaml", out / "matmul_noflops.yaml", name="matmul_noflops",
+                                       flops=None, perf_cases=[{"a": [4096, 4096], "b": [4096, 4096]}], perf_dtypes=["bfloat16", "float32"],
+                                       reference="def matmul_noflops(a, b, negative_slope=0.01):\n    return F.leaky_relu(a @ b, negative_slope)\n"),
+    }
+    for name, spec in specs.items():
+        # the judge's verdicts and ceilings: torch.compile and the peers would only cost time here
+        rc, text, secs = kg("new", str(spec), "--out", str(gen), "--force", "--backend", "offline", "--no-bench")
+        if rc == 0:
+            rc2, text2, secs2 = kg("bench", str(gen / name), "--no-compile", "--no-peers", "--json", str(gen / name / "bench.json"))
+            text, secs = text + text2, secs + secs2
+        (out / f"new_{name}.log").write_text(text)
+        state = json.loads((gen / name / "state.json").read_text()) if (gen / name / "state.json").is_file() else {}
+        r0 = (state.get("rounds") or [{}])[0]
+        acc = (r0.get("accuracy") or {}).get("accuracy") or {}
+        bench = gen / name / "bench.json"
+        perf = (json.loads(bench.read_text()).get("performance") or {}) if bench.is_file() else {}
+        yield (f"new {name}", f"rc {rc}, {secs:.0f} s, accuracy {acc.get('correct')} "
+               f"({len(acc.get('checks', []))}/{acc.get('checks_expected')}), sandbox missing: {acc.get('sandbox') or 'none'}")
+        for c in perf.get("cases", []):
+            unit = (f"{c.get('tflops') or 0:.0f} TFLOP/s ({c.get('flops_source')}, against {c.get('precision')})"
+                    if c.get("bound") == "compute" else f"{c.get('gbps') or 0:.0f} GB/s")
+            peers = ", ".join(f"{k} {v['ms']:.4f}" for k, v in (c.get("peers") or {}).items()) or "none"
+            yield (f"  {name} {next(iter(c['shapes'].values()))} {c['dtype']}",
+                   f"{c['kernel']['ms']:.4f} ms, {unit}, {100 * (c.get('frac_peak') or 0):.0f}% of the {c.get('ceiling')} "
+                   f"ceiling, valid {c.get('valid')}, x eager {c.get('speedup_eager') or 0:.2f}, peers: {peers}")
+        if perf.get("peaks"):
+            p = perf["peaks"]
+            reads = p.get("read_by_kernel") or {}
+            best = max(reads, key=reads.get) if reads else "?"
+            rates = ", ".join(f"{k} {v:.0f}" for k, v in (p.get("matmul") or {}).items())
+            yield ("  ceilings", f"copy {p['copy_gbps']:.0f} GB/s, read {p.get('read_gbps') or 0:.0f} GB/s ({best}), "
+                                 f"matmul TFLOP/s {rates} ({p['device_name']}, TF32 {'on' if perf.get('tf32') else 'off'})")
+
+
+def sandbox_rows(op: Path, out: Path, old: Path | None) -> Iterator[tuple[str, str]]:
+    """2. the cost of the judge split and the sandbox, per `kernelgen test` (given --old, before the split too)."""
+    for label, env in (("sandbox on", {}), ("sandbox off", {"KERNELGEN_SANDBOX": "off"})):
+        times = []
+        for _ in range(2):
+            rc, text, secs = kg("test", str(op), env=env)
+            times.append(secs)
+        yield (f"kernelgen test ({label})", f"rc {rc}, {min(times):.1f} s (best of 2)")
+    if old is not None:
+        old_gen = out / "old-generated"
+        kg("new", str(SPECS / "broadcast.yaml"), "--out", str(old_gen), "--force", "--backend", "offline", "--no-bench",
+           python_path=str(old), cwd=old)
+        times = []
+        for _ in range(2):
+            rc, text, secs = kg("test", str(old_gen / "broadcast"), python_path=str(old), cwd=old)
+            times.append(secs)
+        yield ("kernelgen test (before the split)", f"rc {rc}, {min(times):.1f} s (best of 2)")
 
 
 ADVERSARIAL = REPO / "tests" / "verify" / "adversarial"
