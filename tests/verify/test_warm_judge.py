@@ -111,3 +111,20 @@ def test_a_judge_of_many_untrusted_kernels_keeps_the_next_worker_warm(tmp_path, 
         assert second is not first and requests["worker started"] == 3
         assert check_accuracy(judge, KernelSource(honest + "\n# another candidate\n", op.file("triton").name, "llm"),
                               seeds=(0,)).correct
+
+
+def test_a_resident_case_gets_its_own_inputs_back_after_its_timing(tmp_path, requests):
+    """Timing draws the inputs anew in the worker's buffers before each request (timed.py); a case the
+    judge keeps resident is drawn back afterwards, so the next timing's spot check (on the case's own
+    inputs, against the kept expected values) still passes."""
+    from kernelgen.verify.judge.judge import RESIDENT_BYTES
+
+    op = open_operator(make_op_dir(tmp_path, HONEST))
+    with open_judge(op, CPU) as judge:
+        judge.resident_bytes = RESIDENT_BYTES
+        first = measure_performance(judge, kernel_source(op, None))
+        rotated = requests["draw refill"]
+        second = measure_performance(judge, kernel_source(op, None))
+    assert first.ok and second.ok, (first.cases[0].spot_check, second.cases[0].spot_check, second.violations)
+    assert requests["draw"] == len(first.cases)  # drawn once, kept resident
+    assert rotated >= 2 * len(first.cases)  # at least one rotation and the restore per case

@@ -197,10 +197,11 @@ class _Rotation:
     the buffers each worker holds: a result cached on anything but their content is wrong in the next
     request. Inputs without a recipe (not drawn by `draw_inputs`) are not rotated."""
 
-    def __init__(self, judge: Judge, inputs: list[Any], key: str):
+    def __init__(self, judge: Judge, inputs: list[Any], key: str, *, enabled: bool):
         self.judge, self.inputs, self.key = judge, inputs, key
-        self.recipe = getattr(inputs, "recipe", None)
-        self.held: dict[int, list[Any]] = {}  # id(worker) -> the inputs it holds now, where rotated
+        # A search reads no timed output back (its winner is timed again in full): nothing to rotate for.
+        self.recipe = getattr(inputs, "recipe", None) if enabled else None
+        self.rotated: set[int] = set()  # id() of the workers whose buffers hold other inputs than the case's own
 
     def next(self, worker: WorkerSession) -> list[Any]:
         """Rotate `worker`'s inputs; the inputs it now holds (the judge's copy)."""
@@ -212,13 +213,15 @@ class _Rotation:
         new = DrawnInputs(draw_inputs(self.judge.spec, case, dtype, seed, device.torch_device,
                                       on_device=not device.interpreter), case, dtype, seed)
         self.judge.redraw(worker, self.key, new)
-        self.held[id(worker)] = new
-        return new
+        self.rotated.add(id(worker))
+        return new  # the judge's copy lives as long as the request's check needs it
 
     def restore(self, worker: WorkerSession) -> None:
         """The case's own inputs back in `worker`'s buffers (a resident case is spot-checked on them next time)."""
-        if self.held.pop(id(worker), None) is not None and not worker.closed:
-            self.judge.redraw(worker, self.key, self.inputs)
+        if id(worker) in self.rotated and not worker.closed:
+            self.rotated.discard(id(worker))
+            with device_lock(exclusive=False, path=self.judge.device.lock):
+                self.judge.redraw(worker, self.key, self.inputs)
 
 
 class _Checks:
@@ -227,7 +230,7 @@ class _Checks:
 
     def __init__(self, judge: Judge, inputs: list[Any], expected: tuple, key: str, dtype: str, *, read: bool):
         self.judge, self.expected, self.dtype, self.may_read = judge, expected, dtype, read
-        self.rotation = _Rotation(judge, inputs, key)
+        self.rotation = _Rotation(judge, inputs, key, enabled=read)
         self.interpreter = judge.device.interpreter
         self.read_for: set[int] = set()  # id() of the results some request was read for
         self._random = secrets.SystemRandom()
