@@ -175,6 +175,14 @@ def test_each_way_off_the_allowlist_is_refused_by_name(expr, imports, code, says
     assert any(m.startswith("line ") and all(phrase in m for phrase in says) for m in messages), found
 
 
+def test_a_module_reaches_no_value_through_an_alias_of_an_alias_or_a_class_attribute():
+    """`torch.load` is not on the allowlist; `load` is an attribute a value may have (a descriptor's)."""
+    chained = HONEST + "\n\ndef helper(p):\n    c = b\n    return c.load(p)\n\n\nb = torch\n"
+    assert any("'load' is not on the allowlist of torch" in v.message for v in check_source(chained, "broadcast"))
+    in_class = HONEST + "\n\nclass Holder:\n    m = torch\n\n\ndef helper(p):\n    return Holder.m.load(p)\n"
+    assert any("uses torch (torch) as a value" in v.message for v in check_source(in_class, "broadcast"))
+
+
 def test_a_name_for_a_module_stays_one():
     src = "import torch\n" + HONEST + "\n\ndef helper(y):\n    b = torch.cuda\n    return b.is_available(), b.Stream\n"
     found = [(v.code, v.message) for v in check_source(src, "broadcast")]

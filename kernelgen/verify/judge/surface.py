@@ -132,12 +132,22 @@ class Surface:
 
     def alias_assignments(self) -> None:
         """`name = <a namespace>` makes `name` another name for it (the offline kernels' lean launch binds
-        `backend = triton.runtime.driver.active`)."""
-        for node in self.nodes:
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                path = self.namespace_of(node.value)
-                if path is not None:
-                    self.aliases.setdefault(node.targets[0].id, path)
+        `backend = triton.runtime.driver.active`), in a module or a function (a class attribute would be
+        reachable as a value: `C.m`); repeated until `c = b` after `b = torch` is seen too."""
+        while True:
+            before = len(self.aliases)
+            for node in self.nodes:
+                if self._alias_assignment(node):
+                    path = self.namespace_of(node.value)  # type: ignore[attr-defined]
+                    if path is not None:
+                        self.aliases.setdefault(node.targets[0].id, path)  # type: ignore[attr-defined]
+            if len(self.aliases) == before:
+                return
+
+    def _alias_assignment(self, node: ast.AST) -> bool:
+        """Whether `node` has the one form that may bind a namespace: `name = ...` outside a class body."""
+        return isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+            and not isinstance(self.parents.get(id(node)), ast.ClassDef)
 
     def rebound_aliases(self) -> None:
         """A name that stands for a namespace is bound to it and nothing else, anywhere in the file."""
@@ -210,8 +220,7 @@ class Surface:
         parent = self.parents.get(id(node))
         if isinstance(parent, ast.Attribute) and parent.value is node:
             return
-        if isinstance(parent, ast.Assign) and parent.value is node and len(parent.targets) == 1 \
-                and isinstance(parent.targets[0], ast.Name):
+        if self._alias_assignment(parent) and parent.value is node:  # type: ignore[union-attr]
             return
         if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id in ("getattr", "hasattr") \
                 and parent.args and parent.args[0] is node:
