@@ -85,7 +85,9 @@ OPTIONAL: set[tuple[str, str]] = set()
 @pytest.mark.parametrize("namespace, name", ENTRIES, ids=[f"{ns}.{n}" for ns, n in ENTRIES])
 def test_every_entry_exists_and_passes_in_a_kernel_file(namespace, name):
     if (namespace, name) not in OPTIONAL:
-        _resolve(f"{namespace}.{name}")
+        obj = _resolve(f"{namespace}.{name}")
+        # a module is a namespace (a table of its own), never a value whose attributes go unchecked
+        assert f"{namespace}.{name}" in al.NAMESPACES or not inspect.ismodule(obj), f"{namespace}.{name} is a module"
     root = namespace.split(".")[0]
     imports = "" if root in ("torch", "triton") else f"import {root}"
     if root == "__future__":
@@ -213,3 +215,47 @@ def test_classes_derive_only_from_allowed_bases():
         assert {"introspection", "tensor-subclass"} & {v.code for v in check_source(src, "broadcast")}, base
     ok = HONEST + "\n\nimport typing\n\n\nclass P(typing.NamedTuple):\n    block: int\n\n\nclass E(ValueError):\n    pass\n"
     assert check_source(ok, "broadcast") == []
+
+
+def test_no_chain_of_admitted_names_reaches_the_worker_or_the_interpreter():
+    """From every importable module, following only admitted names (a namespace's table; VALUE_ATTRS on
+    anything else), four steps deep, in a process with the worker's launch hooks installed: no module
+    outside the tables (sys, gc, builtins, os, ...), no frame, code or generator, and nothing of
+    kernelgen's but the guard's launch hooks (plain functions, whose only attributes are dunders)."""
+    import types
+
+    from kernelgen.verify.worker import guard
+
+    guard.install_launch_hooks()
+    todo = [(m, importlib.import_module(m), 0) for m in sorted(al.IMPORTABLE) if m != "__future__"]
+    seen: set[int] = set()
+    bad = []
+    while todo:
+        path, obj, depth = todo.pop()
+        if id(obj) in seen or depth > 4:
+            continue
+        seen.add(id(obj))
+        rows = al.table(path) if path in al.NAMESPACES else None
+        for name in (rows if rows is not None else [n for n in al.VALUE_ATTRS if n in _names(obj)]):
+            try:
+                value = getattr(obj, name)
+            except Exception:  # noqa: BLE001 - a property that needs a GPU (the active driver) reaches nothing here
+                continue
+            where = f"{path}.{name}"
+            module = getattr(value, "__module__", None) or ""
+            if inspect.ismodule(value) and where not in al.NAMESPACES:
+                bad.append(f"{where} is the module {value.__name__}")
+            elif isinstance(value, (types.FrameType, types.CodeType, types.GeneratorType, types.TracebackType)):
+                bad.append(f"{where} is a {type(value).__name__}")
+            elif module.startswith("kernelgen") and not (module == guard.__name__ and inspect.isroutine(value)):
+                bad.append(f"{where} is kernelgen's {value!r}")
+            else:
+                todo.append((where, value, depth + 1))
+    assert len(seen) > 500 and not bad, bad
+
+
+def _names(obj) -> set[str]:  # noqa: ANN001
+    try:
+        return set(dir(obj))
+    except Exception:  # noqa: BLE001 - an object whose __dir__ fails offers no attribute to follow
+        return set()
