@@ -58,12 +58,11 @@ def perf_text(run: RunRecord | None) -> str:
     head += tf32_label(perf)
     if not perf.measured:
         head += " — **interpreter dry run: NOT a measurement**"
-    headers = ("case", "dtype", *PerfCase.CELL_HEADERS, "valid")
+    headers = ("case", "dtype", *PerfCase.CELL_HEADERS, "verdict")
     lines = [head + ":", "", "| " + " | ".join(headers) + " |", "|---|---|" + "---:|" * len(PerfCase.CELL_HEADERS) + ":---:|"]
     for c in perf.cases:
         shapes = " ".join(f"{k}{v}" for k, v in c.shapes.items())
-        valid = "yes" if c.valid else "NO: " + c.invalid_reason
-        lines.append("| " + " | ".join([shapes, c.dtype, *c.cells(), valid]) + " |")
+        lines.append("| " + " | ".join([shapes, c.dtype, *c.cells(), c.verdict().replace("|", "/")]) + " |")
     if perf.note:
         lines += ["", f"  {perf.note}"]
     for v in perf.violations:

@@ -156,6 +156,9 @@ class PerfCase(_Model):
     valid: bool = True
     invalid_reason: str = ""
     spot_check: str = ""  # "" when the output at this shape matched the reference
+    # The violations that concern this case (forged-timing, timed-output-wrong, ... and those found on
+    # import, which concern every case): any one refuses its timing, which is then shown as no number.
+    violations: list[Violation] = Field(default_factory=list)
     # Host time to issue one call (Python wrapper + launch), no device sync: what dominates at
     # small shapes, where the kernel itself takes a few microseconds. The kernel's is the judge's
     # clock around the worker's calls (the worker's own figure is not used).
@@ -170,6 +173,19 @@ class PerfCase(_Model):
     @property
     def label(self) -> str:
         return "case {} {} {}".format(self.case, " ".join(f"{k}{v}" for k, v in self.shapes.items()), self.dtype)
+
+    @property
+    def timing_stands(self) -> bool:
+        """Whether this case's timing counts: valid (right at the perf shape, within its ceiling) and
+        concerned by no violation."""
+        return self.valid and not self.violations
+
+    def verdict(self) -> str:
+        """'ok', or what refused this case's timing: each violation's code, an invalid case's reason."""
+        parts = list(dict.fromkeys(v.code for v in self.violations))
+        if not self.valid:
+            parts.append(f"INVALID: {self.invalid_reason}")
+        return "; ".join(parts) if parts else "ok"
 
     # The columns of every perf table (terminal and log), so both show the same numbers.
     CELL_HEADERS: ClassVar[tuple[str, ...]] = ("kernel ms", "eager ms", "compile ms", "x eager", "x compile", "GB/s", "TFLOP/s", "% of peak")
@@ -187,15 +203,20 @@ class PerfCase(_Model):
             return f"{x:.{digits - 1 - math.floor(math.log10(abs(x)))}f}"
 
         pct = "—" if self.frac_peak is None else f"{100 * self.frac_peak:.0f}%"
-        return [
+        cells = [
             fmt(self.kernel and self.kernel.ms, 4), fmt(self.eager and self.eager.ms, 4),
             fmt(self.compiled and self.compiled.ms, 4), fmt(self.speedup_eager, 3),
             fmt(self.speedup_compile, 3), fmt(self.gbps, 3), fmt(self.tflops, 3), pct,
         ]
+        if not self.timing_stands:  # a refused timing shows no number: only eager's and torch.compile's stay
+            cells = [c if i in (1, 2) else "—" for i, c in enumerate(cells)]
+        return cells
 
     def facts(self) -> list[str]:
         """The measured numbers, in the one wording the screen, the log's diagnosis and the LLM
-        prompt share."""
+        prompt share. A refused timing has none: only what refused it."""
+        if not self.timing_stands:
+            return [f"timing refused: {self.verdict()}"]
         parts = []
         if self.kernel:
             parts.append(f"{self.kernel.ms:.4g} ms (spread {100 * self.kernel.spread:.0f}%)")
@@ -210,8 +231,6 @@ class PerfCase(_Model):
             parts.append(f"x{self.speedup_eager:.2f} vs eager")
         if self.speedup_compile is not None:
             parts.append(f"x{self.speedup_compile:.2f} vs torch.compile")
-        if not self.valid:
-            parts.append(f"INVALID: {self.invalid_reason}")
         return parts
 
 
@@ -238,7 +257,8 @@ class PerformanceResult(_Model):
         return self.error is None and not self.violations and all(c.valid for c in self.cases)
 
     def geomean(self, attr: str) -> float | None:
-        vals = [getattr(c, attr) for c in self.cases if getattr(c, attr)]
+        """Over every case, or None where one has no such number (or its timing was refused)."""
+        vals = [getattr(c, attr) for c in self.cases if c.timing_stands and getattr(c, attr)]
         if not vals or len(vals) != len(self.cases):
             return None
         return math.exp(sum(math.log(v) for v in vals) / len(vals))

@@ -247,7 +247,13 @@ class Judge:
         if resident:
             held.add(key)
 
-    def _draw(self, worker: WorkerSession, key: str, inputs: list[Any]) -> bool:
+    def redraw(self, worker: WorkerSession, key: str, inputs: list[Any]) -> None:
+        """New values, `inputs`', into the buffers `worker` holds under `key` (the same tensors, addresses
+        and version counters): drawn there from their recipe when the digests agree, else sent."""
+        if not self._draw(worker, key, inputs, refill=True):
+            self.put(worker, key, inputs, refill=True)
+
+    def _draw(self, worker: WorkerSession, key: str, inputs: list[Any], *, refill: bool = False) -> bool:
         """Have the worker draw `inputs` itself when they say how they were drawn (perf inputs: a fixed
         seed, on the device) — copying them through host memory cost ~1.6 s per GiB (H100) — and
         check its digest of them against the judge's own. False: send them instead. A worker that
@@ -259,7 +265,7 @@ class Judge:
         case, dtype, seed = recipe
         recipe_spec = self.spec.model_copy(update={"reference": None})  # the inputs' recipe; not the reference's code
         reply = worker.request({"op": "draw", "key": key, "spec": recipe_spec.model_dump(mode="json"), "case": case,
-                                "dtype": dtype, "seed": seed})
+                                "dtype": dtype, "seed": seed, "refill": refill})
         return reply.ok and same_digest(reply.info.get("digest"), digest(inputs))
 
     # --- moving tensors ----------------------------------------------------------------------------

@@ -315,6 +315,8 @@ def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSour
     for code, message in [v for t in timed for v in t.violations]:
         if not any(x.code == code for x in res.violations):
             res.violations.append(Violation(code=code, message=f"case {ci} {dtype}: {message}"))
+    # on this case's line too: what the kernel did on import concerns every case, the rest this one
+    pc.violations = [Violation(code=c, message=m) for c, m in [*judge.load_violations.get(kernels[0].sha256, []), *mine.violations]]
     if mine.wrong:
         pc.valid, pc.spot_check = False, mine.wrong
         pc.invalid_reason = f"wrong at the perf shape: {mine.wrong}"
