@@ -9,15 +9,17 @@ the inputs its own hash will draw; `kernelgen test --seed N` replays another):
 - **sliced**: every input a slice inside a larger buffer (storage offset > 0, padded rows);
 - **random-shape**: the first test case with every dim size renamed consistently (equal sizes stay
   equal, so broadcasts and matmul inner dims still agree) and the first input's last dim above 1024,
-  checked against the reference on meta tensors first. Sizes the operator fixes (the spec's
-  `fixed_dims`, and a `randint(0, n)` draw's n: the class count a target indexes) are never renamed,
+  checked against the reference on meta tensors first. The dims the operator fixes (the spec's
+  `fixed_dims`) and a `randint(0, n)` draw's n (the class count a target indexes) are never renamed,
   and the case stays within the worker's transfer arena and a size budget: a square conv input renamed
   to x[4, 4, 1111, 1111] (236 MB) did not fit the 64 MiB arena, and would take minutes in the
   interpreter, so the last dim comes down (1024, 256, 32) until the case fits;
 - **scaled x16 / x1/16**: float inputs drawn as usual, then scaled (a value-triggered branch, such
   as `|x| > 8`, shows up; standard-normal data never reaches it). A distribution (`| softmax`) is
   not scaled: it would no longer be one.
-The spec's deciding dtypes (`primary_dtypes`) are planned first.
+The spec's deciding dtypes (`primary_dtypes`) are planned first. Where the spec names them, the other
+dtypes are reported, not decided: on the interpreter they get one seed of the spec's cases and no
+generated ones (a KernelBench problem's float16 doubled its CPU check, and decides nothing).
 On the CPU interpreter, bfloat16 cases are skipped with a note: the interpreter has no bfloat16
 arithmetic, so an honest kernel computing in bf16 would be reported wrong there.
 """
@@ -44,9 +46,12 @@ LAST_DIM_RANGE = (1025, 2100)  # above 1024: one block of 1024 columns per row n
 # where that does not fit: still above a tile of 256 or 32, or at least past a tile of 8
 SMALLER_LAST_DIMS = ((257, 1024), (33, 256), (9, 32))
 RANDOM_DIM_RANGE = (2, 7)
-# The random-shape case's inputs, in elements: at most this many times the first test case's, or this
-# many more (the interpreter checks 2e4 elements in about a second a call).
-GROWTH, EXTRA_ELEMENTS = 8, 1 << 20
+# The random-shape case's inputs, in elements: at most GROWTH times the first test case's, or EXTRA
+# more. The interpreter's cost grows with them: level 1's 42 (max pooling) took ~10 s a call on its
+# 17k-element case (2 cores, 2026-11-25), so there it gets 4x the first case (at least 16k elements,
+# room for a last dim past 1024 in 2-D).
+GROWTH, EXTRA_ELEMENTS = 8, 1 << 22
+INTERPRETER_GROWTH, INTERPRETER_FLOOR = 4, 1 << 14
 STRUCTURED_STEPS = ("softmax",)  # an input that is a distribution: scaling it makes it none
 
 
@@ -94,7 +99,7 @@ def plan_checks(spec: OperatorSpec, *, seeds: tuple[int, ...], base: int, interp
     plan = CheckPlan(skipped=notes)
     first = spec.test_cases[0]
     variants: list[tuple[str, Case, float]] = [("strided", first, 1.0), ("transposed", first, 1.0), ("sliced", first, 1.0)]
-    shaped = random_shapes(spec, first, random.Random(base), arena_bytes=arena_bytes)
+    shaped = random_shapes(spec, first, random.Random(base), arena_bytes=arena_bytes, interpreter=interpreter)
     if shaped is not None:
         variants.append(("random-shape", shaped, 1.0))
     else:
@@ -103,11 +108,13 @@ def plan_checks(spec: OperatorSpec, *, seeds: tuple[int, ...], base: int, interp
     if any(_scalable(i.init) for i in spec.inputs):
         variants += [("scaled x16", first, 16.0), ("scaled x1/16", first, 1 / 16)]
     for group in (deciding, [d for d in checkable if d not in deciding]):
+        light = interpreter and bool(spec.primary_dtypes) and group is not deciding
         for ci, case in enumerate(spec.test_cases):
+            case_seeds = tuple(base + s * SEED_STRIDE + ci for s in seeds)
             for dtype in group:
-                plan.cases.append(CheckCase(ci, case, dtype, seeds=tuple(base + s * SEED_STRIDE + ci for s in seeds),
+                plan.cases.append(CheckCase(ci, case, dtype, seeds=case_seeds[:1] if light else case_seeds,
                                             decides=dtype in deciding))
-        for vi, (name, shapes, scale) in enumerate(variants):
+        for vi, (name, shapes, scale) in enumerate([] if light else variants):
             for dtype in group:
                 plan.cases.append(CheckCase(0, shapes, dtype, variant=name, seeds=(base + VARIANT_OFFSET + vi,), scale=scale,
                                             decides=dtype in deciding))
@@ -119,40 +126,66 @@ def _scalable(init: str) -> bool:
     return plan.generator in CONTINUOUS_INITS and not any(step in STRUCTURED_STEPS for step, _ in plan.steps)
 
 
-def kept_sizes(spec: OperatorSpec) -> set[int]:
-    """The sizes a generated case never renames: the fixed dims', and each `randint(lo, n)` draw's n."""
-    drawn = {int(a) for i in spec.inputs for a in parse_init(i.init).args
-             if parse_init(i.init).generator == "randint" and float(a).is_integer()}
-    return spec.fixed_sizes() | drawn
+def drawn_sizes(spec: OperatorSpec) -> set[int]:
+    """Each `randint(lo, n)` draw's n above 2, a size no generated case renames: a class count a target
+    indexes (0/1 and 0/2 draws are masks and signs, not indices)."""
+    plans = [parse_init(i.init) for i in spec.inputs]
+    return {int(p.args[1]) for p in plans if p.generator == "randint" and p.args[1] > 2}
 
 
-def random_shapes(spec: OperatorSpec, case: Case, rng: random.Random, *, arena_bytes: int | None = None) -> Case | None:
-    """The case with every dim size > 1 that the operator does not fix renamed consistently, the first
-    input's last dim above 1024 where that fits the budget (else the widest that does)."""
-    kept = kept_sizes(spec)
-    sizes = sorted({d for shape in case.values() for d in shape if d > 1} - kept)
-    first_last = case[spec.inputs[0].name][-1] if case[spec.inputs[0].name] else None
-    if first_last in kept or first_last is None or first_last < 2:
-        first_last = None
+def random_shapes(spec: OperatorSpec, case: Case, rng: random.Random, *, arena_bytes: int | None = None,
+                  interpreter: bool = False) -> Case | None:
+    """The case with every free dim's size > 1 renamed consistently (a fixed dim keeps its size, and a
+    randint draw's class count is never renamed), the first input's last dim above 1024 where that fits
+    the budget, else the widest that does; None where no renaming runs on the reference."""
+    fixed = {i.name: set(i.fixed_dims) for i in spec.inputs}
+    free = {k: [d for j, d in enumerate(v) if j not in fixed.get(k, ())] for k, v in case.items()}
+    sizes = sorted({d for dims in free.values() for d in dims if d > 1} - drawn_sizes(spec))
+    first = spec.inputs[0].name
+    first_last = case[first][-1] if case[first] and (len(case[first]) - 1) not in fixed[first] else None
+    first_last = first_last if first_last in sizes else None
     try:
         fn = load_reference(spec)
     except Exception:  # noqa: BLE001 - a reference that fails to load is reported elsewhere
         return None
-    budget = max(GROWTH * _elements(case), _elements(case) + EXTRA_ELEMENTS)
-    for last_range in (LAST_DIM_RANGE, *SMALLER_LAST_DIMS):
-        for _ in range(4):
-            mapping = {d: rng.randint(*RANDOM_DIM_RANGE) for d in sizes}
-            if first_last is not None:
-                mapping[first_last] = rng.randint(*last_range)
-            shapes = {k: [mapping.get(d, d) for d in v] for k, v in case.items()}
-            if shapes == case or _elements(shapes) > budget:
-                continue
-            out_bytes = _meta_output_bytes(spec, fn, shapes)
-            if out_bytes is None:
-                continue  # this renaming does not fit the reference: try another
-            if arena_bytes is None or arena_need(spec, shapes, out_bytes) <= arena_bytes:
-                return shapes
+    if interpreter:
+        budget = max(INTERPRETER_GROWTH * _elements(case), INTERPRETER_FLOOR)
+    else:
+        budget = max(GROWTH * _elements(case), _elements(case) + EXTRA_ELEMENTS)
+
+    def renamed(mapping: dict[int, int]) -> Case:
+        return {k: [d if j in fixed.get(k, ()) else mapping.get(d, d) for j, d in enumerate(v)] for k, v in case.items()}
+
+    def fits(shapes: Case, out_bytes: int = 0) -> bool:
+        return _elements(shapes) <= budget and (arena_bytes is None or arena_need(spec, shapes, out_bytes) <= arena_bytes)
+
+    for _ in range(12):
+        mapping = {d: rng.randint(*RANDOM_DIM_RANGE) for d in sizes}
+        if first_last is not None:
+            mapping[first_last] = _widest_last(lambda v: fits(renamed({**mapping, first_last: v})), rng, mapping[first_last])
+        shapes = renamed(mapping)
+        if shapes == case or not fits(shapes):
+            continue
+        out_bytes = _meta_output_bytes(spec, fn, shapes)
+        if out_bytes is None:
+            continue  # this renaming does not fit the reference: try another
+        if fits(shapes, out_bytes):
+            return shapes
     return None
+
+
+def _widest_last(fits: Any, rng: random.Random, small: int) -> int:
+    """A last dim from the widest range whose low end fits the budget (above 1024, else 256, 32, 8),
+    drawn below the largest value that fits; `small` where not even 9 does."""
+    for lo, hi in (LAST_DIM_RANGE, *SMALLER_LAST_DIMS):
+        if not fits(lo):
+            continue
+        top = lo  # the largest value in [lo, hi] that fits, by bisection
+        while top < hi:
+            mid = (top + hi + 1) // 2
+            top, hi = (mid, hi) if fits(mid) else (top, mid - 1)
+        return rng.randint(lo, top)
+    return small
 
 
 def _elements(case: Case) -> int:
