@@ -49,12 +49,14 @@ def accuracy_main(op_dir: Path, argv: list[str] | None = None) -> int:
     from kernelgen.verify.judge.runner import run_accuracy
 
     p = _parser("accuracy")
-    p.add_argument("--seeds", type=int, default=len(DEFAULT_SEEDS), help="number of fresh random seeds")
+    p.add_argument("--seeds", type=int, default=len(DEFAULT_SEEDS), help="seeds per test case")
+    p.add_argument("--seed", type=int, default=None, help="draw every input from this seed base (a verdict names its "
+                                                          "own: this replays it); default: a hash of the kernel and the spec")
     p.add_argument("-v", "--verbose", action="store_true", help="print every check, not only failures")
     args = p.parse_args(argv)
     try:
         op, device = open_operator(op_dir), resolve_device(args.device)
-        record = run_accuracy(op, device, kernel=args.kernel, seeds=args.seeds,
+        record = run_accuracy(op, device, kernel=args.kernel, seeds=args.seeds, base=args.seed,
                               log=lambda line: print(line, flush=True) if args.verbose or line.startswith("FAIL") else None)
     except KernelGenError as e:
         print(f"error: {e.message}" + (f"\nhint: {e.hint}" if e.hint else ""), file=sys.stderr)
