@@ -8,7 +8,9 @@ run again, so every shape computed from them follows (`bias_shape = (out_channel
   them, each mapped size keeps the structural sizes that divide it.
 - The names the module fixes (kernelgen.spec.kernelbench.fixed: a GroupNorm's groups and channels, a
   norm's shape, a class count) are held: they keep KernelBench's value in every case, even where a
-  name that is not held has the same value. The budgets count only the inputs a case shrinks.
+  name that is not held has the same value. Where a held input alone is over the budget (a GroupNorm's
+  8192x5 weight), the case is the smallest that fits: the interpreter's time grows with every input
+  and output (a GEMM + GroupNorm took 53 s a call at x[181, 128] and its budget counting x alone).
 - Each case is checked by the caller (the reference on meta tensors); a case over the budget is taken
   rather than none.
 - Where that finds none, the other sizes shrink name by name (kept_dims_case); where even that is too
@@ -85,13 +87,6 @@ def free_values(sizes: dict[str, Size], held: set[str]) -> list[int]:
     return _large({k: v for k, v in sizes.items() if k not in held})
 
 
-def _largest(obs: Observation, perf: Observation) -> int:
-    """The largest input this case shrinks (an input the module fixes whole, a weight, is the same in
-    every case and costs every case alike)."""
-    changed = [math.prod(t.shape) for t, p in zip(obs.inputs, perf.inputs) if t.shape != p.shape]
-    return max(changed, default=0)
-
-
 def _biggest(obs: Observation) -> int:
     return max(math.prod(t.shape) for t in obs.inputs)
 
@@ -120,7 +115,7 @@ def small_cases(src: ProblemSource, perf: Observation, fits: Callable[[Observati
             found = search_case(src, perf, values, divisors, held, offset, budget, wanted, fits, [c.case for c in cases])
             if found is not None:
                 break
-        if found is not None and (not cases or _largest(found, perf) <= budget):  # a second case only if small
+        if found is not None and (not cases or _biggest(found) <= budget):  # a second case only if small
             cases.append(found)
     return cases
 
@@ -133,7 +128,7 @@ def search_case(src: ProblemSource, perf: Observation, values: list[int], diviso
             obs = observe(src, _apply(src.sizes, _mapping(values, divisors, set(), base, offset), held))
         except ProblemFileError:  # the problem's own code refuses these sizes (channels not a multiple of groups)
             continue
-        size = _largest(obs, perf)
+        size = _biggest(obs)
         if _biggest(obs) > HARD_CAP or obs.case in taken or [t.init for t in obs.inputs if not t.key] != wanted:
             continue
         if not fits(obs):
