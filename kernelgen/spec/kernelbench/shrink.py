@@ -91,6 +91,11 @@ def _biggest(obs: Observation) -> int:
     return max(math.prod(t.shape) for t in obs.inputs)
 
 
+def _unchanged(obs: Observation, perf: Observation) -> int:
+    """The largest input this case keeps at KernelBench's shape (a held weight), or 0."""
+    return max((math.prod(t.shape) for t, p in zip(obs.inputs, perf.inputs) if t.shape == p.shape), default=0)
+
+
 def total(obs: Observation) -> int:
     return sum(math.prod(t.shape) for t in obs.inputs)
 
@@ -115,7 +120,8 @@ def small_cases(src: ProblemSource, perf: Observation, fits: Callable[[Observati
             found = search_case(src, perf, values, divisors, held, offset, budget, wanted, fits, [c.case for c in cases])
             if found is not None:
                 break
-        if found is not None and (not cases or _biggest(found) <= budget):  # a second case only if small
+        # a second case only if small, in the inputs it shrinks (a held weight costs both alike)
+        if found is not None and (not cases or _biggest(found) <= max(budget, _unchanged(found, perf))):
             cases.append(found)
     return cases
 
@@ -124,12 +130,15 @@ def search_case(src: ProblemSource, perf: Observation, values: list[int], diviso
             offset: int, budget: int, wanted: list, fits: Callable[[Observation], bool], taken: list[dict]) -> Observation | None:
     over: Observation | None = None  # the smallest case that fits but exceeds the budget
     for base in _BASES:
+        mapping = _mapping(values, divisors, set(), base, offset)
+        if any(to > v for v, to in mapping.items()):
+            continue  # a shrunk case, never a larger one (a batch of 64 mapped to 181)
         try:
-            obs = observe(src, _apply(src.sizes, _mapping(values, divisors, set(), base, offset), held))
+            obs = observe(src, _apply(src.sizes, mapping, held))
         except ProblemFileError:  # the problem's own code refuses these sizes (channels not a multiple of groups)
             continue
         size = _biggest(obs)
-        if _biggest(obs) > HARD_CAP or obs.case in taken or [t.init for t in obs.inputs if not t.key] != wanted:
+        if size > HARD_CAP or obs.case in taken or [t.init for t in obs.inputs if not t.key] != wanted:
             continue
         if not fits(obs):
             continue
