@@ -183,14 +183,7 @@ def compare(got: Any, expected: Any, tol: ToleranceSpec, fill: Fill | None = Non
         truth = truth.cpu() if truth is not None else None
     g, e = got.to(torch.float64), expected.to(torch.float64)
     t = truth.to(device=g.device, dtype=torch.float64) if truth is not None else e
-    if truth is not None:
-        bad, bound = oracle_rule.mismatches(g, e, t, tol.atol, tol.rtol)
-    elif expected.dtype.is_floating_point:
-        bad = ~torch.isclose(g, e, rtol=tol.rtol, atol=tol.atol, equal_nan=True)
-        bound = tol.atol + tol.rtol * e.abs()
-    else:
-        bad = got != expected  # in the integer dtype itself: float64 would round above 2**53
-        bound = torch.zeros_like(e)
+    bad, bound = _mismatches(got, expected, g, e, t if truth is not None else None, tol)
     n_bad = int(bad.sum())
     diff = (g - t).abs()
     finite = torch.isfinite(diff)
@@ -208,15 +201,8 @@ def compare(got: Any, expected: Any, tol: ToleranceSpec, fill: Fill | None = Non
             out.passed, out.rule = True, "eager-multiple"
     if not n_bad or out.passed:
         return out
-    mask = poisoned_mask(got, fill) if fill is not None else None
-    unwritten = bad & mask if mask is not None else None
     out.nonfinite = int((bad & ~torch.isfinite(g) & torch.isfinite(e)).sum())
-    out.unwritten = int(unwritten.sum()) if unwritten is not None else 0
-    if out.unwritten:
-        idx = torch.nonzero(unwritten.reshape(-1)).reshape(-1)
-        shape = tuple(expected.shape)
-        out.unwritten_first, out.unwritten_last = _unravel(int(idx[0]), shape), _unravel(int(idx[-1]), shape)
-        out.unwritten_pattern = unwritten_pattern(unwritten)
+    _unwritten(out, got, bad, fill)
     # Worst = largest excess over the allowed bound; NaN/Inf mismatches rank first.
     excess = torch.where(finite, diff - bound, torch.full_like(diff, float("inf")))
     excess = torch.where(bad, excess, torch.full_like(excess, -float("inf")))
@@ -241,6 +227,33 @@ def compare(got: Any, expected: Any, tol: ToleranceSpec, fill: Fill | None = Non
     out.message = (f"{n_bad} of {total} elements differ ({'; '.join(parts)}); worst at {out.worst_index}: "
                    f"got {_fmt(gv)}, {what} {_fmt(ev)} ({tol_txt})")
     return out
+
+
+def _mismatches(got: Any, expected: Any, g: Any, e: Any, t: Any, tol: ToleranceSpec) -> tuple[Any, Any]:
+    """(the elements that fail, the bound each had): against the truth `t` where given, else eager."""
+    import torch
+
+    if t is not None:
+        return oracle_rule.mismatches(g, e, t, tol.atol, tol.rtol)
+    if expected.dtype.is_floating_point:
+        return ~torch.isclose(g, e, rtol=tol.rtol, atol=tol.atol, equal_nan=True), tol.atol + tol.rtol * e.abs()
+    return got != expected, torch.zeros_like(e)  # in the integer dtype itself: float64 would round above 2**53
+
+
+def _unwritten(out: Comparison, got: Any, bad: Any, fill: Fill | None) -> None:
+    """The failing elements still holding this call's poison: how many, where, and the pattern."""
+    import torch
+
+    mask = poisoned_mask(got, fill) if fill is not None else None
+    if mask is None:
+        return
+    unwritten = bad & mask
+    out.unwritten = int(unwritten.sum())
+    if out.unwritten:
+        idx = torch.nonzero(unwritten.reshape(-1)).reshape(-1)
+        shape = tuple(got.shape)
+        out.unwritten_first, out.unwritten_last = _unravel(int(idx[0]), shape), _unravel(int(idx[-1]), shape)
+        out.unwritten_pattern = unwritten_pattern(unwritten)
 
 
 def agree(a: Any, b: Any, tol: ToleranceSpec) -> int:
