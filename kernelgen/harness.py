@@ -146,13 +146,15 @@ class Suite:
         assert not acc.error, acc.error
         assert not acc.violations, "; ".join(f"{v.code}: {v.message}" for v in acc.violations)
         failed = [c for c in mine if not c.passed]
+        if failed and not failed[0].decides:  # reported beside the spec's primary dtypes, never failing it
+            pytest.xfail("; ".join(f"{c.label}: {c.message}" for c in failed))
         assert mine and not failed, "\n".join(f"{c.label}: {c.message}" for c in failed) or "this case was not checked"
 
     def check_generated(self) -> None:
         record = self.accuracy()
         acc = record.accuracy
         assert acc is not None, f"no verdict: {record.describe()}"
-        failed = [c for c in acc.checks if c.variant and not c.passed]
+        failed = [c for c in acc.checks if c.variant and c.decides and not c.passed]
         assert not failed, "\n".join(f"{c.label}: {c.message}" for c in failed)
         assert acc.correct, acc.summary()
 
