@@ -35,7 +35,7 @@ from typing import Any
 from kernelgen.spec import Case, OperatorSpec, ToleranceSpec, draw_inputs, load_reference, parse_init, torch_dtype
 from kernelgen.verify.protocol import DTYPE_SIZES
 
-# Seeds are offset per purpose from the run's random base, so no two draws of one run coincide.
+# Seeds are offset per purpose from the run's seed base, so no two draws of one run coincide.
 SEED_STRIDE = 7919  # between the seeds of one case
 STALE_OFFSET = 20_000  # the refill of the stale-output probe
 VARIANT_OFFSET = 40_000  # the generated cases
