@@ -62,7 +62,7 @@ class InvalidCase(Exception):
 class _Expected:
     """Eager's outputs on one case's inputs (in the user's TF32 mode) and the float64 truth's."""
 
-    def __init__(self, judge: Judge, check: CheckCase, inputs: list[Any], seed: int):
+    def __init__(self, judge: Judge, check: CheckCase, inputs: list[Any], seed: int, base: int | None):
         params = judge.spec.param_defaults
         try:
             with matmul_precision(tf32_enabled()):
@@ -75,8 +75,8 @@ class _Expected:
             if check.variant:
                 raise InvalidCase(f"{what}: the reference raises {type(e).__name__}: {last}") from None
             raise ReferenceFailedError(f"the reference raises {type(e).__name__} on {what}: {last}",
-                                       hint="fix the spec's reference or this test case (`kernelgen test OP_DIR "
-                                            f"--seed ...` replays it)") from None
+                                       hint=f"fix the spec's reference or this test case (`kernelgen test OP_DIR "
+                                            f"--seed {base}` replays these inputs)") from None
 
 
 class _Check:
@@ -251,7 +251,7 @@ def _run_seed(state: _Check, worker: Any, slot: str, check: CheckCase, seed: int
             raise
         raise InvalidCase(f"{_where(check, seed, 'drawing')}: its inputs cannot be drawn: {e}") from None
     pristine = [t.clone() for t in inputs]
-    want = _Expected(judge, check, inputs, seed)
+    want = _Expected(judge, check, inputs, seed, state.result.input_seed_base)
     interp = device.interpreter
     named = [("guarded", fill_a, "forward"), ("second-fill", fill_b, "reversed" if interp else "forward"),
              ("plain", fill_a, "shuffled" if interp else "forward")]
@@ -310,7 +310,7 @@ def _stale_probe(state: _Check, worker: Any, slot: str, check: CheckCase, base: 
     judge, spec = state.judge, state.spec
     seed = base + STALE_OFFSET + 31 * check.case
     fresh = draw(spec, check, seed, judge.device.torch_device)
-    want = _Expected(judge, check, fresh, seed)
+    want = _Expected(judge, check, fresh, seed, base)
     make_room(worker, fresh, want.eager)
     judge.put(worker, key, fresh, refill=True)
     reply = judge.call(worker, slot, key, mode="plain", fill=fill, out_limit=worker.arena.size // 2)
