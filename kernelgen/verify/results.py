@@ -125,6 +125,17 @@ class AccuracyResult(_Model):
             lines.append(f"... and {len(groups) - limit} more failing checks")
         return lines
 
+    def truth_errors(self) -> str:
+        """Per dtype, the largest error against the float64 truth of the kernel and of eager, over every
+        check that had one: how much room the kernel leaves, where it passed."""
+        parts = []
+        for dtype in dict.fromkeys(c.dtype for c in self.checks if c.truth_max_err is not None):
+            mine = [c for c in self.checks if c.dtype == dtype and c.truth_max_err is not None]
+            kernel = max(c.truth_max_err or 0.0 for c in mine)
+            eager = max(c.eager_max_err or 0.0 for c in mine)
+            parts.append(f"{dtype} {kernel:.3g} (eager {eager:.3g})")
+        return "; ".join(parts)
+
     def summary(self) -> str:
         deciding = [c for c in self.checks if c.decides]
         n_ok = sum(c.passed for c in deciding)
