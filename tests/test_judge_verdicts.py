@@ -151,6 +151,7 @@ def test_a_kernel_right_where_the_16bit_reference_is_wrong_passes(cancel_op, tmp
     assert half and all(c.oracle == "float64" and c.rule == "tolerance" for c in half)
     # eager, the 16-bit reference, is itself off the truth by far more than float16's tolerance (atol 1e-3)
     assert all(c.eager_max_err > 0.5 and c.truth_max_err < 0.2 for c in half)
+    assert re.search(r"float16 \S+ \(eager \S+\)", record.accuracy.truth_errors())
 
 
 def test_a_kernel_worse_than_eager_at_a_dtype_fails_named_once_with_both_errors(cancel_op, tmp_path):
