@@ -102,7 +102,8 @@ def verdict(run: RunRecord) -> tuple[str, str]:
         # "case 0 ... (candidate-first), output 'out': 512 of 8192 elements differ ..." -> the numbers first
         head, _, tail = msg.partition(": ")
         n_bad = len(acc.failed_checks)
-        return "wrong answer", f"{tail or head} [{head}; {n_bad} of {len(acc.checks)} checks failed]"
+        # the numbers clipped, not the bracket: a message against the float64 truth carries both errors
+        return "wrong answer", f"{clip(tail or head, 160)} [{head}; {n_bad} of {len(acc.checks)} checks failed]"
     if violations:
         return "violation", "; ".join(f"{v.code}: {v.message}" for v in violations[:2])
     if acc is not None and acc.error:

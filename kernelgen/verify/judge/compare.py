@@ -62,6 +62,10 @@ def _fmt(v: float) -> str:
     return repr(v) if math.isfinite(v) else str(v)
 
 
+def _short(v: float) -> str:
+    return f"{v:.7g}" if math.isfinite(v) else str(v)
+
+
 def _finite_or_none(v: float) -> float | None:
     return v if math.isfinite(v) else None
 
@@ -211,9 +215,11 @@ def compare(got: Any, expected: Any, tol: ToleranceSpec, fill: Fill | None = Non
     gv, ev = float(g.reshape(-1)[flat]), float(t.reshape(-1)[flat])
     out.got, out.expected = _finite_or_none(gv), _finite_or_none(ev)
     tol_txt = f"atol {tol.atol:g}, rtol {tol.rtol:g}" if expected.dtype.is_floating_point else "exact match required"
+    eager_txt = ""
     if relative is not None:
         out.eager = _finite_or_none(float(e.reshape(-1)[flat]))
-        tol_txt += f"; eager gives {_fmt(float(e.reshape(-1)[flat]))}; {relative.describe()}"
+        eager_txt = f", eager {_short(float(e.reshape(-1)[flat]))}"
+        tol_txt += f", or {relative.describe()}"
     parts = []
     if out.nonfinite:
         parts.append(f"{out.nonfinite} NaN/Inf where the baseline is finite")
@@ -223,9 +229,9 @@ def compare(got: Any, expected: Any, tol: ToleranceSpec, fill: Fill | None = Non
     n_finite_bad = int((bad & finite).sum())
     if n_finite_bad:
         parts.append(f"{n_finite_bad} finite but off: max abs err {max_abs:.3g}, max rel err {max_rel:.3g}")
-    what = f"the {oracle} truth" if relative is not None else "expected"
+    want = f"{oracle} truth {_short(ev)}" if relative is not None else f"expected {_fmt(ev)}"
     out.message = (f"{n_bad} of {total} elements differ ({'; '.join(parts)}); worst at {out.worst_index}: "
-                   f"got {_fmt(gv)}, {what} {_fmt(ev)} ({tol_txt})")
+                   f"got {_fmt(gv)}, {want}{eager_txt} ({tol_txt})")
     return out
 
 
