@@ -86,7 +86,10 @@ def test(
     op_dir: Annotated[Path, typer.Argument(help="operator folder, e.g. generated/broadcast", metavar="OP_DIR")],
     device: Device = "auto",
     kernel: Annotated[Optional[Path], typer.Option("--kernel", help="check this kernel file instead")] = None,
-    seeds: Annotated[int, typer.Option("--seeds", help="fresh random seeds")] = 3,
+    seeds: Annotated[int, typer.Option("--seeds", help="seeds per test case")] = 3,
+    seed: Annotated[Optional[int], typer.Option("--seed", min=0, help="draw every input from this seed (a verdict "
+                                                "names its own: this replays it); default: a hash of the kernel and "
+                                                "the spec, so the same kernel gets the same verdict")] = None,
 ) -> None:
     """Accuracy only (isolated, with the anti-cheat checks)."""
     from kernelgen.verify.judge.session import early_worker
@@ -99,7 +102,7 @@ def test(
         op = open_operator(op_dir)
         dev = resolve_device(device)
         step(f"{op.name}: checking accuracy on {dev.kind}")
-        record = run_accuracy(op, dev, kernel=kernel, seeds=seeds, spare=spare)
+        record = run_accuracy(op, dev, kernel=kernel, seeds=seeds, base=seed, spare=spare)
     print_run(record, f"Accuracy of {kernel or op.file('triton')}")
     raise typer.Exit(0 if record.passed else 1)
 

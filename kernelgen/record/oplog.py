@@ -41,8 +41,12 @@ def accuracy_text(run: RunRecord | None) -> str:
         lines.append(f"  - sandbox: {note}")
     for v in acc.violations:
         lines.append(f"  - violation `{v.code}`: {v.message}")
-    for c in acc.failed_checks[:3]:
-        lines.append(f"  - {c.message}")
+    if acc.truth_errors():
+        lines.append(f"  - largest error against the float64 truth: {acc.truth_errors()}")
+    for note in acc.reported:
+        lines.append(f"  - reported: {note}")
+    for line in acc.failure_lines(3):
+        lines.append(f"  - {line}")
     if acc.error:
         lines.append(f"  - error: `{acc.error.splitlines()[-1]}`")
     return "\n".join(lines)

@@ -100,10 +100,11 @@ def _folder_violation(op: OperatorDir, before: integrity.Snapshot) -> Violation 
 
 
 def run_accuracy(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None = None, source: KernelSource | None = None,
-                 seeds: int | None = None, judge: Judge | None = None, spare: WorkerSession | None = None,
-                 log: Callable[[str], None] = lambda s: None) -> RunRecord:
-    """Every planned accuracy check of the operator's kernel (or `kernel`, or `source`); `spare`: a
-    worker started earlier for the judge this opens (session.early_worker)."""
+                 seeds: int | None = None, base: int | None = None, judge: Judge | None = None,
+                 spare: WorkerSession | None = None, log: Callable[[str], None] = lambda s: None) -> RunRecord:
+    """Every planned accuracy check of the operator's kernel (or `kernel`, or `source`); `base`: the
+    seed its inputs are drawn from (by default a hash of the kernel and the spec: the same kernel, the
+    same verdict); `spare`: a worker started earlier for the judge this opens (session.early_worker)."""
     started = time.monotonic()
     own = judge is None
     judge = judge or open_judge(op, device, spare=spare)
@@ -112,7 +113,7 @@ def run_accuracy(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None = N
     try:
         # Shared: other KernelGen processes may check at the same time, but none times while we do.
         with device_lock(exclusive=False, path=judge.device.lock):
-            result = check_accuracy(judge, src, seeds=tuple(range(seeds)) if seeds else DEFAULT_SEEDS, log=log)
+            result = check_accuracy(judge, src, seeds=tuple(range(seeds)) if seeds else DEFAULT_SEEDS, base=base, log=log)
     except WorkerFailure as e:
         return _failure_record("accuracy", e, started)
     finally:

@@ -9,7 +9,7 @@ shared-memory arena (its fd comes through the handoff socket, so a worker can be
 judge knows how large the arena must be), load a kernel file from the bytes the judge
 sends, store inputs (or draw perf inputs from the judge's recipe and say their digest), call the
 entry function (guarded, plain, or with every Triton launch ablated, in the interpreter program order
-asked for), time it, and return the outputs' bytes — one request at a time or several in a batch. It
+asked for; or on meta tensors of a perf case's shapes, launches ablated), time it, and return the outputs' bytes — one request at a time or several in a batch. It
 decides nothing: the judge draws the inputs, runs the baseline, compares and writes the verdict.
 """
 
@@ -272,6 +272,20 @@ class Worker:
         return {"ok": True, "kind": "called", "outputs": outputs, "inputs_after": inputs_after,
                 "report": {"launches": report.launches if report else launches[0], "violations": violations,
                            "threads_started": threads[0], "fresh": fresh, "configs": report.configs if report else []}}
+
+    def op_probe(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The entry called on meta tensors (shapes, no memory) with every Triton launch a no-op: whether
+        its wrapper accepts a perf case's shapes (its shape guards run, its outputs are allocated)
+        without running the case. The judge reads only the outputs' shapes and dtypes."""
+        torch = self.torch
+        fn, params = self.slots[str(req["slot"])], dict(req.get("params") or {})
+        args = [torch.empty(list(s), dtype=getattr(torch, str(d)), device="meta") for s, d in zip(req["shapes"], req["dtypes"])]
+        with self.guard.ablated():
+            out = fn(*args, **params)
+        values = tuple(out) if type(out) in (tuple, list) else (out,)
+        outputs = [{"shape": list(v.shape), "dtype": str(v.dtype).removeprefix("torch.")} if type(v) is torch.Tensor
+                   else {"type": type(v).__name__} for v in values]
+        return {"ok": True, "kind": "probed", "info": {"outputs": outputs}}
 
     def op_time(self, req: dict[str, Any]) -> dict[str, Any]:
         """`reps` timed calls after `warmup` untimed ones, as the judge asks (it bounds the answer with
