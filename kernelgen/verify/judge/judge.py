@@ -181,6 +181,34 @@ class Judge:
                 self.sandbox_notes.append(note)
         return worker
 
+    def adopt(self, kernel_sha: str, worker: WorkerSession, slot: str, violations: list[tuple[str, str]]) -> bool:
+        """Take a warm worker that already holds this kernel (the service keeps the workers of kernels
+        that passed, kernelgen.verify.judge.service.pool): it gets this judge's arena, and no second
+        import. False when it died meanwhile (it is closed; `load` starts a fresh one)."""
+        if worker.closed or worker.proc.poll() is not None or kernel_sha in self._slots:
+            worker.close()
+            return False
+        try:
+            worker.attach(self.arena_bytes)
+        except WorkerFailure:
+            worker.close()
+            return False
+        self._own[kernel_sha], self._slots[kernel_sha] = worker, (worker, slot)
+        self.load_violations[kernel_sha] = list(violations)
+        self.sandbox_notes += [n for n in worker.sandbox_missing if n not in self.sandbox_notes]
+        return True
+
+    def release(self, kernel_sha: str) -> tuple[WorkerSession, str, list[tuple[str, str]]] | None:
+        """Take this kernel's own live worker out of the judge (`close` then leaves it running), with
+        its slot and what importing the kernel did; None for the shared or a dead one."""
+        entry = self._slots.get(kernel_sha)
+        if entry is None or entry[0] is self._shared or entry[0].closed or entry[0].proc.poll() is not None:
+            return None
+        del self._slots[kernel_sha]
+        self._own.pop(kernel_sha, None)
+        self._placed.pop(id(entry[0]), None)
+        return entry[0], entry[1], list(self.load_violations.get(kernel_sha, []))
+
     def forget(self, kernel: KernelSource) -> None:
         """Stop the worker of a kernel that is no longer needed (an untrusted one has its own)."""
         entry = self._slots.pop(kernel.sha256, None)

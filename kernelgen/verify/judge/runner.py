@@ -63,10 +63,11 @@ def require_trusted_files(op: OperatorDir) -> None:
     integrity.record(op.path, op.name)
 
 
-def open_judge(op: OperatorDir, device: DeviceInfo, *, spare: WorkerSession | None = None) -> Judge:
+def open_judge(op: OperatorDir, device: DeviceInfo, *, spare: WorkerSession | None = None, prestart: bool = True) -> Judge:
     """A judge for this operator, after the integrity check (IntegrityError, exit 2, when it fails).
     Its first worker starts before the judge sizes its arena (or is `spare`, started earlier still),
-    so the worker's imports and device start overlap the judge's."""
+    so the worker's imports and device start overlap the judge's; `prestart=False`: no such worker
+    (the caller has a warm one to give it)."""
     try:
         require_trusted_files(op)
     except BaseException:
@@ -78,8 +79,8 @@ def open_judge(op: OperatorDir, device: DeviceInfo, *, spare: WorkerSession | No
         from kernelgen.verify.judge.judge import WorkerBaseline
 
         return Judge(op.spec, device, WorkerBaseline(device, op.file("baseline").read_text(encoding="utf-8"), op.name),
-                     spare=spare, prestart=True, baseline_sha256=sha)
-    return Judge(op.spec, device, load_baseline(op), spare=spare, prestart=True, baseline_sha256=sha)
+                     spare=spare, prestart=prestart, baseline_sha256=sha)
+    return Judge(op.spec, device, load_baseline(op), spare=spare, prestart=prestart, baseline_sha256=sha)
 
 
 def kernel_source(op: OperatorDir, kernel: Path | None, origin: Origin | None = None) -> KernelSource:
