@@ -139,7 +139,7 @@ def serve(
     with errors_to_exit():
         lines = service_status() if status else stop_services() if stop else start_service(device, idle)
     for line in lines:
-        out.print(line, highlight=False)
+        out.print(line, highlight=False, markup=False)
 
 
 @app.command(cls=_Command)

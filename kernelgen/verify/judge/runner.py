@@ -133,6 +133,7 @@ def run_performance(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None 
                     spare: WorkerSession | None = None, log: Callable[[str], None] = lambda s: None) -> RunRecord:
     """The kernel timed on every perf case (against `compare`, the current best, when given);
     `fresh`: the baselines timed again rather than taken from the cache; `spare` as run_accuracy's."""
+    from kernelgen.verify.judge.compilewarm import compile_needed, load_beside_compiler
     from kernelgen.verify.judge.peaks import device_peaks
 
     started = time.monotonic()
@@ -141,6 +142,8 @@ def run_performance(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None 
     src = source or kernel_source(op, kernel)
     before = integrity.snapshot(op.path)
     try:
+        if compile_needed(judge, with_compile=not no_compile, fresh=fresh):
+            load_beside_compiler(judge, src)
         perf = measure_performance(judge, src, compare_with=compare, with_eager=not no_eager,
                                    with_compile=False if no_compile else None, with_peers=False if no_peers else None,
                                    peaks=device_peaks(device), fresh=fresh, log=log)

@@ -70,30 +70,42 @@ class Service:
         sock.settimeout(TICK_S)
         return sock, os.stat(self.path).st_ino
 
+    def _start_fork_server(self) -> None:
+        """From the main thread: a child's PR_SET_PDEATHSIG fires when the *thread* that started it
+        ends, and the fork server must live as long as this process. It needs only the device's kind
+        (its imports run in it, beside this process's own)."""
+        from kernelgen.devices import DeviceInfo
+        from kernelgen.verify.judge import session
+        from kernelgen.verify.judge.forkserver import ForkServer
+
+        try:
+            self.forks = ForkServer(DeviceInfo(self.kind, self.kind, interpreter=self.kind == "cpu"), stderr=sys.stderr)
+        except OSError:
+            traceback.print_exc()  # each command then starts its workers as fresh processes
+            return
+        session.use_launcher(self.forks.launch)
+
     def _warm_up(self) -> None:
-        """torch, the device, the judge's own context and the fork server, before the first command
-        needs them (a command arriving meanwhile waits for this, not for a second start)."""
+        """torch, the device and the judge's own context, before the first command needs them (a
+        command arriving meanwhile waits for this, not for a second start)."""
         try:
             from kernelgen.devices import resolve_device
-            from kernelgen.verify.judge import session
-            from kernelgen.verify.judge.forkserver import ForkServer
             from kernelgen.verify.judge.judge import exact_reductions
 
             device = resolve_device(self.choice)
-            self.forks = ForkServer(device, stderr=sys.stderr)
-            session.use_launcher(self.forks.launch)
             exact_reductions()
             if device.kind == "cuda":
                 import torch
 
                 torch.ones(1, device=device.torch_device)  # the judge's CUDA context, kept for every command
-        except Exception:  # noqa: BLE001 - each command then starts its workers as fresh processes
+        except Exception:  # noqa: BLE001 - a command then meets the same failure and reports it
             traceback.print_exc()
         finally:
             self.warm.set()
 
     # --- the loop ----------------------------------------------------------------------------------
     def serve(self) -> None:
+        self._start_fork_server()
         threading.Thread(target=self._warm_up, name="warm-up", daemon=True).start()
         print(f"kernelgen service {os.getpid()}: {self.kind}, socket {self.path}, idles out after {self.idle_s:.0f} s",
               file=sys.stderr, flush=True)
