@@ -45,6 +45,7 @@ class Ready(_Msg):
     pid: int
     torch: str  # the versions the fork server imported: every worker it forks runs them
     triton: str
+    error: str = ""  # why it will fork nothing (a device started during its imports: no child could use it)
 
 
 class Spawned(_Msg):

@@ -91,6 +91,7 @@ class ForkServer:
                 msg, _ = recv(self._sock)
                 if isinstance(msg, Ready):
                     self.ready_info = msg
+                    self.failed = f"the fork server cannot fork workers: {msg.error}" if msg.error else ""
                     self._ready.set()
                 elif isinstance(msg, Spawned):
                     with self._lock:
@@ -106,7 +107,7 @@ class ForkServer:
                     if proc is not None:
                         proc._exited(msg.code)
         except SpawnError as e:
-            self.failed = f"the fork server stopped: {e}"
+            self.failed = self.failed or f"the fork server stopped: {e}"
         finally:
             self._ready.set()
             with self._lock:

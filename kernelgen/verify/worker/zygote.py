@@ -94,7 +94,13 @@ class Zygote:
         import torch
         import triton
 
-        send(self.control, Ready(pid=os.getpid(), torch=torch.__version__, triton=triton.__version__))
+        # A device context made before a fork is unusable in every child: then no child at all (the
+        # judge starts fresh workers instead), rather than workers that fail at their first tensor.
+        started = torch.cuda.is_initialized() if hasattr(torch, "cuda") else False
+        send(self.control, Ready(pid=os.getpid(), torch=torch.__version__, triton=triton.__version__,
+                                 error="CUDA was initialised while importing" if started else ""))
+        if started:
+            return
         while True:
             ready, _, _ = select.select([self.control, self.wakeup[0]], [], [])
             if self.wakeup[0] in ready:
