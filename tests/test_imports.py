@@ -1,6 +1,6 @@
 """A command imports nothing it does not use. `kernelgen test` and `kernelgen new --no-bench` compile
 nothing, so they must not import torch._dynamo or Inductor: 3.4 s of every such command on an H200
-(issue 32), pulled in by PyTorch's meta kernels (kernelgen.metarun). Read from `python -X importtime`,
+(issue 32), pulled in by PyTorch's meta kernels (kernelgen.nodynamo). Read from `python -X importtime`,
 which lists every module the command's own process imported (the worker and the service are other
 processes with their own imports)."""
 
@@ -52,3 +52,27 @@ def test_new_no_bench_imports_no_compiler(tmp_path):
     assert (tmp_path / "out" / "broadcast" / "broadcast_triton.py").is_file()
     assert "torch" in names and "kernelgen.verify.judge.accuracy" in names
     assert not sorted(n for n in names if n.startswith(COMPILERS))
+
+
+def test_a_run_without_dynamo_leaves_torch_as_it_found_it(tmp_path):
+    """Meta tensors and a flop counter with the stand-in; then torch.compile imports the real
+    torch._dynamo and works, and meta tensors go through the real `disable`."""
+    code = """
+import sys, torch
+from torch.utils.flop_counter import FlopCounterMode
+from kernelgen.nodynamo import without_dynamo
+a = torch.empty(8, 4, device="meta")
+out = without_dynamo(lambda: (a * 2 + a.new_empty(4)).softmax(-1))
+def count():
+    with FlopCounterMode(display=False) as c:
+        torch.ones(4, 4) @ torch.ones(4, 4)
+    return c.get_total_flops()
+assert out.shape == (8, 4) and without_dynamo(count) == 128, out.shape
+assert "torch._dynamo" not in sys.modules and "torch._inductor" not in sys.modules
+f = torch.compile(lambda x: x * 2 + 1, backend="eager")
+assert f(torch.ones(3)).tolist() == [3.0, 3.0, 3.0]
+assert "torch._dynamo" in sys.modules and (a * 2).shape == (8, 4)
+print("ok")
+"""
+    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr[-3000:]

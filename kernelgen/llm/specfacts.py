@@ -127,12 +127,12 @@ def _shape_rule(spec: OperatorSpec, out_shapes: list[list[int]], cases: list[Cas
 def _meta_outputs(spec: OperatorSpec, case: Case, dtype: str) -> list[tuple[list[int], str]]:
     import torch
 
-    from kernelgen.metarun import meta_call
+    from kernelgen.nodynamo import without_dynamo
     from kernelgen.spec import load_reference, torch_dtype
 
     fn = load_reference(spec)
     args = [torch.empty(case[i.name], dtype=torch_dtype(spec.input_dtype(i, dtype)), device="meta") for i in spec.inputs]
-    out = meta_call(lambda: fn(*args, **spec.param_defaults))
+    out = without_dynamo(lambda: fn(*args, **spec.param_defaults))
     outs = out if isinstance(out, (tuple, list)) else (out,)
     return [(list(o.shape), str(o.dtype).removeprefix("torch.")) for o in outs]
 

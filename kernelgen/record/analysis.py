@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Iterable, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kernelgen.fsutil import now
-from kernelgen.metarun import meta_call
+from kernelgen.nodynamo import without_dynamo
 from kernelgen.spec import OperatorSpec, torch_dtype
 from kernelgen.verify.results import DevicePeaks, RunRecord
 
@@ -133,7 +133,7 @@ def _case_facts(spec: OperatorSpec, fn: Any, ci: int, case: dict[str, list[int]]
         return c, "no reference to run: output bytes unknown"
     try:
         with FlopCounterMode(display=False) as counter:
-            out = meta_call(lambda: fn(*args, **spec.param_defaults))
+            out = without_dynamo(lambda: fn(*args, **spec.param_defaults))
     except Exception as e:  # noqa: BLE001 - e.g. an op without a meta kernel: the analysis says so
         return c, f"the reference could not run on shape-only tensors ({type(e).__name__}: {str(e)[:120]}): output bytes unknown"
     outs = out if isinstance(out, (tuple, list)) else (out,)

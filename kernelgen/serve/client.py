@@ -158,7 +158,8 @@ def _start_lock(path: Path) -> Iterator[None]:
 def _spawn(path: Path, choice: str, idle_s: float | None = None) -> subprocess.Popen:
     import kernelgen
 
-    log = open(path.with_suffix(".log"), "wb")  # noqa: SIM115 - the service's stderr, kept for a post-mortem
+    # the service's stderr, kept for a post-mortem (only the user can read it)
+    log = os.fdopen(os.open(path.with_suffix(".log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
     idle = ["--idle", str(idle_s)] if idle_s is not None else []
     try:
         return subprocess.Popen([sys.executable, "-P", "-c", _BOOT, str(Path(kernelgen.__file__).resolve().parent.parent),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 
-from kernelgen.metarun import real_dynamo
+from kernelgen.nodynamo import real_dynamo
 from kernelgen.verify.judge.judge import Judge, KernelSource, LoadError, static_problems
 from kernelgen.verify.judge.performance import baseline_cache, timed_cases
 from kernelgen.verify.judge.session import WorkerFailure

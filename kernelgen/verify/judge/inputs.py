@@ -20,7 +20,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelgen.metarun import meta_call
+from kernelgen.nodynamo import without_dynamo
 from kernelgen.spec import Case, OperatorSpec, ToleranceSpec, draw_inputs, load_reference, torch_dtype
 
 # Seeds are offset per purpose from the run's random base, so no two draws of one run coincide.
@@ -102,7 +102,7 @@ def random_shapes(spec: OperatorSpec, case: Case, rng: random.Random) -> Case | 
         args = [torch.empty(shapes[i.name], dtype=torch_dtype(spec.input_dtype(i, spec.dtypes[0])), device="meta")
                 for i in spec.inputs]
         try:
-            meta_call(lambda: fn(*args, **spec.param_defaults))  # noqa: B023 - called at once
+            without_dynamo(lambda: fn(*args, **spec.param_defaults))  # noqa: B023 - called at once
         except NotImplementedError:
             return shapes  # no meta kernel: the real run will tell
         except Exception:  # noqa: BLE001 - this renaming does not fit the reference: try another

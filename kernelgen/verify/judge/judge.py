@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
 from kernelgen.devices import DeviceInfo
-from kernelgen.metarun import meta_call
+from kernelgen.nodynamo import without_dynamo
 from kernelgen.spec import OperatorSpec, torch_dtype
 from kernelgen.verify.judge import compilecache
 from kernelgen.verify.digest import digest, same_digest
@@ -116,7 +116,7 @@ class Judge:
             try:
                 args = [torch.empty(case[i.name], dtype=torch_dtype(self.spec.input_dtype(i, dt)), device="meta")
                         for i in self.spec.inputs]
-                outs = meta_call(lambda: self.baseline(*args, **self.spec.param_defaults))  # noqa: B023 - called at once
+                outs = without_dynamo(lambda: self.baseline(*args, **self.spec.param_defaults))  # noqa: B023 - called at once
                 outs = outs if isinstance(outs, (tuple, list)) else (outs,)
                 out_bytes = sum(o.numel() * o.element_size() for o in outs if isinstance(o, torch.Tensor))
             except Exception:  # noqa: BLE001 - no meta kernel: assume outputs as large as the inputs

@@ -26,7 +26,7 @@ from kernelgen.verify.judge.scrub import _SECRET_NAME
 CONTROL_VARS = frozenset({"KERNELGEN_NO_SERVICE", "KERNELGEN_SERVICE_IDLE", "KERNELGEN_RUNTIME_DIR",
                           "KERNELGEN_SERVICE_WORKERS"})
 _PREFIXES = ("KERNELGEN_", "TRITON_", "TORCH", "PYTORCH_", "CUDA", "HIP_", "ROCR_", "ROCM", "ASCEND_", "NVIDIA_",
-             "NCCL_", "OMP_", "MKL_", "OPENBLAS_", "LC_")
+             "NCCL_", "NVSHMEM_", "OMP_", "MKL_", "OPENBLAS_", "LC_")
 _NAMES = frozenset({"PATH", "PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "LD_PRELOAD", "HOME", "XDG_CACHE_HOME",
                     "XDG_CONFIG_HOME", "TMPDIR", "LANG", "TZ"})
 SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes with its terminator

@@ -1,14 +1,15 @@
-"""Running PyTorch code on shape-only ('meta') tensors without importing torch._dynamo.
+"""Running PyTorch code that imports torch._dynamo only to switch it off, without importing it.
 
 In PyTorch 2.13 the meta kernels of elementwise ops are Python references wrapped in
-`torch._disable_dynamo`, which imports torch._dynamo — and with it Inductor's configuration and sympy
-— on its first call: 3.4 s of every `kernelgen test` on an H200 (issue 32), 4.5 s on a loaded 2-core
-CPU machine, for commands that compile nothing. Where torch._dynamo has not been imported nothing can
-be compiling, so "run this function with dynamo disabled" has nothing to disable. Inside `meta_call`
-that lazy import finds a stand-in whose `disable` hands the function back unchanged; on leaving,
-the stand-in and every cache entry it left on torch's functions are removed, so a later real import
-(torch.compile in `bench`) finds torch exactly as it would have. If the code asks the stand-in for
-anything else, the call is made again with the real torch._dynamo: correct, only slower.
+`torch._disable_dynamo`, and so is part of FlopCounterMode's dispatch; the wrapper imports
+torch._dynamo — and with it Inductor's configuration and sympy — on its first call: 3.4 s of every
+`kernelgen test` on an H200 (issue 32), 4.5 s on a loaded 2-core CPU machine, for commands that
+compile nothing. Where torch._dynamo has not been imported nothing can be compiling, so "run this
+function with dynamo disabled" has nothing to disable. Inside `without_dynamo` that lazy import finds
+a stand-in whose `disable` hands the function back unchanged; on leaving, the stand-in and every
+cache entry it left on torch's functions are removed, so a later real import (torch.compile in
+`bench`) finds torch exactly as it would have. If the code asks the stand-in for anything else, the
+call is made again with the real torch._dynamo: correct, only slower.
 """
 
 from __future__ import annotations
@@ -46,9 +47,9 @@ class _StandIn(types.ModuleType):
         raise _StandInMissing(name)
 
 
-def meta_call(fn: Callable[[], T]) -> T:
-    """`fn()` — code running PyTorch on meta tensors — without importing torch._dynamo when it is not
-    imported yet. Exceptions of `fn` itself propagate unchanged."""
+def without_dynamo(fn: Callable[[], T]) -> T:
+    """`fn()` (PyTorch on meta tensors, under a flop counter...) without importing torch._dynamo when
+    it is not imported yet. Exceptions of `fn` itself propagate unchanged."""
     if _NAME in sys.modules:
         return fn()
     with _lock:
