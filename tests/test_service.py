@@ -157,6 +157,31 @@ def test_a_hostile_kernel_is_caught_through_the_service(served, hostile):
     assert warm_workers(env) == before  # its worker was not kept for anyone
 
 
+def test_a_command_that_goes_away_takes_its_work_with_it(served):
+    """Ctrl-C (here: the command killed) while the service runs a kernel that never returns: the
+    service kills that kernel's worker at once and is free for the next command."""
+    import subprocess
+
+    op, _, env = served
+    run_env = {k: v for k, v in {**os.environ, **env}.items() if v is not None}
+    proc = subprocess.Popen([sys.executable, "-m", "kernelgen", "test", str(op), "--device", "cpu", "--seeds", "1",
+                             "--kernel", str(ADVERSARIAL / "hang.py")], env=run_env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while "running test" not in kg(env, "serve", "--status")[1]:
+        assert time.monotonic() < deadline and proc.poll() is None, "the command never reached the service"
+        time.sleep(0.2)
+    time.sleep(1.0)  # into the kernel's first call
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 30  # well under the 120 s the hanging call would otherwise get
+    while "running test" in kg(env, "serve", "--status")[1]:
+        assert time.monotonic() < deadline, "the service kept running the abandoned command"
+        time.sleep(0.2)
+    code, text, _ = kg(env, "test", str(op), "--device", "cpu", "--seeds", "1")
+    assert code == 0 and "PASS" in text and "busy" not in text, text
+
+
 def test_status_and_stop(tmp_path):
     env = _env(_runtime("status"))
     code, text, _ = kg(env, "serve", "--status")
