@@ -112,7 +112,7 @@ def _service_rows(tree: Path, cache: Path, spec: Path, gen: Path, op_dir: str, r
         shutil.rmtree(runtime, ignore_errors=True)
 
 
-def measure(tree: Path, spec: Path, out: Path, rounds: int) -> dict[str, float | str]:
+def measure(tree: Path, spec: Path, out: Path, rounds: int, commands_only: bool = False) -> dict[str, float | str]:
     """Every row for one spec with the kernelgen of `tree` (this process imports only that one)."""
     sys.path.insert(0, str(tree))
     os.environ["PYTHONPATH"] = _python_path(tree)
@@ -129,6 +129,8 @@ def measure(tree: Path, spec: Path, out: Path, rounds: int) -> dict[str, float |
     for label, args in steps:
         _timed(row, label, *_cli(tree, cache, *args))
     _service_rows(tree, cache, spec, gen, op_dir, row)
+    if commands_only:
+        return row
     os.environ["KERNELGEN_CACHE_DIR"] = str(_fresh_cache(out))
     from kernelgen.devices import resolve_device
     from kernelgen.opdir import open_operator
@@ -182,12 +184,15 @@ def main() -> int:
     ap.add_argument("--old", type=Path, default=None, help="a checkout of the older tree to compare with")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--rounds", type=int, default=0, help="also time `optimize --rounds N --backend offline` (last)")
+    ap.add_argument("--commands-only", action="store_true", help="only the commands (cold and through the service), "
+                    "not the in-process steps: about a minute less per operator and tree")
     ap.add_argument("--measure", nargs=2, metavar=("TREE", "SPEC"), help=argparse.SUPPRESS)  # one tree, one spec
     args = ap.parse_args()
     out = (args.out or Path(tempfile.mkdtemp(prefix="kg-profile-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
     if args.measure:
-        print(json.dumps(measure(Path(args.measure[0]).resolve(), Path(args.measure[1]).resolve(), out, args.rounds)))
+        print(json.dumps(measure(Path(args.measure[0]).resolve(), Path(args.measure[1]).resolve(), out, args.rounds,
+                                 args.commands_only)))
         return 0
     trees = {"before": args.old.resolve(), "after": REPO} if args.old else {"after": REPO}
     results: dict[str, dict[str, dict[str, float | str]]] = {}
@@ -198,12 +203,14 @@ def main() -> int:
             where = out / f"{name}-{label}"
             where.mkdir(parents=True, exist_ok=True)
             proc = subprocess.run([sys.executable, __file__, "--measure", str(tree), str(spec.resolve()), "--out", str(where),
-                                   "--rounds", str(args.rounds)], capture_output=True, text=True)
+                                   "--rounds", str(args.rounds), *(["--commands-only"] if args.commands_only else [])],
+                                  capture_output=True, text=True)
             try:
                 results[name][label] = json.loads(proc.stdout.strip().splitlines()[-1])
             except (IndexError, ValueError):
                 results[name][label] = {r: "error" for r in ROWS}
-                print(proc.stderr[-2000:], file=sys.stderr)
+            if proc.returncode or any(isinstance(v, str) for v in results[name][label].values()):
+                print(proc.stderr[-2000:], file=sys.stderr)  # why a command failed
             print(f"{name} {label}: " + ", ".join(f"{k} {_cell(v)}" for k, v in results[name][label].items()), flush=True)
     text = table(results, list(trees))
     (out / "profile.md").write_text(text + "\n")

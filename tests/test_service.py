@@ -157,6 +157,24 @@ def test_a_hostile_kernel_is_caught_through_the_service(served, hostile):
     assert warm_workers(env) == before  # its worker was not kept for anyone
 
 
+def test_new_checks_round_0_in_the_service(served, tmp_path):
+    import yaml
+
+    from test_hostile_kernels import SMALL_BROADCAST
+
+    _, _, env = served
+    spec = tmp_path / "broadcast.yaml"
+    spec.write_text(yaml.safe_dump(SMALL_BROADCAST, sort_keys=False))
+    jobs = lambda: int(re.search(r"(\d+) command\(s\)", kg(env, "serve", "--status")[1]).group(1))  # noqa: E731
+    before = jobs()
+    code, text, _ = kg(env, "new", str(spec), "--out", str(tmp_path / "out"), "--backend", "offline", "--no-bench",
+                       "--device", "cpu")
+    assert code == 0 and "PASS" in text, text
+    assert "checking accuracy of rounds/round_0/broadcast_triton.py on cpu" in text
+    assert (tmp_path / "out" / "broadcast" / "state.json").is_file()
+    assert jobs() == before + 1
+
+
 def test_a_command_that_goes_away_takes_its_work_with_it(served):
     """Ctrl-C (here: the command killed) while the service runs a kernel that never returns: the
     service kills that kernel's worker at once and is free for the next command."""

@@ -30,7 +30,8 @@ def run_job(req: JobRequest, pool: WarmPool, emit: Emit) -> Done:
     job = req.job
     dev = resolve_device(req.device)
     op = open_operator(job.op_dir)
-    source = kernel_source(op, Path(job.kernel) if job.kernel else None)
+    kernel = job.kernel if job.kind != "check" else None  # round 0 checks the folder's own kernel
+    source = kernel_source(op, Path(kernel) if kernel else None)
     warm = pool.has(dev, op.name, source.sha256)
     judge = open_judge(op, dev, prestart=not warm)  # a warm worker needs no spare beside it
     uses: list[WorkerUse] = []
