@@ -204,8 +204,8 @@ def test_status_and_stop(tmp_path):
     env = _env(_runtime("status"))
     code, text, _ = kg(env, "serve", "--status")
     assert code == 0 and "no KernelGen service is running" in text
-    code, text, _ = kg(env, "serve", "--device", "cpu")
-    assert code == 0 and "started the KernelGen service for cpu" in text, text
+    code, text, _ = kg(env, "serve", "--device", "cpu", "--idle", "5")
+    assert code == 0 and "started the KernelGen service for cpu" in text and "stops after 5 min" in text, text
     pid = _service_pid(env)
     code, text, _ = kg(env, "serve", "--device", "cpu")
     assert code == 0 and "already running" in text and f"pid {pid}" in text, text
@@ -216,9 +216,9 @@ def test_status_and_stop(tmp_path):
 
 
 def test_it_idles_out(tmp_path):
-    env = _env(_runtime("idle"))
-    code, text, _ = kg(env, "serve", "--device", "cpu", "--idle", "0.05")  # three seconds
-    assert code == 0 and "stops after 0 min" in text, text
+    env = _env(_runtime("idle"), KERNELGEN_SERVICE_IDLE="3")  # seconds
+    code, text, _ = kg(env, "serve", "--device", "cpu")
+    assert code == 0 and "stops after 3 s" in text, text
     pid = _service_pid(env)
     assert _wait_dead(pid, 60)
     assert not list(Path(env["KERNELGEN_RUNTIME_DIR"]).glob("*.sock"))

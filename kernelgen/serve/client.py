@@ -160,10 +160,13 @@ def _spawn(path: Path, choice: str, idle_s: float | None = None) -> subprocess.P
 
     # the service's stderr, kept for a post-mortem (only the user can read it)
     log = os.fdopen(os.open(path.with_suffix(".log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
-    idle = ["--idle", str(idle_s)] if idle_s is not None else []
+    # The service's own settings are not part of its environment (nor of its key): passed as options.
+    idle = idle_s if idle_s is not None else os.environ.get("KERNELGEN_SERVICE_IDLE")
+    workers = os.environ.get("KERNELGEN_SERVICE_WORKERS")
+    options = [*(["--idle", str(idle)] if idle is not None else []), *(["--workers", workers] if workers else [])]
     try:
         return subprocess.Popen([sys.executable, "-P", "-c", _BOOT, str(Path(kernelgen.__file__).resolve().parent.parent),
-                                 "--socket", str(path), "--device", choice, *idle],
+                                 "--socket", str(path), "--device", choice, *options],
                                 env=service_env(), cwd=str(path.parent), stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=log, start_new_session=True, close_fds=True)
     finally:
@@ -202,7 +205,7 @@ def run(handle: Handle, request: JobRequest, on_step: Say, warn: Say, note: Say)
         return None
     if handle.started is not None:
         note(f"started the KernelGen service for {hello.device} (pid {hello.pid}): later commands reuse it; it stops "
-             f"after {hello.idle_s / 60:.0f} min without one (`kernelgen serve --stop` stops it now)")
+             f"after {idle_words(hello.idle_s)} without one (`kernelgen serve --stop` stops it now)")
         handle.started = None
     try:
         with sock:
@@ -212,6 +215,10 @@ def run(handle: Handle, request: JobRequest, on_step: Say, warn: Say, note: Say)
     except (OSError, EOFError, ProtocolError) as e:
         note(f"the KernelGen service stopped answering ({e}); running in this process")
         return None
+
+
+def idle_words(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def _follow(sock: socket.socket, on_step: Say, warn: Say, note: Say) -> Done | None:

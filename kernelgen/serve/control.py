@@ -22,7 +22,7 @@ def start_service(device: str, idle_minutes: float | None = None) -> list[str]:
     sock.close()
     verb = "started" if handle.started is not None else "already running:"
     return [f"{verb} the KernelGen service for {hello.device} (pid {hello.pid}, socket {handle.path}); it stops after "
-            f"{hello.idle_s / 60:.0f} min without a command (`kernelgen serve --stop` stops it now)"]
+            f"{client.idle_words(hello.idle_s)} without a command (`kernelgen serve --stop` stops it now)"]
 
 
 def service_status() -> list[str]:

@@ -44,7 +44,7 @@ def peer_uid(conn: socket.socket) -> int:
 
 
 class Service:
-    def __init__(self, path: Path, choice: str, idle_s: float):
+    def __init__(self, path: Path, choice: str, idle_s: float, *, workers: int | None = None):
         self.path, self.choice, self.idle_s = path, choice, idle_s
         self.digest = tool_digest()
         self.key = service_key(choice, digest=self.digest)  # from this process's own files and environment
@@ -52,7 +52,7 @@ class Service:
         self.started = self.last = time.monotonic()
         self.jobs, self.running = 0, ""
         self.job_lock, self.stop, self.warm = threading.Lock(), threading.Event(), threading.Event()
-        self.pool = WarmPool()
+        self.pool = WarmPool(workers)
         self.forks = None
         self.listener, self.inode = self._listen()
 
@@ -227,9 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="The KernelGen service (started by kernelgen, not by hand)")
     p.add_argument("--socket", type=Path, required=True)
     p.add_argument("--device", required=True, choices=["auto", "cuda", "npu", "cpu"])
-    p.add_argument("--idle", type=float, default=float(os.environ.get("KERNELGEN_SERVICE_IDLE", IDLE_S)))
+    p.add_argument("--idle", type=float, default=IDLE_S, help="seconds without a command before it stops")
+    p.add_argument("--workers", type=int, default=None, help="warm workers kept between commands (default 4)")
     args = p.parse_args(argv)
-    service = Service(args.socket, args.device, args.idle)
+    service = Service(args.socket, args.device, args.idle, workers=args.workers)
     signal.signal(signal.SIGTERM, lambda *_: service.stop.set())
     signal.signal(signal.SIGINT, lambda *_: service.stop.set())
     service.serve()

@@ -11,7 +11,6 @@ idle: it holds no inputs (the judge dropped them) and only its own kernel's modu
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -47,7 +46,7 @@ def clean(*records: RunRecord | None) -> bool:
 
 class WarmPool:
     def __init__(self, limit: int | None = None):
-        self.limit = limit if limit is not None else int(os.environ.get("KERNELGEN_SERVICE_WORKERS", DEFAULT_LIMIT))
+        self.limit = DEFAULT_LIMIT if limit is None else limit
         self._kept: OrderedDict[Key, Kept] = OrderedDict()
         self._lock = threading.Lock()
 
