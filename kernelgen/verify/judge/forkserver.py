@@ -170,10 +170,10 @@ class ForkServer:
         except OSError:
             pass
         self._sock.close()
-        try:
-            self.proc.wait(timeout=10)
+        try:  # it kills its children and exits when it reads the end; still importing, it cannot read
+            self.proc.wait(timeout=2 if self._ready.is_set() else 0.1)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            self.proc.kill()  # its children die with it (PR_SET_PDEATHSIG)
             self.proc.wait()
         self._reader.join(timeout=5)
         shutil.rmtree(self._home, ignore_errors=True)

@@ -79,6 +79,31 @@ def _become_worker(req: SpawnRequest, fds: list[int], control: socket.socket, wa
         os._exit(code if isinstance(code, int) else 3)
 
 
+def forkable(device: str) -> str:
+    """Why a child forked from here could not use the device ("" when it can). A device context made
+    before a fork is unusable in every child, and an import may have started the driver without torch
+    knowing (cuInit through a device count): a child is forked now and must start CUDA and compute on
+    it. Better no child at all (the judge starts fresh workers) than workers failing at their first
+    tensor. The probe runs no candidate code; its context dies with it."""
+    import torch
+
+    if device == "cpu":
+        return ""
+    if device != "cuda":
+        return f"forked {device} workers are not supported"
+    if torch.cuda.is_initialized():
+        return "CUDA was started while importing"
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = 0 if float(torch.ones(4, device="cuda").sum()) == 4.0 else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return "" if os.waitstatus_to_exitcode(status) == 0 else "a forked child could not start CUDA"
+
+
 class Zygote:
     def __init__(self, control: socket.socket, device: str):
         self.control = control
@@ -94,12 +119,9 @@ class Zygote:
         import torch
         import triton
 
-        # A device context made before a fork is unusable in every child: then no child at all (the
-        # judge starts fresh workers instead), rather than workers that fail at their first tensor.
-        started = torch.cuda.is_initialized() if hasattr(torch, "cuda") else False
-        send(self.control, Ready(pid=os.getpid(), torch=torch.__version__, triton=triton.__version__,
-                                 error="CUDA was initialised while importing" if started else ""))
-        if started:
+        problem = forkable(self.device)
+        send(self.control, Ready(pid=os.getpid(), torch=torch.__version__, triton=triton.__version__, error=problem))
+        if problem:
             return
         while True:
             ready, _, _ = select.select([self.control, self.wakeup[0]], [], [])

@@ -78,6 +78,8 @@ class Service:
         from kernelgen.verify.judge import session
         from kernelgen.verify.judge.forkserver import ForkServer
 
+        if self.kind not in ("cpu", "cuda"):
+            return  # forked workers are known to work on these two; elsewhere each starts fresh
         try:
             self.forks = ForkServer(DeviceInfo(self.kind, self.kind, interpreter=self.kind == "cpu"), stderr=sys.stderr)
         except OSError:
@@ -170,16 +172,18 @@ class Service:
         if not self.job_lock.acquire(blocking=False):
             send_msg(conn, Busy(running=self.running))
             return
-        finished = threading.Event()
+        finished, gone = threading.Event(), threading.Event()
         try:
             self.running = describe(req)
             conn.settimeout(None)
+            threading.Thread(target=self._watch, args=(conn, finished, gone), name="watch", daemon=True).start()
             self.warm.wait()
+            if gone.is_set():
+                return  # given up while this service was still starting
             if tool_digest() != self.digest:
                 send_msg(conn, Refused(reason="KernelGen's files changed since this service started; it stops"))
                 self.stop.set()
                 return
-            threading.Thread(target=self._watch, args=(conn, finished), name="watch", daemon=True).start()
             started = time.monotonic()
             send_msg(conn, self._answer(req, conn))
             print(f"kernelgen service {os.getpid()}: {self.running} in {time.monotonic() - started:.1f} s",
@@ -205,14 +209,20 @@ class Service:
             traceback.print_exc()
             return Failed(error_type=type(e).__name__, message=scrub(str(e)) or type(e).__name__, exit_code=1)
 
-    def _watch(self, conn: socket.socket, finished: threading.Event) -> None:
+    def _watch(self, conn: socket.socket, finished: threading.Event, gone: threading.Event) -> None:
         """A client that goes away mid-command (Ctrl-C) takes its work with it: every worker in use is
-        killed, so the judge's next request fails at once instead of running to the end."""
+        killed — and every one the judge starts after, until the command ends — so the judge's next
+        request fails at once instead of running to the end."""
         try:
-            gone = conn.recv(1) == b""
+            left = conn.recv(1) == b""
         except OSError:
-            gone = True
-        if gone and not finished.is_set() and self.forks is not None:
+            left = True
+        if not left or finished.is_set():
+            return
+        gone.set()
+        while not finished.wait(0.2):
+            if self.forks is None:
+                continue
             keep = self.pool.pids()
             for pid in self.forks.live_pids():
                 if pid not in keep:
