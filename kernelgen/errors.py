@@ -106,3 +106,8 @@ class ProblemFileError(UsageError):
         self.path = str(path)
         self.why = why
         super().__init__(f"{path}: cannot derive an operator spec: {why}")
+
+
+class ServiceError(KernelGenError):
+    """`kernelgen serve` could not start, reach or stop the KernelGen service. Other commands never
+    raise it: without a usable service they do their work in their own process."""

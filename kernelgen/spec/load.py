@@ -169,6 +169,7 @@ def _check_reference_runs(spec: OperatorSpec) -> list[Problem]:
         return []
     import torch  # deferred: costs ~1 s
 
+    from kernelgen.nodynamo import without_dynamo
     from kernelgen.spec.reference import load_reference
 
     try:
@@ -184,7 +185,7 @@ def _check_reference_runs(spec: OperatorSpec) -> list[Problem]:
                 for inp in spec.inputs
             ]
             try:
-                out = fn(*args, **spec.param_defaults)
+                out = without_dynamo(lambda: fn(*args, **spec.param_defaults))  # noqa: B023 - called at once
             except NotImplementedError:
                 continue  # an op with no meta kernel: checked for real by the harness instead
             except (RuntimeError, ValueError, IndexError) as e:  # what torch raises for shapes that do not fit

@@ -34,6 +34,7 @@ from typing import Any
 
 from kernelgen.spec import Case, OperatorSpec, ToleranceSpec, draw_inputs, load_reference, parse_init, torch_dtype
 from kernelgen.verify.protocol import DTYPE_SIZES
+from kernelgen.nodynamo import without_dynamo
 
 # Seeds are offset per purpose from the run's seed base, so no two draws of one run coincide.
 SEED_STRIDE = 7919  # between the seeds of one case
@@ -199,7 +200,7 @@ def _meta_output_bytes(spec: OperatorSpec, fn: Any, shapes: Case) -> int | None:
     dtype = max(spec.dtypes, key=lambda d: DTYPE_SIZES.get(d, 8))
     args = [torch.empty(shapes[i.name], dtype=torch_dtype(spec.input_dtype(i, dtype)), device="meta") for i in spec.inputs]
     try:
-        out = fn(*args, **spec.param_defaults)
+        out = without_dynamo(lambda: fn(*args, **spec.param_defaults))
     except NotImplementedError:
         return sum(a.numel() * a.element_size() for a in args)  # no meta kernel: outputs as large as the inputs
     except Exception:  # noqa: BLE001 - the reference refuses these shapes

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernelgen.nodynamo import without_dynamo
 from kernelgen.spec import Case, OperatorSpec, torch_dtype
 from kernelgen.verify.judge.judge import Judge
 from kernelgen.verify.results import CaseCheck
@@ -41,7 +42,7 @@ def _expected(judge: Judge, case: Case, dtype: str) -> list[tuple[list[int], str
     spec = judge.spec
     args = [torch.empty(case[i.name], dtype=torch_dtype(spec.input_dtype(i, dtype)), device="meta") for i in spec.inputs]
     try:
-        out = judge.baseline(*args, **spec.param_defaults)
+        out = without_dynamo(lambda: judge.baseline(*args, **spec.param_defaults))
     except Exception:  # noqa: BLE001 - no meta kernel, or a baseline run in a worker: shapes unknown
         return None
     outs = out if type(out) in (tuple, list) else (out,)

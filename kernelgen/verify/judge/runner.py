@@ -63,10 +63,11 @@ def require_trusted_files(op: OperatorDir) -> None:
     integrity.record(op.path, op.name)
 
 
-def open_judge(op: OperatorDir, device: DeviceInfo, *, spare: WorkerSession | None = None) -> Judge:
+def open_judge(op: OperatorDir, device: DeviceInfo, *, spare: WorkerSession | None = None, prestart: bool = True) -> Judge:
     """A judge for this operator, after the integrity check (IntegrityError, exit 2, when it fails).
     Its first worker starts before the judge sizes its arena (or is `spare`, started earlier still),
-    so the worker's imports and device start overlap the judge's."""
+    so the worker's imports and device start overlap the judge's; `prestart=False`: no such worker
+    (the caller has a warm one to give it)."""
     try:
         require_trusted_files(op)
     except BaseException:
@@ -78,8 +79,8 @@ def open_judge(op: OperatorDir, device: DeviceInfo, *, spare: WorkerSession | No
         from kernelgen.verify.judge.judge import WorkerBaseline
 
         return Judge(op.spec, device, WorkerBaseline(device, op.file("baseline").read_text(encoding="utf-8"), op.name),
-                     spare=spare, prestart=True, baseline_sha256=sha)
-    return Judge(op.spec, device, load_baseline(op), spare=spare, prestart=True, baseline_sha256=sha)
+                     spare=spare, prestart=prestart, baseline_sha256=sha)
+    return Judge(op.spec, device, load_baseline(op), spare=spare, prestart=prestart, baseline_sha256=sha)
 
 
 def kernel_source(op: OperatorDir, kernel: Path | None, origin: Origin | None = None) -> KernelSource:
@@ -133,6 +134,7 @@ def run_performance(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None 
                     spare: WorkerSession | None = None, log: Callable[[str], None] = lambda s: None) -> RunRecord:
     """The kernel timed on every perf case (against `compare`, the current best, when given);
     `fresh`: the baselines timed again rather than taken from the cache; `spare` as run_accuracy's."""
+    from kernelgen.verify.judge.compilewarm import compile_needed, load_beside_compiler
     from kernelgen.verify.judge.peaks import device_peaks
 
     started = time.monotonic()
@@ -141,6 +143,8 @@ def run_performance(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None 
     src = source or kernel_source(op, kernel)
     before = integrity.snapshot(op.path)
     try:
+        if compile_needed(judge, with_compile=not no_compile, fresh=fresh):
+            load_beside_compiler(judge, src)
         perf = measure_performance(judge, src, compare_with=compare, with_eager=not no_eager,
                                    with_compile=False if no_compile else None, with_peers=False if no_peers else None,
                                    peaks=device_peaks(device), fresh=fresh, log=log)
