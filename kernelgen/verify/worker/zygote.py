@@ -26,6 +26,7 @@ import select
 import signal
 import socket
 import sys
+import tempfile
 import traceback
 
 from kernelgen.verify.spawn import SPAWN_FDS, Exited, Ready, SpawnError, SpawnRequest, Spawned, recv, send
@@ -64,6 +65,10 @@ def _become_worker(req: SpawnRequest, fds: list[int], control: socket.socket, wa
         del wakeup
         os.environ.clear()
         os.environ.update(req.env)
+        # tempfile caches the folder it chose: here, the fork server's own TMPDIR, which this worker's
+        # sandbox may not write; on a GPU Triton compiles through a temporary .ptx there, and every
+        # check of a served command failed with EACCES (H200, 2026-11-26). Choose again from req.env.
+        tempfile.tempdir = None
         os.chdir(req.cwd)
         from kernelgen.verify.worker import server
 
