@@ -21,7 +21,7 @@ def cdiv(a: int, b: int) -> int:
 class Launch:
     """One launch of a tiled kernel: a row, pointwise or nd tile stage."""
 
-    path: str  # rows: single | looped | online | split; pointwise: 2d | 1d; nd: pointwise | single | looped | scan
+    path: str  # rows: single | looped | online | split; pointwise: 2d | 1d; nd: pointwise | single | looped | scan | split
     block_r: int  # rows per program (1 for a flat 1-D tile); nd: kept positions (BLOCK_K)
     block_c: int  # columns per block (the 1-D tile's elements); nd: reduced elements per step (BLOCK_R)
     num_warps: int

@@ -109,7 +109,7 @@ def context(g: Graph, prog: Program, input_names: list[str], kernels: list[Any])
             "groups": repr(st.groups), "accesses": accesses,
             "ports": [{"name": p.name, "buffer": p.buffer, "groups": p.groups, "offset": p.offset} for p in k.ports],
             "sizes": [size_value(g, u) for u in k.sizes], "params": k.params_used,
-            "what": describe(g, st),
+            "what": describe(g, st), "split": getattr(k, "split", None), "one_pass": getattr(k, "one_pass", False),
         }
         if st.kind == "matmul":
             entry["operands"] = [access_literal(Access(a.buffer, a.views, ())) for a in st.operands]

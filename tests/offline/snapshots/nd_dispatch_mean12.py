@@ -5,10 +5,11 @@ Family: nd (1 launch). Traced: nd: 1 stage(s) (reduce) over 1 input(s)
   stage 0: sum over dims [1, 2] of [x_0, x_1, x_2, x_3]
 Memory traffic: each stage reads its inputs once per pass and writes its outputs once; values between
 stages go through fp32 buffers.
-Knobs: MAX_SINGLE_PASS=auto, ROW_TILE=auto, num_warps=auto, BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_stages=auto, split=auto
+Knobs: MAX_SINGLE_PASS=auto, ROW_TILE=auto, num_warps=auto, BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_stages=auto, split=auto, SPLIT_PER_SM=auto
 Dispatch: 2 measured shape(s) route to their own knobs (_DISPATCH below).
 """
 
+import functools
 import math
 import typing
 
@@ -76,6 +77,73 @@ def _mean12_stage0_kernel(
         v3 = (v1 / c2)
         v4 = v3
         tl.store(out_ptr + out_kb + kk[:, None] * out_s2, v4.to(out_ptr.dtype.element_ty), mask=kmask[:, None])
+
+
+@triton.jit
+def _mean12_stage0_split_kernel(
+    x_ptr,  # x, read
+    out_ptr,  # out, written
+    c2,  # the size s7*s96, as a number
+    n0,  # kept group 0: frame dims [0]
+    n1,  # reduced group 1: frame dims [1, 2]
+    n2,  # kept group 2: frame dims [3]
+    x_s0,  # x: element stride along group 0
+    x_s1,
+    x_s2,
+    out_s0,  # out: element stride along group 0
+    out_s2,
+    ws_ptr,  # fp32 workspace: partials [slot, split, kept position]
+    n_split,  # programs sharing each kept block's reduced elements
+    steps,  # BLOCK_R steps per program
+    BLOCK_K: tl.constexpr,  # kept positions per program (the last kept group)
+    BLOCK_R: tl.constexpr,  # reduced elements per step (the last reduced group)
+    PHASE: tl.constexpr,  # 1..1: a level's partials; 2: combine and write
+    SPLIT_BLOCK: tl.constexpr,  # n_split rounded up to a power of two
+    I64: tl.constexpr,  # 64-bit offsets (a buffer of 2**31 elements or more)
+):
+    pid = tl.program_id(0)
+    num_kb = tl.cdiv(n2, BLOCK_K)
+    kb = pid % num_kb
+    rest = pid // num_kb
+    k0 = (rest % n0).to(tl.int64)
+    rest = rest // n0
+    x_kb = k0 * x_s0
+    out_kb = k0 * out_s0
+    kk = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+    kmask = kk < n2
+    if I64:  # a buffer of 2**31 elements or more: offsets in 64 bits
+        kk = kk.to(tl.int64)
+    sid = tl.program_id(1)  # this program's share of the reduced elements
+    wk = pid * BLOCK_K + tl.arange(0, BLOCK_K)  # the kept positions' place in the workspace
+    kp = tl.num_programs(0) * BLOCK_K
+    ss = tl.arange(0, SPLIT_BLOCK)
+    smask = ss < n_split
+    nrb = tl.cdiv(n1, BLOCK_R)
+    t_lo = sid * steps  # steps of BLOCK_R elements, over 1 x nrb
+    t_hi = tl.minimum(t_lo + steps, 1 * nrb)
+    if PHASE == 1:
+        # partials of v1 = sum
+        acc1 = tl.zeros([BLOCK_K, BLOCK_R], tl.float32)
+        for t in range(t_lo, t_hi):
+            ro = 0
+            rs = t * BLOCK_R
+            if I64:
+                rs = t.to(tl.int64) * BLOCK_R
+            rr = rs + tl.arange(0, BLOCK_R)
+            rmask = rr < n1
+            mask = kmask[:, None] & rmask[None, :]
+            if I64:
+                rr = rr.to(tl.int64)
+            v0 = tl.load(x_ptr + x_kb + kk[:, None] * x_s2 + rr[None, :] * x_s1, mask=mask, other=0).to(tl.float32)
+            acc1 += tl.where(mask, v0, 0)
+        v1 = tl.sum(acc1, 1)[:, None]
+        tl.store(ws_ptr + (0 * n_split + sid) * kp + wk[:, None], v1, mask=kmask[:, None])
+    if PHASE == 2:
+        v1 = tl.sum(tl.load(ws_ptr + (0 * n_split + ss[None, :]) * kp + wk[:, None], mask=kmask[:, None] & smask[None, :], other=0.0), 1)[:, None]
+        v3 = (v1 / c2)
+        v4 = v3
+        if sid == 0:  # one split writes the per-kept-position outputs
+            tl.store(out_ptr + out_kb + kk[:, None] * out_s2, v4.to(out_ptr.dtype.element_ty), mask=kmask[:, None])
 
 
 def _contiguous(shape):
@@ -203,6 +271,7 @@ _KNOBS = {
     "GROUP_SIZE_M": 8,
     "num_stages": None,
     "split": None,
+    "SPLIT_PER_SM": None,
 }
 
 # Per-shape dispatch (measured in rounds): a call whose dtype is listed goes to the entry nearest to
@@ -229,13 +298,25 @@ def _route(dtype, rows, cols):
     return {**_KNOBS, **knobs}
 
 
-def _tile_config(kind, n_kt, n_ko, n_rt, n_ro, k_contig, knobs):
+@functools.lru_cache(maxsize=16)
+def _sm_count(device):
+    """The device's SM count, read once: a split reduction aims at SPLIT_PER_SM programs per SM."""
+    if device.type == "cuda":  # ROCm reports as CUDA too
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4  # the interpreter runs one program at a time; another device: a small guess
+
+
+def _tile_config(kind, n_kt, n_ko, n_rt, n_ro, k_contig, one_pass, splittable, sms, knobs):
     """Launch constants of a pointwise, reduce or scan stage: BLOCK_K kept positions (contiguous ones
     in a wide tile) by BLOCK_R reduced elements; a reduction whose elements per kept position fit
     MAX_SINGLE_PASS (16384: 64 KB of fp32) is read once into registers, and a step holds
-    ROW_TILE elements (4096: ~16 KB of fp32 loads in flight per program)."""
+    ROW_TILE elements (4096: ~16 KB of fp32 loads in flight per program). The third value:
+    None, or how a reduction with too few kept blocks to fill the SMs shares each block's elements
+    among n_split programs (n_split, steps of BLOCK_R per program, n_split rounded up to a power of 2)."""
     single_max = knobs["MAX_SINGLE_PASS"] or 16384
     tile_max = knobs["ROW_TILE"] or 4096
+    split_knob = knobs["split"] if splittable else False
+    split = None
     if kind == "pointwise":
         block_k = min(triton.next_power_of_2(n_kt), tile_max)
         meta, tile = dict(BLOCK_K=block_k), block_k
@@ -244,7 +325,11 @@ def _tile_config(kind, n_kt, n_ko, n_rt, n_ro, k_contig, knobs):
         block_k = max(1, min(triton.next_power_of_2(n_kt), tile_max // block_r))
         meta, tile = dict(BLOCK_K=block_k, BLOCK_R=block_r), block_k * block_r
     else:
-        single = n_ro == 1 and n_rt <= single_max
+        single = n_ro == 1 and n_rt <= single_max and split_knob is not True
+        if single and k_contig and one_pass and n_kt >= 32 and \
+                single_max // triton.next_power_of_2(n_rt) < 32:
+            single = False  # a narrow tile reads a few contiguous kept positions per reduced row: whole
+            # sectors only when the loop runs wide along them
         if single:
             block_r = triton.next_power_of_2(n_rt)
             block_k = max(1, min(triton.next_power_of_2(n_kt), single_max // block_r, 256))
@@ -255,10 +340,30 @@ def _tile_config(kind, n_kt, n_ko, n_rt, n_ro, k_contig, knobs):
             block_r = min(triton.next_power_of_2(n_rt), tile_max)
             block_k = max(1, min(triton.next_power_of_2(n_kt), tile_max // block_r))
         meta, tile = dict(BLOCK_K=block_k, BLOCK_R=block_r, SINGLE=single), block_k * block_r
+        if not single and split_knob is not False:
+            split = _split(n_ko * triton.cdiv(n_kt, block_k), n_ro * triton.cdiv(n_rt, block_r), block_k, block_r, sms,
+                           split_knob, knobs["SPLIT_PER_SM"] or 4)
     meta["num_warps"] = knobs["num_warps"] or (4 if tile <= 2048 else (8 if tile <= 8192 else 16))
     if knobs["num_stages"]:
         meta["num_stages"] = knobs["num_stages"]
-    return meta, (n_ko * triton.cdiv(n_kt, meta["BLOCK_K"]),)
+    return meta, (n_ko * triton.cdiv(n_kt, meta["BLOCK_K"]),), split
+
+
+def _split(kept, steps_all, block_k, block_r, sms, forced, per_sm):
+    """(n_split, steps per program, n_split rounded up to a power of 2), or None: a reduction over
+    `kept` blocks of `steps_all` steps each, shared until ~per_sm programs run per SM, each keeping
+    at least 8 steps (forced: one step each, and at least 2 programs), at most
+    8192 // BLOCK_K programs (the combine holds one partial of each); not below
+    1048576 elements unless forced (a second launch costs more than idle SMs there)."""
+    if not forced and kept * steps_all * block_k * block_r < 1048576:
+        return None
+    most = min(steps_all if forced else steps_all // 8, max(2, 8192 // block_k))
+    n_split = min(max(triton.cdiv(per_sm * sms, kept), 2 if forced else 1), most)
+    if n_split < 2:
+        return None
+    steps = triton.cdiv(steps_all, n_split)
+    n_split = triton.cdiv(steps_all, steps)
+    return n_split, steps, triton.next_power_of_2(n_split)
 
 
 def _matmul_config(M, N, K, fp32, knobs):
@@ -296,6 +401,7 @@ class _Plan(typing.NamedTuple):
     grids: tuple  # per stage
     args: tuple  # per stage: the launch arguments after the buffers and scalar params
     metas: tuple  # per stage: constexprs, num_warps
+    splits: tuple  # per stage: None, or a split reduction's (workspace elements, ((grid, meta) per phase), (n_split, steps))
     device: torch.device
 
 
@@ -344,18 +450,26 @@ def _plan(x_shape, x_stride, x_dtype, device):
             raise AssertionError(f"mean12: a buffer of its own ({bad}) has a layout the plan did not expect")
         copies.add(bad)  # a layout no stage can walk as merged dims: copied contiguous (same dtype)
         layouts[bad] = (layouts[bad][0], _contiguous(layouts[bad][0]))
-    grids, args, metas = [], [], []
+    grids, args, metas, splits = [], [], [], []
     # stage 0: sum over dims [1, 2] of [x_0, x_1, x_2, x_3]
     sizes, acc, _ = lay0
     k_contig = acc[0][1][2] == 1
-    meta, grid = _tile_config("reduce", sizes[2], math.prod(sizes[g] for g in [0]),
-                              sizes[1], math.prod(sizes[g] for g in []), k_contig, knobs)
+    meta, grid, split = _tile_config("reduce", sizes[2], math.prod(sizes[g] for g in [0]),
+                                     sizes[1], math.prod(sizes[g] for g in []), k_contig,
+                                     True, True, _sm_count(device), knobs)
     meta["I64"] = big
+    if split is not None:  # 2 launches on (kept blocks, n_split) grids: the partials, then combine and write
+        n_split, steps, block = split
+        phase_meta = {k: v for k, v in meta.items() if k != "SINGLE"}
+        launches = tuple(((grid[0], n_split if phase < 2 or False else 1),
+                          dict(phase_meta, PHASE=phase, SPLIT_BLOCK=block)) for phase in range(1, 3))
+        split = (1 * n_split * grid[0] * meta["BLOCK_K"], launches, (n_split, steps))
+    splits.append(split)
     grids.append(grid)
     args.append((float(x_1*x_2), *sizes, acc[0][1][0], acc[0][1][1], acc[0][1][2],  acc[1][1][0], acc[1][1][2], ))
     metas.append(meta)
     return _Plan(tuple(n in copies for n in _INPUTS), out_shapes, _OUT_DTYPES[x_dtype], temp_shapes,
-                 tuple(grids), tuple(args), tuple(metas), device)
+                 tuple(grids), tuple(args), tuple(metas), tuple(splits), device)
 
 
 def mean12(x):
@@ -367,7 +481,13 @@ def mean12(x):
     if plan.copies[0]:
         x = x.contiguous()
     out = torch.empty(plan.out_shapes[0], dtype=plan.out_dtypes[0], device=plan.device)
-    _mean12_stage0_kernel[plan.grids[0]](x, out, *plan.args[0], **plan.metas[0])
+    split = plan.splits[0]
+    if split is None:
+        _mean12_stage0_kernel[plan.grids[0]](x, out, *plan.args[0], **plan.metas[0])
+    else:
+        ws = torch.empty(split[0], dtype=torch.float32, device=plan.device)
+        for grid, meta in split[1]:
+            _mean12_stage0_split_kernel[grid](x, out, *plan.args[0], ws, *split[2], **meta)
     return out
 
 

@@ -5,9 +5,10 @@ Family: nd (1 launch). Traced: nd: 1 stage(s) (matmul) over 2 input(s)
   stage 0: matmul [a_0, a_1, b_2] with its epilogue
 Memory traffic: each stage reads its inputs once per pass and writes its outputs once; values between
 stages go through fp32 buffers.
-Knobs: MAX_SINGLE_PASS=auto, ROW_TILE=auto, num_warps=auto, BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_stages=auto, split=auto
+Knobs: MAX_SINGLE_PASS=auto, ROW_TILE=auto, num_warps=auto, BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_stages=auto, split=auto, SPLIT_PER_SM=auto
 """
 
+import functools
 import math
 import typing
 
@@ -209,16 +210,29 @@ _KNOBS = {
     "GROUP_SIZE_M": 8,
     "num_stages": None,
     "split": None,
+    "SPLIT_PER_SM": None,
 }
 
 
-def _tile_config(kind, n_kt, n_ko, n_rt, n_ro, k_contig):
+@functools.lru_cache(maxsize=16)
+def _sm_count(device):
+    """The device's SM count, read once: a split reduction aims at SPLIT_PER_SM programs per SM."""
+    if device.type == "cuda":  # ROCm reports as CUDA too
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4  # the interpreter runs one program at a time; another device: a small guess
+
+
+def _tile_config(kind, n_kt, n_ko, n_rt, n_ro, k_contig, one_pass, splittable, sms):
     """Launch constants of a pointwise, reduce or scan stage: BLOCK_K kept positions (contiguous ones
     in a wide tile) by BLOCK_R reduced elements; a reduction whose elements per kept position fit
     MAX_SINGLE_PASS (16384: 64 KB of fp32) is read once into registers, and a step holds
-    ROW_TILE elements (4096: ~16 KB of fp32 loads in flight per program)."""
+    ROW_TILE elements (4096: ~16 KB of fp32 loads in flight per program). The third value:
+    None, or how a reduction with too few kept blocks to fill the SMs shares each block's elements
+    among n_split programs (n_split, steps of BLOCK_R per program, n_split rounded up to a power of 2)."""
     single_max = _KNOBS["MAX_SINGLE_PASS"] or 16384
     tile_max = _KNOBS["ROW_TILE"] or 4096
+    split_knob = _KNOBS["split"] if splittable else False
+    split = None
     if kind == "pointwise":
         block_k = min(triton.next_power_of_2(n_kt), tile_max)
         meta, tile = dict(BLOCK_K=block_k), block_k
@@ -227,7 +241,11 @@ def _tile_config(kind, n_kt, n_ko, n_rt, n_ro, k_contig):
         block_k = max(1, min(triton.next_power_of_2(n_kt), tile_max // block_r))
         meta, tile = dict(BLOCK_K=block_k, BLOCK_R=block_r), block_k * block_r
     else:
-        single = n_ro == 1 and n_rt <= single_max
+        single = n_ro == 1 and n_rt <= single_max and split_knob is not True
+        if single and k_contig and one_pass and n_kt >= 32 and \
+                single_max // triton.next_power_of_2(n_rt) < 32:
+            single = False  # a narrow tile reads a few contiguous kept positions per reduced row: whole
+            # sectors only when the loop runs wide along them
         if single:
             block_r = triton.next_power_of_2(n_rt)
             block_k = max(1, min(triton.next_power_of_2(n_kt), single_max // block_r, 256))
@@ -238,10 +256,30 @@ def _tile_config(kind, n_kt, n_ko, n_rt, n_ro, k_contig):
             block_r = min(triton.next_power_of_2(n_rt), tile_max)
             block_k = max(1, min(triton.next_power_of_2(n_kt), tile_max // block_r))
         meta, tile = dict(BLOCK_K=block_k, BLOCK_R=block_r, SINGLE=single), block_k * block_r
+        if not single and split_knob is not False:
+            split = _split(n_ko * triton.cdiv(n_kt, block_k), n_ro * triton.cdiv(n_rt, block_r), block_k, block_r, sms,
+                           split_knob, _KNOBS["SPLIT_PER_SM"] or 4)
     meta["num_warps"] = _KNOBS["num_warps"] or (4 if tile <= 2048 else (8 if tile <= 8192 else 16))
     if _KNOBS["num_stages"]:
         meta["num_stages"] = _KNOBS["num_stages"]
-    return meta, (n_ko * triton.cdiv(n_kt, meta["BLOCK_K"]),)
+    return meta, (n_ko * triton.cdiv(n_kt, meta["BLOCK_K"]),), split
+
+
+def _split(kept, steps_all, block_k, block_r, sms, forced, per_sm):
+    """(n_split, steps per program, n_split rounded up to a power of 2), or None: a reduction over
+    `kept` blocks of `steps_all` steps each, shared until ~per_sm programs run per SM, each keeping
+    at least 8 steps (forced: one step each, and at least 2 programs), at most
+    8192 // BLOCK_K programs (the combine holds one partial of each); not below
+    1048576 elements unless forced (a second launch costs more than idle SMs there)."""
+    if not forced and kept * steps_all * block_k * block_r < 1048576:
+        return None
+    most = min(steps_all if forced else steps_all // 8, max(2, 8192 // block_k))
+    n_split = min(max(triton.cdiv(per_sm * sms, kept), 2 if forced else 1), most)
+    if n_split < 2:
+        return None
+    steps = triton.cdiv(steps_all, n_split)
+    n_split = triton.cdiv(steps_all, steps)
+    return n_split, steps, triton.next_power_of_2(n_split)
 
 
 def _matmul_config(M, N, K, fp32):
@@ -279,6 +317,7 @@ class _Plan(typing.NamedTuple):
     grids: tuple  # per stage
     args: tuple  # per stage: the launch arguments after the buffers and scalar params
     metas: tuple  # per stage: constexprs, num_warps
+    splits: tuple  # per stage: None, or a split reduction's (workspace elements, ((grid, meta) per phase), (n_split, steps))
     device: torch.device
 
 
@@ -334,7 +373,7 @@ def _plan(a_shape, a_stride, a_dtype, b_shape, b_stride, b_dtype, device):
             raise AssertionError(f"bmm: a buffer of its own ({bad}) has a layout the plan did not expect")
         copies.add(bad)  # a layout no stage can walk as merged dims: copied contiguous (same dtype)
         layouts[bad] = (layouts[bad][0], _contiguous(layouts[bad][0]))
-    grids, args, metas = [], [], []
+    grids, args, metas, splits = [], [], [], []
     # stage 0: matmul [a_0, a_1, b_2] with its epilogue
     sizes, acc, _ = lay0
     (a_off, a_sb, a_sm, a_sk), (b_off, b_sb, b_sk, b_sn) = [op for _, op in ops0]
@@ -346,8 +385,9 @@ def _plan(a_shape, a_stride, a_dtype, b_shape, b_stride, b_dtype, device):
                       UPCAST=(device.type == "cpu" and a_dtype == torch.bfloat16) or a_dtype != b_dtype,
                       ROUND={"float16": 1, "bfloat16": 2}.get(str(a_dtype).removeprefix("torch."), 0),
                       I64=big, num_warps=warps, num_stages=stages))
+    splits.append(None)
     return _Plan(tuple(n in copies for n in _INPUTS), out_shapes, _OUT_DTYPES[a_dtype], temp_shapes,
-                 tuple(grids), tuple(args), tuple(metas), device)
+                 tuple(grids), tuple(args), tuple(metas), tuple(splits), device)
 
 
 def bmm(a, b):
