@@ -1,0 +1,147 @@
+"""KernelBench problems on a GPU: eager, another tree's round 0, this tree's round 0 and knob settings
+of this tree, on the same inputs in one process, timed in turns (issue 29's before/after).
+
+    python benchmarks/kb_versus.py OLD_TREE PROBLEM.py... [--variants] [--compile] [--out DIR] [--rep-ms 30]
+
+- OLD_TREE writes its round-0 kernels in a child process (benchmarks/trees.py's write_kernels), this
+  tree in this process (`first_kernel(spec, sm_count)`); --variants adds, per problem, the knob
+  settings in VARIANTS (generate_kernel(spec, knobs): the base knobs, no dispatch table);
+- every kernel is checked against the reference on the perf case (float32, KernelBench's shapes),
+  at 10x the spec's tolerance, and a wrong one is reported, not timed;
+- eager (the reference), --compile adds torch.compile of it; kernels timed in turns (each turn:
+  every function once through kernelgen.verify.timing), the median of the turns' medians.
+The table comes last: µs of each, old and new against eager, the best variant. Details in --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from trees import load_entry, write_kernels  # benchmarks/ is this script's folder, first on sys.path
+
+REPO = Path(__file__).resolve().parent.parent
+
+_SPLIT = [{"split": True, "SPLIT_PER_SM": n} for n in (2, 8, 16)]
+_ROWS = [{"ROW_TILE": 2048}, {"ROW_TILE": 8192}, {"ROW_TILE": 16384}]
+_POINTWISE = [{"TILE_BYTES": 32768}, {"TILE_BYTES": 65536}, {"num_warps": 4}, {"persistent": True},
+              {"eviction": "evict_first"}, {"grid": "1d"}, {"grid": "1d", "BLOCK_SIZE": 8192, "num_warps": 8}]
+VARIANTS = {  # KernelBench level-1 number -> knob settings worth timing beside round 0
+    37: _SPLIT, 100: _SPLIT, 33: _SPLIT,
+    34: [{"ROW_TILE": 8192}, {"ROW_TILE": 2048}, {"split": True, "SPLIT_PER_SM": 8}],
+    35: [{"ROW_TILE": 8192}, {"split": True, "SPLIT_PER_SM": 8}, {"split": True, "SPLIT_PER_SM": 16}],
+    47: _ROWS, 51: _ROWS[1:],
+    21: _POINTWISE, 20: _POINTWISE[:4], 28: _POINTWISE[:4],
+}
+
+
+def _number(path: Path) -> int:
+    found = re.match(r"\d+", path.name)
+    return int(found.group()) if found else 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("old", type=Path)
+    ap.add_argument("problems", nargs="+", type=Path)
+    ap.add_argument("--variants", action="store_true")
+    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--turns", type=int, default=2)
+    ap.add_argument("--rep-ms", type=float, default=30.0)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--dry-run", action="store_true", help="no GPU: each kernel checked once on the first test case")
+    args = ap.parse_args()
+    if args.dry_run:
+        import os
+
+        os.environ["TRITON_INTERPRET"] = "1"
+    sys.path.insert(0, str(REPO))
+    import torch
+    import triton
+
+    from kernelgen.offline import first_kernel, generate_kernel
+    from kernelgen.spec import draw_inputs, load_reference
+    from kernelgen.spec.given import read_spec
+    from kernelgen.verify.timing import rep_times, summarize
+
+    device = "cpu" if args.dry_run else "cuda"
+    sms = 132 if args.dry_run else torch.cuda.get_device_properties(0).multi_processor_count
+    work = Path(tempfile.mkdtemp(prefix="kg-versus-"))
+    paths = [p.resolve() for p in args.problems]
+    old = write_kernels(args.old.resolve(), paths, work / "old", sms)
+    print(f"{'interpreter' if args.dry_run else torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
+          f"triton {triton.__version__}; old {args.old}", flush=True)
+    rows = []
+    for path in paths:
+        number = _number(path)
+        spec = read_spec(path).spec
+        fns, notes = {}, {}
+        ref = load_reference(spec)
+        fns["eager"] = ref
+        if args.compile:
+            fns["compile"] = torch.compile(ref)
+        if "error" not in old[str(path)]:
+            fns["old"] = load_entry(Path(old[str(path)]["file"]), old[str(path)]["name"])
+        settings = [("new", None)] + [(json.dumps(k, sort_keys=True), k) for k in (VARIANTS.get(number, []) if args.variants else [])]
+        sources = {"old": Path(old[str(path)]["file"]).read_text()} if "old" in fns else {}
+        for label, knobs in settings:
+            src = first_kernel(spec, sms).source if knobs is None else generate_kernel(spec, knobs).source
+            if src in sources.values():
+                notes[label] = "same as " + next(k for k, v in sources.items() if v == src)
+                continue
+            sources[label] = src
+            file = work / f"{spec.name}_{len(sources)}.py"
+            file.write_text(src)
+            fns[label] = load_entry(file, spec.name)
+        case = spec.test_cases[0] if args.dry_run else spec.effective_perf_cases[0]
+        inputs = draw_inputs(spec, case, "float32", 0, device, on_device=not args.dry_run)
+        expected = ref(*inputs, **spec.param_defaults)
+        expected = expected[0] if isinstance(expected, (tuple, list)) else expected
+        tol = spec.tolerance_for("float32")
+        for k in list(fns):
+            if k == "eager":
+                continue
+            try:
+                got = fns[k](*inputs, **spec.param_defaults)
+                got = got[0] if isinstance(got, (tuple, list)) else got
+                err = ((got.double() - expected.double()).norm() / expected.double().norm().clamp_min(1e-30)).item()
+                if not torch.allclose(got.double(), expected.double(), atol=10 * tol.atol, rtol=10 * tol.rtol):
+                    notes[k] = f"wrong (rel err {err:.1e})"
+                    del fns[k]
+            except Exception as e:  # a kernel that fails to build or run is reported, not timed
+                notes[k] = f"{type(e).__name__}: {str(e)[:100]}"
+                del fns[k]
+        turns: dict[str, list[float]] = {k: [] for k in fns}
+        for _ in range(0 if args.dry_run else args.turns):
+            for k, fn in fns.items():
+                turns[k].append(1e3 * summarize(rep_times(lambda: fn(*inputs, **spec.param_defaults), "cuda",
+                                                          warmup_ms=5, rep_ms=args.rep_ms)).ms)
+        us = {k: statistics.median(v) for k, v in turns.items() if v}
+        row = {"problem": path.name, "number": number, "us": us, "notes": notes}
+        rows.append(row)
+        print(f"  {path.name}: " + ", ".join(f"{k} {v:.1f}" for k, v in us.items()) + (f" | {notes}" if notes else ""), flush=True)
+        if args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "kb_versus.json").write_text(json.dumps(rows, indent=1))
+        del inputs, expected, fns
+        torch.cuda.empty_cache()
+    print("\n| problem | eager µs | old µs | new µs | old x eager | new x eager | best variant | its x eager |\n|---|---:|---:|---:|---:|---:|---|---:|")
+    for r in rows:
+        us = r["us"]
+        e, o, n = us.get("eager"), us.get("old"), us.get("new", us.get("old") if r["notes"].get("new") == "same as old" else None)
+        var = {k: v for k, v in us.items() if k.startswith("{")}
+        best = min(var, key=var.get) if var else None
+        cell = lambda x: f"{x:.1f}" if x else "—"  # noqa: E731
+        ratio = lambda x: f"{e / x:.2f}" if x and e else "—"  # noqa: E731
+        print(f"| {r['problem']} | {cell(e)} | {cell(o)} | {cell(n)} | {ratio(o)} | {ratio(n)} | {best or '—'} | "
+              f"{ratio(var[best]) if best else '—'} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
