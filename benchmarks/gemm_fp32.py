@@ -140,6 +140,68 @@ def sum_parts_kernel(w_ptr, c_ptr, MN, SPLIT: tl.constexpr, BLOCK: tl.constexpr)
     tl.store(c_ptr + offs, acc, mask=mask)
 
 
+@triton.jit
+def split_parts_kernel(x_ptr, hi_ptr, lo_ptr, R, C, sxr, sxc, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """hi/lo TF32 parts of x [R, C] (any strides), written [R, C] contiguous."""
+    offs_r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    mask = (offs_r < R)[:, None] & (offs_c < C)[None, :]
+    x = tl.load(x_ptr + offs_r[:, None].to(tl.int64) * sxr + offs_c[None, :] * sxc, mask=mask, other=0.0)
+    hi, lo = _tf32_parts(x)
+    out = offs_r[:, None].to(tl.int64) * C + offs_c[None, :]
+    tl.store(hi_ptr + out, hi, mask=mask)
+    tl.store(lo_ptr + out, lo, mask=mask)
+
+
+@triton.jit
+def presplit_kernel(ahi_ptr, alo_ptr, bhi_ptr, blo_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """c = a @ b from TF32 parts: a [M, K] and b^T [N, K], both K-major (wgmma reads 32-bit operands
+    only K-major), three TF32 products straight from the loaded tiles."""
+    pid_m, pid_n = _tile_ids(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rows_m = tl.max_contiguous(tl.multiple_of(tl.where(offs_m < M, offs_m, 0), BLOCK_M), BLOCK_M).to(tl.int64)
+    rows_n = tl.max_contiguous(tl.multiple_of(tl.where(offs_n < N, offs_n, 0), BLOCK_N), BLOCK_N).to(tl.int64)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_off = rows_m[:, None] * K + offs_k[None, :]
+    b_off = rows_n[None, :] * K + offs_k[:, None]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        km = offs_k < K - k
+        a_lo = tl.load(alo_ptr + a_off + k, mask=km[None, :], other=0.0)
+        b_lo = tl.load(blo_ptr + b_off + k, mask=km[:, None], other=0.0)
+        a_hi = tl.load(ahi_ptr + a_off + k, mask=km[None, :], other=0.0)
+        b_hi = tl.load(bhi_ptr + b_off + k, mask=km[:, None], other=0.0)
+        acc = tl.dot(a_lo, b_hi, acc, input_precision="tf32")
+        acc = tl.dot(a_hi, b_lo, acc, input_precision="tf32")
+        acc = tl.dot(a_hi, b_hi, acc, input_precision="tf32")
+    mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+    tl.store(c_ptr + offs_m[:, None].to(tl.int64) * N + offs_n[None, :], acc, mask=mask)
+
+
+def presplit_parts(a: torch.Tensor, b: torch.Tensor):
+    """The TF32 parts of a [M, K] and of b [K, N] transposed to [N, K]."""
+    M, K = a.shape
+    N = b.shape[1]
+    parts = []
+    for x, R, C, sr, sc in ((a, M, K, a.stride(0), a.stride(1)), (b, N, K, b.stride(1), b.stride(0))):
+        hi = torch.empty((R, C), device=a.device, dtype=torch.float32)
+        lo = torch.empty_like(hi)
+        split_parts_kernel[(triton.cdiv(R, 32), triton.cdiv(C, 128))](x, hi, lo, R, C, sr, sc, BLOCK_R=32, BLOCK_C=128,
+                                                                       num_warps=4)
+        parts += [hi, lo]
+    return parts
+
+
+def run_presplit(cfg: tuple, parts: list, M: int, N: int, K: int):
+    bm, bn, bk, warps, stages = cfg
+    c = torch.empty((M, N), device=parts[0].device, dtype=torch.float32)
+    presplit_kernel[(triton.cdiv(M, bm) * triton.cdiv(N, bn),)](*parts, c, M, N, K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                                                                 GROUP_M=8, num_warps=warps, num_stages=stages)
+    return c
+
+
 def run(kind: str, cfg: tuple, a: torch.Tensor, b: torch.Tensor, sms: int, prec: str = "tf32x3", hints: bool = False):
     bm, bn, bk, warps, stages = cfg[:5]
     batched = a.dim() == 3
@@ -174,6 +236,15 @@ VARIANTS = ([("grouped", c, "tf32x3", False) for c in GROUPED]
             + [("grouped", (128, 256, 32, 8, 3), "tf32", False), ("grouped", (128, 128, 32, 8, 4), "tf32", False)])
 SPLITK = [("splitk", (64, 64, 64, 4, 3, s), "tf32x3", True) for s in (16, 32, 64)] + \
          [("splitk", (128, 128, 32, 8, 3, s), "tf32x3", True) for s in (32, 64)]
+# --set kmajor: b read K-major (b^T contiguous, as wgmma needs 32-bit operands), and the operands
+# split into TF32 parts by a first pass (presplit); (kind, tiles, precision, hints, b K-major)
+KMAJOR = ([("grouped", (128, 64, 32, 4, 4), "tf32x3", False, False)]
+          + [("grouped", c, "tf32", True, True) for c in ((128, 256, 32, 8, 3), (128, 128, 32, 8, 4))]
+          + [("grouped", c, "tf32x3", True, True) for c in ((128, 128, 32, 8, 3), (128, 64, 32, 4, 4), (128, 256, 32, 8, 3),
+                                                              (128, 128, 64, 8, 3), (256, 128, 32, 8, 3), (128, 128, 32, 4, 4))]
+          + [("grouped", c, "manual", True, True) for c in ((128, 128, 32, 8, 3), (128, 256, 32, 8, 3))]
+          + [("presplit", c, "tf32", True, True) for c in ((128, 128, 32, 8, 3), (128, 256, 32, 8, 3), (128, 128, 32, 4, 4),
+                                                           (128, 64, 32, 4, 4), (256, 128, 32, 8, 3), (128, 128, 16, 8, 4))])
 
 
 def main() -> int:
@@ -181,6 +252,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--rep-ms", type=float, default=30.0)
+    ap.add_argument("--set", choices=["tiles", "kmajor"], default="tiles")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from kernelgen.verify.timing import rep_times, summarize
@@ -207,30 +279,52 @@ def main() -> int:
         row = {"shape": name, "mnkb": [M, N, K, B], "cublas_fp32_ms": base[False], "cublas_tf32_ms": base[True], "variants": []}
         print(f"{name} {M}x{N}x{K}x{B}: cuBLAS fp32 {base[False]:.3f} ms ({flop / base[False] / 1e9:.1f} TFLOP/s), "
               f"tf32 {base[True]:.3f} ms", flush=True)
-        for kind, cfg, prec, hints in (SPLITK if name == "largek" else VARIANTS):
+        bt, parts = b, None
+        if args.set == "kmajor":
+            variants = [] if B > 1 else KMAJOR
+            bt = b.t().contiguous().t() if B == 1 else b
+            parts = presplit_parts(a, b) if B == 1 else None
+            if parts is not None:
+                row["prepass_ms"] = t_ms(lambda: presplit_parts(a, b))
+                row["transpose_ms"] = t_ms(lambda: b.t().contiguous())
+                print(f"  prepass (split a and b^T into TF32 parts) {row['prepass_ms']:.3f} ms, b^T copy "
+                      f"{row['transpose_ms']:.3f} ms", flush=True)
+        else:
+            variants = [v + (False,) for v in (SPLITK if name == "largek" else VARIANTS)]
+        for kind, cfg, prec, hints, kmajor in variants:
             if kind == "persistent" and B > 1:
                 continue
-            label = f"{kind}/{prec}{'/hints' if hints else ''}/{'x'.join(map(str, cfg))}"
+            label = f"{kind}/{prec}{'/hints' if hints else ''}{'/kmajor' if kmajor else ''}/{'x'.join(map(str, cfg))}"
+
+            def call(kind=kind, cfg=cfg, prec=prec, hints=hints, kmajor=kmajor):  # noqa: ANN001, ANN202
+                if kind == "presplit":
+                    return run_presplit(cfg, parts, M, N, K)
+                return run(kind, cfg, a, bt if kmajor else b, sms, prec, hints)
             try:
-                out = run(kind, cfg, a, b, sms, prec, hints)
+                out = call()
                 err = ((out.double() - ref).norm() / ref.norm()).item()
                 ok = bool(torch.allclose(out.double(), ref, atol=1e-4, rtol=1e-4))
-                ms = t_ms(lambda: run(kind, cfg, a, b, sms, prec, hints))
+                ms = t_ms(call)
             except Exception as e:  # a config the compiler or the shared memory refuses
                 print(f"  {label}: {type(e).__name__}: {str(e)[:120]}", flush=True)
                 continue
-            row["variants"].append({"label": label, "ms": ms, "rel_err": err, "allclose": ok})
+            if kind == "presplit":
+                ms_total = ms + row["prepass_ms"]
+            else:
+                ms_total = ms
+            row["variants"].append({"label": label, "ms": ms_total, "kernel_ms": ms, "rel_err": err, "allclose": ok,
+                                    "fp32_grade": prec != "tf32" or kind == "presplit"})
             print(f"  {label}: {ms:.3f} ms {flop / ms / 1e9:.1f} TFLOP/s x{base[False] / ms:.2f} cuBLAS-fp32, "
                   f"err {err:.1e} {'ok' if ok else 'NOT allclose'}", flush=True)
         rows.append(row)
         if args.out:
             args.out.mkdir(parents=True, exist_ok=True)
-            (args.out / "gemm_fp32.json").write_text(json.dumps(rows, indent=1))
+            (args.out / f"gemm_fp32_{args.set}.json").write_text(json.dumps(rows, indent=1))
         del a, b, ref
         torch.cuda.empty_cache()
     print("\n| shape | cuBLAS fp32 ms | TF32 ms | best tf32x3-grade variant | ms | x cuBLAS fp32 |\n|---|---:|---:|---|---:|---:|")
     for r in rows:
-        good = [v for v in r["variants"] if v["allclose"] and "/tf32/" not in v["label"]]
+        good = [v for v in r["variants"] if v["allclose"] and v["fp32_grade"]]
         best = min(good, key=lambda v: v["ms"]) if good else None
         print(f"| {r['shape']} | {r['cublas_fp32_ms']:.3f} | {r['cublas_tf32_ms']:.3f} | {best['label'] if best else '-'} | "
               f"{best['ms'] if best else float('nan'):.3f} | {r['cublas_fp32_ms'] / best['ms'] if best else 0:.2f} |")

@@ -118,10 +118,10 @@ def test_round_zero_splits_where_the_kept_blocks_leave_sms_idle() -> None:
     mse = first_choices(_at(ALL["mse"], {"p": [32768, 32768], "t": [32768, 32768]}), 132)
     assert [c.knobs for c in mse] == [{"split": True}] * 2
     assert "1 kept block(s) on 132 SMs; each shared by 528 programs" in mse[0].reason
-    # per-channel statistics of a batch norm: 64 channels, 9 programs each
+    # per-channel statistics of a batch norm (then its write pass): 64 channels, 33 programs each (16 per SM)
     bn = first_choices(_at(ALL["batch_norm_train"], {"x": [64, 64, 512, 512], "w": [64], "b": [64], "rm": [64],
                                                      "rv": [64]}), 132)
-    assert bn[0].knobs == {"split": True} and "64 kept block(s)" in bn[0].reason and "576 programs" in bn[0].reason
+    assert bn[0].knobs == {"split": True} and "64 kept block(s)" in bn[0].reason and "2112 programs" in bn[0].reason
     # an instance norm has 7168 kept blocks: enough programs, no split; on 16 SMs neither
     inorm = _at(ALL["instance_norm"], {"x": [112, 64, 512, 512]})
     assert all(c.knobs == {} and "looped" in c.reason and "split" not in c.reason for c in first_choices(inorm, 132))
@@ -131,10 +131,17 @@ def test_round_zero_splits_where_the_kept_blocks_leave_sms_idle() -> None:
 
 def test_round_zero_reads_a_contiguous_kept_dim_wide() -> None:
     # mean over dim 1 of [128, 4096, 4095]: the kept dim 4095 is contiguous; a single pass would hold
-    # 4 of it per reduced row (16 of a 32-byte sector), the loop reads 128 of it per row
+    # 4 of it per reduced row (16 of a 32-byte sector), the loop reads 128 of it by 128 rows per step
     spec = _at(_spec("mean_dim1", "x.mean(1)", [{"x": [3, 7, 5]}]), {"x": [128, 4096, 4095]})
     (choice, _) = first_choices(spec, 132)
-    assert choice.knobs == {} and "looped, 128x32 tile over 8 warps, 4096 programs" in choice.reason
+    assert choice.knobs == {"ROW_TILE": 16384} and "looped, 128x128 tile over 16 warps, 4096 programs" in choice.reason
+    # an argmax there keeps 32 rows per step (its int64 index per lane doubles the registers)
+    arg = _at(_spec("argmax_dim1", "x.argmax(1)", [{"x": [3, 7, 5]}]), {"x": [128, 4096, 4095]})
+    (choice, _) = first_choices(arg, 132)
+    assert choice.knobs == {} and "looped, 128x32 tile over 8 warps" in choice.reason
+    # a group norm's 112 x 3 kept blocks already fill 132 SMs (2 per SM and more): no split
+    gn = _at(ALL["group_norm3"], {"x": [112, 63, 512, 512], "w": [63], "b": [63]})
+    assert first_choices(gn, 132)[0].knobs == {}
 
 
 def test_round_zero_leaves_a_per_stage_split_to_the_file() -> None:

@@ -261,16 +261,18 @@ def _sm_count(device):
     return 4  # the interpreter runs one program at a time; another device: a small guess
 
 
-def _tile_config(kind, n_kt, n_ko, n_rt, n_ro, k_contig, one_pass, splittable, sms):
+def _tile_config(kind, n_kt, n_ko, n_rt, n_ro, k_contig, one_pass, split_sm, sms):
     """Launch constants of a pointwise, reduce or scan stage: BLOCK_K kept positions (contiguous ones
     in a wide tile) by BLOCK_R reduced elements; a reduction whose elements per kept position fit
     MAX_SINGLE_PASS (16384: 64 KB of fp32) is read once into registers, and a step holds
     ROW_TILE elements (4096: ~16 KB of fp32 loads in flight per program). The third value:
     None, or how a reduction with too few kept blocks to fill the SMs shares each block's elements
-    among n_split programs (n_split, steps of BLOCK_R per program, n_split rounded up to a power of 2)."""
+    among n_split programs (n_split, steps of BLOCK_R per program, n_split rounded up to a power of 2):
+    split_sm is 0 for a stage with no split form, else the programs per SM it aims at unless
+    SPLIT_PER_SM says otherwise (4, or 16 where a write pass follows)."""
     single_max = _KNOBS["MAX_SINGLE_PASS"] or 16384
     tile_max = _KNOBS["ROW_TILE"] or 4096
-    split_knob = _KNOBS["split"] if splittable else False
+    split_knob = _KNOBS["split"] if split_sm else False
     split = None
     if kind == "pointwise":
         block_k = min(triton.next_power_of_2(n_kt), tile_max)
@@ -297,7 +299,7 @@ def _tile_config(kind, n_kt, n_ko, n_rt, n_ro, k_contig, one_pass, splittable, s
         meta, tile = dict(BLOCK_K=block_k, BLOCK_R=block_r, SINGLE=single), block_k * block_r
         if not single and split_knob is not False:
             split = _split(n_ko * triton.cdiv(n_kt, block_k), n_ro * triton.cdiv(n_rt, block_r), block_k, block_r, sms,
-                           split_knob, _KNOBS["SPLIT_PER_SM"] or 4)
+                           split_knob, _KNOBS["SPLIT_PER_SM"] or split_sm)
     meta["num_warps"] = _KNOBS["num_warps"] or (4 if tile <= 2048 else (8 if tile <= 8192 else 16))
     if _KNOBS["num_stages"]:
         meta["num_stages"] = _KNOBS["num_stages"]
@@ -308,9 +310,10 @@ def _split(kept, steps_all, block_k, block_r, sms, forced, per_sm):
     """(n_split, steps per program, n_split rounded up to a power of 2), or None: a reduction over
     `kept` blocks of `steps_all` steps each, shared until ~per_sm programs run per SM, each keeping
     at least 8 steps (forced: one step each, and at least 2 programs), at most
-    8192 // BLOCK_K programs (the combine holds one partial of each); not below
-    1048576 elements unless forced (a second launch costs more than idle SMs there)."""
-    if not forced and kept * steps_all * block_k * block_r < 1048576:
+    8192 // BLOCK_K programs (the combine holds one partial of each). Unless forced: only
+    below 2 kept blocks per SM (more already fill the SMs) and from 1048576 elements (below,
+    a second launch costs more than idle SMs do)."""
+    if not forced and (kept >= 2 * sms or kept * steps_all * block_k * block_r < 1048576):
         return None
     most = min(steps_all if forced else steps_all // 8, max(2, 8192 // block_k))
     n_split = min(max(triton.cdiv(per_sm * sms, kept), 2 if forced else 1), most)
@@ -408,7 +411,7 @@ def _plan(x_shape, x_stride, x_dtype, device):
     k_contig = acc[0][1][1] == 1
     meta, grid, split = _tile_config("reduce", sizes[1], math.prod(sizes[g] for g in []),
                                      sizes[0], math.prod(sizes[g] for g in []), k_contig,
-                                     True, True, _sm_count(device))
+                                     True, 4, _sm_count(device))
     meta["I64"] = big
     if split is not None:  # 2 launches on (kept blocks, n_split) grids: the partials, then combine and write
         n_split, steps, block = split
