@@ -34,7 +34,8 @@ _POINTWISE = [{"TILE_BYTES": 32768}, {"TILE_BYTES": 65536}, {"num_warps": 4}, {"
 VARIANTS = {  # KernelBench level-1 number -> knob settings worth timing beside round 0
     37: _SPLIT, 100: _SPLIT, 33: _SPLIT,
     34: [{"ROW_TILE": 8192}, {"ROW_TILE": 2048}, {"split": True, "SPLIT_PER_SM": 8}],
-    35: [{"ROW_TILE": 8192}, {"split": True, "SPLIT_PER_SM": 8}, {"split": True, "SPLIT_PER_SM": 16}],
+    35: [{"ROW_TILE": 8192}, {"num_warps": 4}, {"split": True, "SPLIT_PER_SM": 4}, {"split": True, "SPLIT_PER_SM": 16}],
+    36: [{"ROW_TILE": 16384}, {"split": False}], 49: [{"ROW_TILE": 8192}], 52: [{"ROW_TILE": 2048}],
     47: _ROWS, 51: _ROWS[1:],
     21: _POINTWISE, 20: _POINTWISE[:4], 28: _POINTWISE[:4],
 }
