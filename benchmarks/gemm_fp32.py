@@ -58,6 +58,12 @@ def _mac(acc, a, b, PREC: tl.constexpr):
         acc = tl.dot(a_lo, b_hi, acc, input_precision="tf32")
         acc = tl.dot(a_hi, b_lo, acc, input_precision="tf32")
         acc = tl.dot(a_hi, b_hi, acc, input_precision="tf32")
+    elif PREC == "manual2":  # the step's three products summed in the MMA from zero, then added in fp32
+        a_hi, a_lo = _tf32_parts(a)
+        b_hi, b_lo = _tf32_parts(b)
+        part = tl.dot(a_lo, b_hi, input_precision="tf32")
+        part = tl.dot(a_hi, b_lo, part, input_precision="tf32")
+        acc += tl.dot(a_hi, b_hi, part, input_precision="tf32")
     else:
         acc = tl.dot(a, b, acc, input_precision=PREC)
     return acc
@@ -238,6 +244,11 @@ SPLITK = [("splitk", (64, 64, 64, 4, 3, s), "tf32x3", True) for s in (16, 32, 64
          [("splitk", (128, 128, 32, 8, 3, s), "tf32x3", True) for s in (32, 64)]
 # --set kmajor: b read K-major (b^T contiguous, as wgmma needs 32-bit operands), and the operands
 # split into TF32 parts by a first pass (presplit); (kind, tiles, precision, hints, b K-major)
+# --set final: the forms the generator now writes, beside the three-products-by-hand one (manual2)
+FINAL = ([("grouped", c, "tf32x3", True, True) for c in ((128, 128, 64, 8, 3), (128, 64, 32, 4, 4))]
+         + [("grouped", c, "manual2", True, True) for c in ((128, 256, 32, 8, 3), (128, 128, 64, 8, 3), (128, 128, 32, 8, 3),
+                                                            (128, 64, 32, 4, 4))]
+         + [("grouped", c, "tf32", True, True) for c in ((128, 256, 32, 8, 3), (128, 256, 64, 8, 2), (256, 128, 32, 8, 3))])
 KMAJOR = ([("grouped", (128, 64, 32, 4, 4), "tf32x3", False, False)]
           + [("grouped", c, "tf32", True, True) for c in ((128, 256, 32, 8, 3), (128, 128, 32, 8, 4))]
           + [("grouped", c, "tf32x3", True, True) for c in ((128, 128, 32, 8, 3), (128, 64, 32, 4, 4), (128, 256, 32, 8, 3),
@@ -252,7 +263,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--rep-ms", type=float, default=30.0)
-    ap.add_argument("--set", choices=["tiles", "kmajor"], default="tiles")
+    ap.add_argument("--set", choices=["tiles", "kmajor", "final"], default="tiles")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from kernelgen.verify.timing import rep_times, summarize
@@ -280,8 +291,8 @@ def main() -> int:
         print(f"{name} {M}x{N}x{K}x{B}: cuBLAS fp32 {base[False]:.3f} ms ({flop / base[False] / 1e9:.1f} TFLOP/s), "
               f"tf32 {base[True]:.3f} ms", flush=True)
         bt, parts = b, None
-        if args.set == "kmajor":
-            variants = [] if B > 1 else KMAJOR
+        if args.set in ("kmajor", "final"):
+            variants = [] if B > 1 else (KMAJOR if args.set == "kmajor" else FINAL)
             bt = b.t().contiguous().t() if B == 1 else b
             parts = presplit_parts(a, b) if B == 1 else None
             if parts is not None:

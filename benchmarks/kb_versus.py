@@ -31,14 +31,22 @@ _SPLIT = [{"split": True, "SPLIT_PER_SM": n} for n in (2, 8, 16)]
 _ROWS = [{"ROW_TILE": 2048}, {"ROW_TILE": 8192}, {"ROW_TILE": 16384}]
 _POINTWISE = [{"TILE_BYTES": 32768}, {"TILE_BYTES": 65536}, {"num_warps": 4}, {"persistent": True},
               {"eviction": "evict_first"}, {"grid": "1d"}, {"grid": "1d", "BLOCK_SIZE": 8192, "num_warps": 8}]
+_LONG_ROWS = [{"algorithm": "online", "persistent": False}, {"algorithm": "looped"},
+              {"algorithm": "online", "persistent": True, "LOOP_BLOCK": 8192, "num_warps": 16},
+              {"algorithm": "online", "persistent": False, "LOOP_BLOCK": 8192, "num_warps": 16},
+              {"algorithm": "looped", "LOOP_BLOCK": 8192, "num_warps": 16}]
 VARIANTS = {  # KernelBench level-1 number -> knob settings worth timing beside round 0
     37: _SPLIT, 100: _SPLIT, 33: _SPLIT,
     34: [{"ROW_TILE": 8192}, {"ROW_TILE": 2048}, {"split": True, "SPLIT_PER_SM": 8}],
     35: [{"ROW_TILE": 8192}, {"num_warps": 4}, {"split": True, "SPLIT_PER_SM": 4}, {"split": True, "SPLIT_PER_SM": 16}],
     36: [{"ROW_TILE": 16384}, {"split": False}], 49: [{"ROW_TILE": 8192}], 52: [{"ROW_TILE": 2048}],
     47: _ROWS, 51: _ROWS[1:],
+    23: _LONG_ROWS, 24: _LONG_ROWS,
     21: _POINTWISE, 20: _POINTWISE[:4], 28: _POINTWISE[:4],
 }
+
+
+NAMED = {"softmax": _LONG_ROWS, "log_softmax": _LONG_ROWS}  # example specs (operator_specs/*.yaml) by name
 
 
 def _number(path: Path) -> int:
@@ -56,6 +64,8 @@ def main() -> int:
     ap.add_argument("--rep-ms", type=float, default=30.0)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--dry-run", action="store_true", help="no GPU: each kernel checked once on the first test case")
+    ap.add_argument("--case", type=int, default=0, help="which perf case of each spec (KernelBench files have one)")
+    ap.add_argument("--dtype", default="float32")
     args = ap.parse_args()
     if args.dry_run:
         import os
@@ -88,7 +98,8 @@ def main() -> int:
             fns["compile"] = torch.compile(ref)
         if "error" not in old[str(path)]:
             fns["old"] = load_entry(Path(old[str(path)]["file"]), old[str(path)]["name"])
-        settings = [("new", None)] + [(json.dumps(k, sort_keys=True), k) for k in (VARIANTS.get(number, []) if args.variants else [])]
+        chosen = (VARIANTS.get(number, []) if number else NAMED.get(spec.name, [])) if args.variants else []
+        settings = [("new", None)] + [(json.dumps(k, sort_keys=True), k) for k in chosen]
         sources = {"old": Path(old[str(path)]["file"]).read_text()} if "old" in fns else {}
         for label, knobs in settings:
             src = first_kernel(spec, sms).source if knobs is None else generate_kernel(spec, knobs).source
@@ -99,11 +110,11 @@ def main() -> int:
             file = work / f"{spec.name}_{len(sources)}.py"
             file.write_text(src)
             fns[label] = load_entry(file, spec.name)
-        case = spec.test_cases[0] if args.dry_run else spec.effective_perf_cases[0]
-        inputs = draw_inputs(spec, case, "float32", 0, device, on_device=not args.dry_run)
+        case = spec.test_cases[0] if args.dry_run else spec.effective_perf_cases[min(args.case, len(spec.effective_perf_cases) - 1)]
+        inputs = draw_inputs(spec, case, args.dtype, 0, device, on_device=not args.dry_run)
         expected = ref(*inputs, **spec.param_defaults)
         expected = expected[0] if isinstance(expected, (tuple, list)) else expected
-        tol = spec.tolerance_for("float32")
+        tol = spec.tolerance_for(args.dtype)
         for k in list(fns):
             if k == "eager":
                 continue
@@ -123,7 +134,8 @@ def main() -> int:
                 turns[k].append(1e3 * summarize(rep_times(lambda: fn(*inputs, **spec.param_defaults), "cuda",
                                                           warmup_ms=5, rep_ms=args.rep_ms)).ms)
         us = {k: statistics.median(v) for k, v in turns.items() if v}
-        row = {"problem": path.name, "number": number, "us": us, "notes": notes}
+        row = {"problem": f"{path.name} {'x'.join(map(str, next(iter(case.values()))))} {args.dtype}", "number": number,
+               "us": us, "notes": notes}
         rows.append(row)
         print(f"  {path.name}: " + ", ".join(f"{k} {v:.1f}" for k, v in us.items()) + (f" | {notes}" if notes else ""), flush=True)
         if args.out:

@@ -24,6 +24,9 @@ class NdKnobs(KnobsModel):
     BLOCK_K: Optional[Pow2] = candidates(None, 32, 64, 128)
     GROUP_SIZE_M: Count = candidates(8, 1, 4, 16)
     num_stages: Optional[Count] = candidates(None, 2, 3, 4, 5)
+    # matmul stages: operands copied K-major with 16-byte rows first (the file's _pack). None: fp32 ones not
+    # so already (Hopper's wgmma reads 32-bit operands only K-major); True: any dtype not so; False: never
+    pack: Optional[StrictBool] = candidates(None, False, True)
     # split: a reduction whose kept blocks are too few to fill the SMs (a norm or a loss down to a
     # scalar, per-channel statistics over a large batch) shares each block's reduced elements among
     # several programs, a launch per reduction level writing partials, then one combining them and

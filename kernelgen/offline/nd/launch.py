@@ -144,7 +144,7 @@ def stage_launches(analysis: Any, knobs: Any, shapes: dict[str, list[int]], inpu
         if st.kind == "matmul":
             m, n = sizes[kernel.batch], sizes[kernel.batch + 1]
             k = _size(analysis.traced.graph[analysis.traced.graph[st.anchor].args[0]].shape[-1], binding)
-            out.append(StageLaunch(st.id, "matmul", tiles=matmul_tiles(knobs, m, n, fp32), mnk=(m, n, k)))
+            out.append(StageLaunch(st.id, "matmul", tiles=matmul_tiles(knobs, m, n, fp32, k), mnk=(m, n, k)))
             continue
         kt, rt = kernel.k_groups[-1], kernel.r_groups[-1] if kernel.r_groups else None
         launch = tile_config(knobs, st.kind, sizes[kt], math.prod(sizes[g] for g in kernel.k_groups[:-1]),

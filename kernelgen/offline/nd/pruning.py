@@ -15,7 +15,7 @@ from kernelgen.offline.knobs import KnobsModel
 from kernelgen.offline.nd.launch import StageLaunch, stage_launches
 from kernelgen.spec import DTYPES, OperatorSpec
 
-MATMUL_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_SIZE_M")
+MATMUL_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_SIZE_M", "pack")
 TILE_KNOBS = ("MAX_SINGLE_PASS", "ROW_TILE")
 GRID_KNOBS = ("MAX_SINGLE_PASS", "ROW_TILE")  # the tile stages' grids follow BLOCK_K, which these set
 # fp32 values a tile holds per element: the tile and a temporary, + an accumulator where it loops

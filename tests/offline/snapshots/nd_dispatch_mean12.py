@@ -5,7 +5,7 @@ Family: nd (1 launch). Traced: nd: 1 stage(s) (reduce) over 1 input(s)
   stage 0: sum over dims [1, 2] of [x_0, x_1, x_2, x_3]
 Memory traffic: each stage reads its inputs once per pass and writes its outputs once; values between
 stages go through fp32 buffers.
-Knobs: MAX_SINGLE_PASS=auto, ROW_TILE=auto, num_warps=auto, BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_stages=auto, split=auto, SPLIT_PER_SM=auto
+Knobs: MAX_SINGLE_PASS=auto, ROW_TILE=auto, num_warps=auto, BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_stages=auto, pack=auto, split=auto, SPLIT_PER_SM=auto
 Dispatch: 2 measured shape(s) route to their own knobs (_DISPATCH below).
 """
 
@@ -270,6 +270,7 @@ _KNOBS = {
     "BLOCK_K": None,
     "GROUP_SIZE_M": 8,
     "num_stages": None,
+    "pack": None,
     "split": None,
     "SPLIT_PER_SM": None,
 }
@@ -369,11 +370,18 @@ def _split(kept, steps_all, block_k, block_r, sms, forced, per_sm):
     return n_split, steps, triton.next_power_of_2(n_split)
 
 
-def _matmul_config(M, N, K, fp32, knobs):
+def _matmul_config(M, N, K, fp32, kmajor, tf32, knobs):
     """(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_SIZE_M, num_warps, num_stages) for one problem size: the
-    heuristic below, where a knob is None."""
-    if fp32:
-        bm, bn, bk, warps, stages = (128, 128, 32, 8, 3) if M * N >= 1 << 20 else (64, 64, 32, 4, 3)
+    heuristic below, where a knob is None (fp32: kernelgen.offline.launch.fp32_tiles has the
+    measurements: Hopper's wgmma reads 32-bit operands only K-major)."""
+    if fp32 and M * N < 1 << 20:
+        bm, bn, bk, warps, stages = 64, 64, 32, 4, 3  # small outputs: enough programs to fill the SMs
+    elif fp32 and (not kmajor or (K <= 64 and not tf32)):
+        bm, bn, bk, warps, stages = 128, 64, 32, 4, 4
+    elif fp32 and tf32:
+        bm, bn, bk, warps, stages = 128, 256, 32, 8, 3  # one TF32 product from K-major operands
+    elif fp32:
+        bm, bn, bk, warps, stages = 128, 128, 64, 8, 3  # three TF32 products from K-major operands
     elif M * N >= 1 << 24:
         bm, bn, bk, warps, stages = 128, 256, 64, 8, 3  # the Hopper config of Triton's matmul tutorial
     elif M * N >= 1 << 20:
@@ -382,6 +390,42 @@ def _matmul_config(M, N, K, fp32, knobs):
         bm, bn, bk, warps, stages = 64, 64, 32, 4, 4  # small outputs: enough programs to fill the SMs
     return (knobs["BLOCK_M"] or bm, knobs["BLOCK_N"] or bn, knobs["BLOCK_K"] or bk, knobs["GROUP_SIZE_M"],
             knobs["num_warps"] or warps, knobs["num_stages"] or stages)
+
+
+def _packing(batch, K, knob, *operands):
+    """Per matmul operand (offset, batch strides, row stride, K stride, rows, fp32, transposed): None,
+    or how _pack copies it to [batch.., rows, K] with K contiguous and rows padded to 16 bytes, where it
+    is not so already (pack None: fp32 operands, which Hopper's wgmma reads only K-major; True: any
+    dtype; False: none); with the strides the kernel then takes. A batch dim the operand broadcasts
+    along stays one copy (stride 0)."""
+    hows, strides = [], []
+    for off, sb, s_row, s_k, rows, fp32, mt in operands:
+        if (knob or (knob is None and fp32)) and not (s_k == 1 and s_row % 4 == 0):
+            size = [b if st else 1 for b, st in zip(batch, sb)]
+            kp = -(-K // 4) * 4
+            packed = _contiguous(size + [rows, kp])
+            hows.append((tuple(size) + ((K, rows) if mt else (rows, K)), tuple(sb) + ((s_k, s_row) if mt else (s_row, s_k)),
+                         off, mt, K))
+            strides.append((0, tuple(st if d != 1 else 0 for st, d in zip(packed[:-2], size)), kp, 1))
+        else:
+            hows.append(None)
+            strides.append((off, sb, s_row, s_k))
+    return (tuple(hows) if any(h is not None for h in hows) else None), strides
+
+
+def _pack(packed, *operands):
+    """The matmul operands copied as _packing says (the padding never read)."""
+    out = []
+    for t, how in zip(operands, packed):
+        if how is not None:
+            size, stride, offset, mt, k = how
+            view = t.as_strided(size, stride, t.storage_offset() + offset)
+            view = view.mT if mt else view
+            dst = torch.empty((*view.shape[:-1], -(-k // 4) * 4), dtype=t.dtype, device=t.device)
+            dst.narrow(-1, 0, k).copy_(view)
+            t = dst
+        out.append(t)
+    return out
 
 
 def _precision(dtype, device):
@@ -405,6 +449,7 @@ class _Plan(typing.NamedTuple):
     args: tuple  # per stage: the launch arguments after the buffers and scalar params
     metas: tuple  # per stage: constexprs, num_warps
     splits: tuple  # per stage: None, or a split reduction's (workspace elements, ((grid, meta) per phase), (n_split, steps))
+    packs: tuple  # per stage: None, or how a matmul's fp32 operands are copied K-major first (_packing)
     device: torch.device
 
 
@@ -453,7 +498,7 @@ def _plan(x_shape, x_stride, x_dtype, device):
             raise AssertionError(f"mean12: a buffer of its own ({bad}) has a layout the plan did not expect")
         copies.add(bad)  # a layout no stage can walk as merged dims: copied contiguous (same dtype)
         layouts[bad] = (layouts[bad][0], _contiguous(layouts[bad][0]))
-    grids, args, metas, splits = [], [], [], []
+    grids, args, metas, splits, packs = [], [], [], [], []
     # stage 0: sum over dims [1, 2] of [x_0, x_1, x_2, x_3]
     sizes, acc, _ = lay0
     k_contig = acc[0][1][2] == 1
@@ -468,11 +513,12 @@ def _plan(x_shape, x_stride, x_dtype, device):
                           dict(phase_meta, PHASE=phase, SPLIT_BLOCK=block)) for phase in range(1, 3))
         split = (1 * n_split * grid[0] * meta["BLOCK_K"], launches, (n_split, steps))
     splits.append(split)
+    packs.append(None)
     grids.append(grid)
     args.append((float(x_1*x_2), *sizes, acc[0][1][0], acc[0][1][1], acc[0][1][2],  acc[1][1][0], acc[1][1][2], ))
     metas.append(meta)
     return _Plan(tuple(n in copies for n in _INPUTS), out_shapes, _OUT_DTYPES[x_dtype], temp_shapes,
-                 tuple(grids), tuple(args), tuple(metas), tuple(splits), device)
+                 tuple(grids), tuple(args), tuple(metas), tuple(splits), tuple(packs), device)
 
 
 def mean12(x):
