@@ -5,8 +5,9 @@ to everything compared: PyTorch eager and `torch.compile` of the reference as th
 (`torch.backends.cuda.matmul.allow_tf32` and cuDNN's, around their timing and compilation), and the
 candidate in its worker (Triton's default for `tl.dot` on float32 inputs, `TRITON_F32_DEFAULT`:
 "tf32" or "ieee"; a kernel that names its own `input_precision` keeps it). The ceilings follow it too
-(a float32 matmul against the FP32 rate, or the TF32 rate), and every result names it. The oracle the
-accuracy checks compare against stays exact whatever the mode (kernelgen.verify.judge.judge.exact_reductions).
+(a float32 matmul against the FP32 rate, or the TF32 rate), and every result names it. The accuracy
+checks measure against the reference in float64 whatever the mode (kernelgen.verify.judge.oracle); eager,
+whose own error against it bounds what a kernel may add, runs in the mode.
 """
 
 from __future__ import annotations
