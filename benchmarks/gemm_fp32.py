@@ -258,6 +258,72 @@ KMAJOR = ([("grouped", (128, 64, 32, 4, 4), "tf32x3", False, False)]
                                                            (128, 64, 32, 4, 4), (256, 128, 32, 8, 3), (128, 128, 16, 8, 4))])
 
 
+def _variants(which: str, name: str, a: torch.Tensor, b: torch.Tensor, row: dict, t_ms) -> tuple[list, torch.Tensor, list]:  # noqa: ANN001
+    """The (kind, tiles, precision, hints, b K-major) settings of --set `which` for one shape, b as those
+    settings read it, and the TF32 parts of a presplit (timed into `row`)."""
+    batched = a.dim() == 3
+    if which == "tiles":
+        return [v + (False,) for v in (SPLITK if name == "largek" else VARIANTS)], b, None
+    if batched:
+        return [], b, None
+    row["prepass_ms"] = t_ms(lambda: presplit_parts(a, b))
+    row["transpose_ms"] = t_ms(lambda: b.t().contiguous())
+    print(f"  prepass (split a and b^T into TF32 parts) {row['prepass_ms']:.3f} ms, b^T copy "
+          f"{row['transpose_ms']:.3f} ms", flush=True)
+    return (KMAJOR if which == "kmajor" else FINAL), b.t().contiguous().t(), presplit_parts(a, b)
+
+
+def _shape_row(name: str, which: str, sms: int, t_ms) -> dict:  # noqa: ANN001
+    """cuBLAS float32 and TF32, then every variant of --set `which`, on one KernelBench shape."""
+    M, N, K, B = SHAPES[name]
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.rand((B, M, K) if B > 1 else (M, K), device="cuda", generator=g)
+    b = torch.rand((B, K, N) if B > 1 else (K, N), device="cuda", generator=g)
+    ref = torch.matmul(a.double(), b.double())
+    flop = 2.0 * M * N * K * B
+    base = {}
+    for tf32 in (False, True):
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        base[tf32] = t_ms(lambda: torch.matmul(a, b))
+    torch.backends.cuda.matmul.allow_tf32 = False
+    row = {"shape": name, "mnkb": [M, N, K, B], "cublas_fp32_ms": base[False], "cublas_tf32_ms": base[True], "variants": []}
+    print(f"{name} {M}x{N}x{K}x{B}: cuBLAS fp32 {base[False]:.3f} ms ({flop / base[False] / 1e9:.1f} TFLOP/s), "
+          f"tf32 {base[True]:.3f} ms", flush=True)
+    variants, bt, parts = _variants(which, name, a, b, row, t_ms)
+    for kind, cfg, prec, hints, kmajor in variants:
+        if kind == "persistent" and B > 1:
+            continue
+        label = f"{kind}/{prec}{'/hints' if hints else ''}{'/kmajor' if kmajor else ''}/{'x'.join(map(str, cfg))}"
+
+        def call(kind=kind, cfg=cfg, prec=prec, hints=hints, kmajor=kmajor):  # noqa: ANN001, ANN202
+            if kind == "presplit":
+                return run_presplit(cfg, parts, M, N, K)
+            return run(kind, cfg, a, bt if kmajor else b, sms, prec, hints)
+        try:
+            out = call()
+            err = ((out.double() - ref).norm() / ref.norm()).item()
+            ok = bool(torch.allclose(out.double(), ref, atol=1e-4, rtol=1e-4))
+            ms = t_ms(call)
+        except Exception as e:  # a config the compiler or the shared memory refuses
+            print(f"  {label}: {type(e).__name__}: {str(e)[:120]}", flush=True)
+            continue
+        row["variants"].append({"label": label, "ms": ms + (row["prepass_ms"] if kind == "presplit" else 0.0),
+                                "kernel_ms": ms, "rel_err": err, "allclose": ok,
+                                "fp32_grade": prec != "tf32" or kind == "presplit"})
+        print(f"  {label}: {ms:.3f} ms {flop / ms / 1e9:.1f} TFLOP/s x{base[False] / ms:.2f} cuBLAS-fp32, "
+              f"err {err:.1e} {'ok' if ok else 'NOT allclose'}", flush=True)
+    return row
+
+
+def _table(rows: list[dict]) -> None:
+    print("\n| shape | cuBLAS fp32 ms | TF32 ms | best tf32x3-grade variant | ms | x cuBLAS fp32 |\n|---|---:|---:|---|---:|---:|")
+    for r in rows:
+        good = [v for v in r["variants"] if v["allclose"] and v["fp32_grade"]]
+        best = min(good, key=lambda v: v["ms"]) if good else None
+        print(f"| {r['shape']} | {r['cublas_fp32_ms']:.3f} | {r['cublas_tf32_ms']:.3f} | {best['label'] if best else '-'} | "
+              f"{best['ms'] if best else float('nan'):.3f} | {r['cublas_fp32_ms'] / best['ms'] if best else 0:.2f} |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path)
@@ -268,77 +334,19 @@ def main() -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from kernelgen.verify.timing import rep_times, summarize
 
+    def t_ms(fn) -> float:  # noqa: ANN001
+        return summarize(rep_times(fn, "cuda", warmup_ms=5, rep_ms=args.rep_ms)).ms
+
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, triton {triton.__version__}", flush=True)
     rows = []
     for name in args.shapes.split(","):
-        M, N, K, B = SHAPES[name]
-        g = torch.Generator(device="cuda").manual_seed(0)
-        a = torch.rand((B, M, K) if B > 1 else (M, K), device="cuda", generator=g)
-        b = torch.rand((B, K, N) if B > 1 else (K, N), device="cuda", generator=g)
-        ref = torch.matmul(a.double(), b.double())
-        flop = 2.0 * M * N * K * B
-
-        def t_ms(fn) -> float:  # noqa: ANN001
-            return summarize(rep_times(fn, "cuda", warmup_ms=5, rep_ms=args.rep_ms)).ms
-
-        base = {}
-        for tf32 in (False, True):
-            torch.backends.cuda.matmul.allow_tf32 = tf32
-            base[tf32] = t_ms(lambda: torch.matmul(a, b))
-        torch.backends.cuda.matmul.allow_tf32 = False
-        row = {"shape": name, "mnkb": [M, N, K, B], "cublas_fp32_ms": base[False], "cublas_tf32_ms": base[True], "variants": []}
-        print(f"{name} {M}x{N}x{K}x{B}: cuBLAS fp32 {base[False]:.3f} ms ({flop / base[False] / 1e9:.1f} TFLOP/s), "
-              f"tf32 {base[True]:.3f} ms", flush=True)
-        bt, parts = b, None
-        if args.set in ("kmajor", "final"):
-            variants = [] if B > 1 else (KMAJOR if args.set == "kmajor" else FINAL)
-            bt = b.t().contiguous().t() if B == 1 else b
-            parts = presplit_parts(a, b) if B == 1 else None
-            if parts is not None:
-                row["prepass_ms"] = t_ms(lambda: presplit_parts(a, b))
-                row["transpose_ms"] = t_ms(lambda: b.t().contiguous())
-                print(f"  prepass (split a and b^T into TF32 parts) {row['prepass_ms']:.3f} ms, b^T copy "
-                      f"{row['transpose_ms']:.3f} ms", flush=True)
-        else:
-            variants = [v + (False,) for v in (SPLITK if name == "largek" else VARIANTS)]
-        for kind, cfg, prec, hints, kmajor in variants:
-            if kind == "persistent" and B > 1:
-                continue
-            label = f"{kind}/{prec}{'/hints' if hints else ''}{'/kmajor' if kmajor else ''}/{'x'.join(map(str, cfg))}"
-
-            def call(kind=kind, cfg=cfg, prec=prec, hints=hints, kmajor=kmajor):  # noqa: ANN001, ANN202
-                if kind == "presplit":
-                    return run_presplit(cfg, parts, M, N, K)
-                return run(kind, cfg, a, bt if kmajor else b, sms, prec, hints)
-            try:
-                out = call()
-                err = ((out.double() - ref).norm() / ref.norm()).item()
-                ok = bool(torch.allclose(out.double(), ref, atol=1e-4, rtol=1e-4))
-                ms = t_ms(call)
-            except Exception as e:  # a config the compiler or the shared memory refuses
-                print(f"  {label}: {type(e).__name__}: {str(e)[:120]}", flush=True)
-                continue
-            if kind == "presplit":
-                ms_total = ms + row["prepass_ms"]
-            else:
-                ms_total = ms
-            row["variants"].append({"label": label, "ms": ms_total, "kernel_ms": ms, "rel_err": err, "allclose": ok,
-                                    "fp32_grade": prec != "tf32" or kind == "presplit"})
-            print(f"  {label}: {ms:.3f} ms {flop / ms / 1e9:.1f} TFLOP/s x{base[False] / ms:.2f} cuBLAS-fp32, "
-                  f"err {err:.1e} {'ok' if ok else 'NOT allclose'}", flush=True)
-        rows.append(row)
+        rows.append(_shape_row(name, args.set, sms, t_ms))
         if args.out:
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / f"gemm_fp32_{args.set}.json").write_text(json.dumps(rows, indent=1))
-        del a, b, ref
         torch.cuda.empty_cache()
-    print("\n| shape | cuBLAS fp32 ms | TF32 ms | best tf32x3-grade variant | ms | x cuBLAS fp32 |\n|---|---:|---:|---|---:|---:|")
-    for r in rows:
-        good = [v for v in r["variants"] if v["allclose"] and v["fp32_grade"]]
-        best = min(good, key=lambda v: v["ms"]) if good else None
-        print(f"| {r['shape']} | {r['cublas_fp32_ms']:.3f} | {r['cublas_tf32_ms']:.3f} | {best['label'] if best else '-'} | "
-              f"{best['ms'] if best else float('nan'):.3f} | {r['cublas_fp32_ms'] / best['ms'] if best else 0:.2f} |")
+    _table(rows)
     return 0
 
 

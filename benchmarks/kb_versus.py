@@ -54,7 +54,7 @@ def _number(path: Path) -> int:
     return int(found.group()) if found else 0
 
 
-def main() -> int:
+def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("old", type=Path)
     ap.add_argument("problems", nargs="+", type=Path)
@@ -66,7 +66,74 @@ def main() -> int:
     ap.add_argument("--dry-run", action="store_true", help="no GPU: each kernel checked once on the first test case")
     ap.add_argument("--case", type=int, default=0, help="which perf case of each spec (KernelBench files have one)")
     ap.add_argument("--dtype", default="float32")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def _kernels(spec, old: dict, args: argparse.Namespace, number: int, sms: int, work: Path) -> tuple[dict, dict]:  # noqa: ANN001
+    """The functions to time for one problem (eager, compile, old, new, variants) and notes on the ones
+    that are not there (same source as another, failed to build)."""
+    import torch
+
+    from kernelgen.offline import first_kernel, generate_kernel
+    from kernelgen.spec import load_reference
+
+    fns, notes = {"eager": load_reference(spec)}, {}
+    if args.compile:
+        fns["compile"] = torch.compile(fns["eager"])
+    if "error" not in old:
+        fns["old"] = load_entry(Path(old["file"]), old["name"])
+    chosen = (VARIANTS.get(number, []) if number else NAMED.get(spec.name, [])) if args.variants else []
+    settings = [("new", None)] + [(json.dumps(k, sort_keys=True), k) for k in chosen]
+    sources = {"old": Path(old["file"]).read_text()} if "old" in fns else {}
+    for label, knobs in settings:
+        src = first_kernel(spec, sms).source if knobs is None else generate_kernel(spec, knobs).source
+        if src in sources.values():
+            notes[label] = "same as " + next(k for k, v in sources.items() if v == src)
+            continue
+        sources[label] = src
+        file = work / f"{spec.name}_{len(sources)}.py"
+        file.write_text(src)
+        fns[label] = load_entry(file, spec.name)
+    return fns, notes
+
+
+def _drop_wrong(spec, fns: dict, notes: dict, inputs: list, dtype: str) -> None:  # noqa: ANN001
+    """Every kernel checked against the reference at 10x the spec's tolerance; a wrong or failing one is
+    taken out of `fns` and named in `notes`."""
+    import torch
+
+    expected = fns["eager"](*inputs, **spec.param_defaults)
+    expected = (expected[0] if isinstance(expected, (tuple, list)) else expected).double()
+    tol = spec.tolerance_for(dtype)
+    for k in [k for k in fns if k != "eager"]:
+        try:
+            got = fns[k](*inputs, **spec.param_defaults)
+            got = (got[0] if isinstance(got, (tuple, list)) else got).double()
+            err = ((got - expected).norm() / expected.norm().clamp_min(1e-30)).item()
+            if not torch.allclose(got, expected, atol=10 * tol.atol, rtol=10 * tol.rtol):
+                notes[k] = f"wrong (rel err {err:.1e})"
+                del fns[k]
+        except Exception as e:  # a kernel that fails to build or run is reported, not timed
+            notes[k] = f"{type(e).__name__}: {str(e)[:100]}"
+            del fns[k]
+
+
+def _table(rows: list[dict]) -> None:
+    print("\n| problem | eager µs | old µs | new µs | old x eager | new x eager | best variant | its x eager |\n"
+          "|---|---:|---:|---:|---:|---:|---|---:|")
+    for r in rows:
+        us = r["us"]
+        e, o, n = us.get("eager"), us.get("old"), us.get("new", us.get("old") if r["notes"].get("new") == "same as old" else None)
+        var = {k: v for k, v in us.items() if k.startswith("{")}
+        best = min(var, key=var.get) if var else None
+        cell = lambda x: f"{x:.1f}" if x else "—"  # noqa: E731
+        ratio = lambda x: f"{e / x:.2f}" if x and e else "—"  # noqa: E731
+        print(f"| {r['problem']} | {cell(e)} | {cell(o)} | {cell(n)} | {ratio(o)} | {ratio(n)} | {best or '—'} | "
+              f"{ratio(var[best]) if best else '—'} |")
+
+
+def main() -> int:
+    args = _args()
     if args.dry_run:
         import os
 
@@ -75,8 +142,7 @@ def main() -> int:
     import torch
     import triton
 
-    from kernelgen.offline import first_kernel, generate_kernel
-    from kernelgen.spec import draw_inputs, load_reference
+    from kernelgen.spec import draw_inputs
     from kernelgen.spec.given import read_spec
     from kernelgen.verify.timing import rep_times, summarize
 
@@ -89,70 +155,27 @@ def main() -> int:
           f"triton {triton.__version__}; old {args.old}", flush=True)
     rows = []
     for path in paths:
-        number = _number(path)
-        spec = read_spec(path).spec
-        fns, notes = {}, {}
-        ref = load_reference(spec)
-        fns["eager"] = ref
-        if args.compile:
-            fns["compile"] = torch.compile(ref)
-        if "error" not in old[str(path)]:
-            fns["old"] = load_entry(Path(old[str(path)]["file"]), old[str(path)]["name"])
-        chosen = (VARIANTS.get(number, []) if number else NAMED.get(spec.name, [])) if args.variants else []
-        settings = [("new", None)] + [(json.dumps(k, sort_keys=True), k) for k in chosen]
-        sources = {"old": Path(old[str(path)]["file"]).read_text()} if "old" in fns else {}
-        for label, knobs in settings:
-            src = first_kernel(spec, sms).source if knobs is None else generate_kernel(spec, knobs).source
-            if src in sources.values():
-                notes[label] = "same as " + next(k for k, v in sources.items() if v == src)
-                continue
-            sources[label] = src
-            file = work / f"{spec.name}_{len(sources)}.py"
-            file.write_text(src)
-            fns[label] = load_entry(file, spec.name)
-        case = spec.test_cases[0] if args.dry_run else spec.effective_perf_cases[min(args.case, len(spec.effective_perf_cases) - 1)]
+        number, spec = _number(path), read_spec(path).spec
+        fns, notes = _kernels(spec, old[str(path)], args, number, sms, work)
+        cases = spec.effective_perf_cases
+        case = spec.test_cases[0] if args.dry_run else cases[min(args.case, len(cases) - 1)]
         inputs = draw_inputs(spec, case, args.dtype, 0, device, on_device=not args.dry_run)
-        expected = ref(*inputs, **spec.param_defaults)
-        expected = expected[0] if isinstance(expected, (tuple, list)) else expected
-        tol = spec.tolerance_for(args.dtype)
-        for k in list(fns):
-            if k == "eager":
-                continue
-            try:
-                got = fns[k](*inputs, **spec.param_defaults)
-                got = got[0] if isinstance(got, (tuple, list)) else got
-                err = ((got.double() - expected.double()).norm() / expected.double().norm().clamp_min(1e-30)).item()
-                if not torch.allclose(got.double(), expected.double(), atol=10 * tol.atol, rtol=10 * tol.rtol):
-                    notes[k] = f"wrong (rel err {err:.1e})"
-                    del fns[k]
-            except Exception as e:  # a kernel that fails to build or run is reported, not timed
-                notes[k] = f"{type(e).__name__}: {str(e)[:100]}"
-                del fns[k]
+        _drop_wrong(spec, fns, notes, inputs, args.dtype)
         turns: dict[str, list[float]] = {k: [] for k in fns}
         for _ in range(0 if args.dry_run else args.turns):
             for k, fn in fns.items():
                 turns[k].append(1e3 * summarize(rep_times(lambda: fn(*inputs, **spec.param_defaults), "cuda",
                                                           warmup_ms=5, rep_ms=args.rep_ms)).ms)
         us = {k: statistics.median(v) for k, v in turns.items() if v}
-        row = {"problem": f"{path.name} {'x'.join(map(str, next(iter(case.values()))))} {args.dtype}", "number": number,
-               "us": us, "notes": notes}
-        rows.append(row)
+        rows.append({"problem": f"{path.name} {'x'.join(map(str, next(iter(case.values()))))} {args.dtype}",
+                     "number": number, "us": us, "notes": notes})
         print(f"  {path.name}: " + ", ".join(f"{k} {v:.1f}" for k, v in us.items()) + (f" | {notes}" if notes else ""), flush=True)
         if args.out:
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / "kb_versus.json").write_text(json.dumps(rows, indent=1))
-        del inputs, expected, fns
+        fns = inputs = None  # freed before the next problem draws its inputs
         torch.cuda.empty_cache()
-    print("\n| problem | eager µs | old µs | new µs | old x eager | new x eager | best variant | its x eager |\n|---|---:|---:|---:|---:|---:|---|---:|")
-    for r in rows:
-        us = r["us"]
-        e, o, n = us.get("eager"), us.get("old"), us.get("new", us.get("old") if r["notes"].get("new") == "same as old" else None)
-        var = {k: v for k, v in us.items() if k.startswith("{")}
-        best = min(var, key=var.get) if var else None
-        cell = lambda x: f"{x:.1f}" if x else "—"  # noqa: E731
-        ratio = lambda x: f"{e / x:.2f}" if x and e else "—"  # noqa: E731
-        print(f"| {r['problem']} | {cell(e)} | {cell(o)} | {cell(n)} | {ratio(o)} | {ratio(n)} | {best or '—'} | "
-              f"{ratio(var[best]) if best else '—'} |")
+    _table(rows)
     return 0
 
 
