@@ -217,6 +217,42 @@ def test_training_batchnorm_lifts_buffers_and_leaves_them_unchanged(tmp_path):
     torch.testing.assert_close(got, model(inputs[0]))  # batch statistics, as KernelBench's module computes
 
 
+GROUPNORM = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, num_features: int, num_groups: int):
+        super(Model, self).__init__()
+        self.gn = nn.GroupNorm(num_groups=num_groups, num_channels=num_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.gn(x)
+
+batch_size = 112
+features = 64
+num_groups = 8
+dim1 = 512
+dim2 = 512
+
+def get_inputs():
+    return [torch.rand(batch_size, features, dim1, dim2)]
+
+def get_init_inputs():
+    return [features, num_groups]
+'''
+
+
+def test_shrunk_channels_keep_two_or_more_per_group(tmp_path):
+    # 64 channels in 8 groups once shrank to 8 (one channel a group): the trace specialised that size-1
+    # dim and the kernel refused KernelBench's own 64 channels ("x.shape[1] is 64; the reference needs 8")
+    spec = derive_spec(write(tmp_path, GROUPNORM, "level1/35_GroupNorm_.py")).spec
+    assert all(case["x"][1] % 8 == 0 and case["x"][1] >= 16 for case in spec.test_cases), spec.test_cases
+    from kernelgen.offline import generate_kernel
+
+    assert "needs 8 there" not in generate_kernel(spec).source
+
+
 # --- refusals: one message, exit 2, nothing written ------------------------------------------------
 REFUSALS = [
     ("no Model", lambda s: s.replace("class Model(", "class Net("), "defines no `class Model(nn.Module)`"),

@@ -21,7 +21,7 @@ def cdiv(a: int, b: int) -> int:
 class Launch:
     """One launch of a tiled kernel: a row, pointwise or nd tile stage."""
 
-    path: str  # rows: single | looped | online | split; pointwise: 2d | 1d; nd: pointwise | single | looped | scan
+    path: str  # rows: single | looped | online | split; pointwise: 2d | 1d; nd: pointwise | single | looped | scan | split
     block_r: int  # rows per program (1 for a flat 1-D tile); nd: kept positions (BLOCK_K)
     block_c: int  # columns per block (the 1-D tile's elements); nd: reduced elements per step (BLOCK_R)
     num_warps: int
@@ -45,11 +45,16 @@ def default_warps(tile: int) -> int:
     return 4 if tile <= 2048 else (8 if tile <= 8192 else 16)
 
 
-def matmul_tiles(knobs: Any, m: int, n: int, fp32: bool) -> tuple[int, int, int, int, int, int]:
-    """(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_SIZE_M, num_warps, num_stages) at an M x N output; `knobs`:
-    any model with the matmul knobs (MatmulKnobs, NdKnobs), None fields taking the table's value."""
+def matmul_tiles(knobs: Any, m: int, n: int, fp32: bool, k: int | None = None, kmajor: bool | None = None,
+                 tf32: bool = False) -> tuple[int, int, int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_SIZE_M, num_warps, num_stages) at an M x N (x K) output; `knobs`:
+    any model with the matmul knobs (MatmulKnobs, NdKnobs), None fields taking the table's value.
+    `kmajor`: fp32 operands both read K-major with 16-byte rows (None: as the files' `pack` leaves
+    them: packed unless pack=False); `tf32`: PyTorch allows TF32 (one product, not three)."""
+    if kmajor is None:
+        kmajor = getattr(knobs, "pack", None) is not False
     if fp32:
-        bm, bn, bk, warps, stages = (128, 128, 32, 8, 3) if m * n >= 1 << 20 else (64, 64, 32, 4, 3)
+        bm, bn, bk, warps, stages = fp32_tiles(m, n, k, kmajor, tf32)
     elif m * n >= 1 << 24:
         bm, bn, bk, warps, stages = 128, 256, 64, 8, 3
     elif m * n >= 1 << 20:
@@ -58,3 +63,19 @@ def matmul_tiles(knobs: Any, m: int, n: int, fp32: bool) -> tuple[int, int, int,
         bm, bn, bk, warps, stages = 64, 64, 32, 4, 4
     return (knobs.BLOCK_M or bm, knobs.BLOCK_N or bn, knobs.BLOCK_K or bk, knobs.GROUP_SIZE_M,
             knobs.num_warps or warps, knobs.num_stages or stages)
+
+
+def fp32_tiles(m: int, n: int, k: int | None, kmajor: bool, tf32: bool) -> tuple[int, int, int, int, int]:
+    """The files' fp32 tile table (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages). Hopper's wgmma reads 32-bit
+    operands only K-major: with b [K, N] row-major, TF32 products ran at 87 TFLOP/s where b^T
+    contiguous reached 350 (H200, Triton 3.6, 2026-11-25, 4096^3, benchmarks/gemm_fp32.py). K-major,
+    three TF32 products (tf32x3) at 128x128x64, 8 warps, 3 stages: 94 TFLOP/s, 1.85x cuBLAS's
+    IEEE fp32 (51); K of 64: 128x64x32 at 4 warps, 4 stages, 1.38x (against 1.24x). Not K-major:
+    128x64x32, 4 warps, 4 stages was the best of ten tiles (1.06x, the old 128x128x32 0.69x)."""
+    if m * n < 1 << 20:
+        return 64, 64, 32, 4, 3  # small outputs: enough programs to fill the SMs
+    if not kmajor or (k is not None and k <= 64 and not tf32):
+        return 128, 64, 32, 4, 4
+    if tf32:
+        return 128, 256, 32, 8, 3  # one TF32 product: 350 TFLOP/s at 4096^3 (cuBLAS TF32: 414)
+    return 128, 128, 64, 8, 3

@@ -40,8 +40,14 @@ def _by_value(spec, knob: str, shapes: dict, dtype: str = "float32", base: dict 
 def test_knobs_no_stage_reads_and_values_that_change_nothing_are_dropped() -> None:
     tiles = _by_value(SUM0, "BLOCK_M", {"x": [4096, 64]})
     assert tiles[None].kept and all(not tiles[v].kept and "no matmul" in tiles[v].reason for v in (64, 128, 256))
-    split = _by_value(SUM0, "split", {"x": [4096, 64]})
+    # an arg-reduction has no split form: every value of split launches the same kernels
+    split = _by_value(ALL["argmax1"], "split", {"x": [64, 4096, 3]})
     assert not split[True].kept and "same kernels, tiles and grids as the base" in split[True].reason
+    # 64 contiguous kept positions (one block) over 4096 reduced rows: 256K elements stay unsplit
+    # under the heuristic (a second launch costs more there); forced, 64 programs share the block
+    split = _by_value(SUM0, "split", {"x": [4096, 64]})
+    assert not split[False].kept and "same kernels" in split[False].reason
+    assert split[True].kept and "split tile 64x64" in split[True].reason and "64 programs" in split[True].reason
     # 64 reduced elements per kept position: a single pass holds 256 kept positions (16 programs)
     # under 16384 or 32768 alike; 8192 halves the tile (32 programs), 4096 halves it again (64), so
     # 8192 leaves SMs idle where 4096 does not
@@ -52,7 +58,7 @@ def test_knobs_no_stage_reads_and_values_that_change_nothing_are_dropped() -> No
 
 
 def test_register_budget_and_the_sms() -> None:
-    warps = _by_value(SUM0, "num_warps", {"x": [16384, 512]})
+    warps = _by_value(SUM0, "num_warps", {"x": [16384, 8]})  # 8 kept positions: a single pass of 1 x 16384
     assert not warps[2].kept and "spills to local memory" in warps[2].reason and "stage 0 (reduce)" in warps[2].reason
     assert not warps[16].kept and "nothing to time" in warps[16].reason  # the heuristic's own 16 warps
     assert warps[8].kept and "programs on 132 SMs" in warps[8].reason
@@ -72,27 +78,33 @@ def test_matmul_stage_budgets() -> None:
 
 
 @pytest.mark.parametrize("name", ["sum_dim0", "mean12", "max_dim1", "rms_channels", "group_norm3", "cumsum_reverse",
-                                  "linear_leaky_sum", "bmm"])
-@pytest.mark.parametrize("knobs", [{}, {"MAX_SINGLE_PASS": 4096, "ROW_TILE": 1024, "num_warps": 2, "BLOCK_N": 64}],
-                         ids=str)
+                                  "linear_leaky_sum", "bmm", "mse", "batch_norm_train"])
+@pytest.mark.parametrize("knobs", [{}, {"MAX_SINGLE_PASS": 4096, "ROW_TILE": 1024, "num_warps": 2, "BLOCK_N": 64},
+                                   {"split": True, "ROW_TILE": 64, "SPLIT_PER_SM": 2}], ids=str)
 def test_launch_model_matches_the_generated_file(name: str, knobs: dict, tmp_path: Path) -> None:
     spec = ALL[name]
     module = import_source(spec.name, generate_kernel(spec, knobs).source, tmp_path)
     analysis = analyse_nd_cached(spec.model_dump_json())
+    seen = set()
     for case in spec.test_cases + [{n: [d * 37 for d in s] for n, s in spec.test_cases[0].items()}]:
         inputs = [torch.empty(case[n]) for n in spec.input_names]
         plan = module._plan(*[a for t in inputs for a in (t.shape, t.stride(), t.dtype)], torch.device("cpu"))
-        model = stage_launches(analysis, NdKnobs.model_validate(knobs), case, spec.input_names, True)
-        for grid, meta, launch in zip(plan.grids, plan.metas, model):
+        model = stage_launches(analysis, NdKnobs.model_validate(knobs), case, spec.input_names, True, sms=4)  # the interpreter's
+        for grid, meta, split, launch in zip(plan.grids, plan.metas, plan.splits, model):
             if launch.kind == "matmul":
                 assert launch.tiles == tuple(meta[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_SIZE_M",
                                                                 "num_warps", "num_stages")), (name, case)
                 continue
             assert launch.launch is not None
             la = launch.launch
-            assert (meta["BLOCK_K"], meta.get("BLOCK_R", 1), meta["num_warps"], grid[0]) == \
-                   (la.block_r, la.block_c, la.num_warps, la.programs), (name, case)
+            chunks = split[2][0] if split is not None else 1  # a split stage's grid: kept blocks x n_split
+            assert (meta["BLOCK_K"], meta.get("BLOCK_R", 1), meta["num_warps"], grid[0] * chunks, chunks) == \
+                   (la.block_r, la.block_c, la.num_warps, la.programs, la.chunks), (name, case)
             assert meta.get("SINGLE", la.path == "single") == (la.path == "single")
+            assert (split is not None) == (la.path == "split"), (name, case)
+            seen.add(la.path)
+    if knobs.get("split") and name not in ("cumsum_reverse", "linear_leaky_sum", "bmm"):
+        assert "split" in seen, name  # the forced split reaches every stage with a split form
 
 
 def test_a_dispatch_table_routes_each_shape_and_every_route_is_right(tmp_path: Path) -> None:

@@ -166,6 +166,6 @@ def test_matmul_launch_model_matches_the_generated_file(tmp_path: Path) -> None:
     for knobs in ({}, {"BLOCK_N": 64, "num_stages": 5}):
         module = import_source(spec.name, generate_kernel(spec, knobs).source, tmp_path)
         for m, n, k in [(64, 96, 80), (4096, 4096, 4096), (8192, 8192, 8192), (1024, 1024, 64)]:
-            for fp32 in (False, True):
-                assert module._launch_config(m, n, k, fp32, **module._BASE) == \
-                       matmul_tiles(MatmulKnobs.model_validate(knobs), m, n, fp32)
+            for fp32, kmajor, tf32 in ((False, True, False), (True, True, False), (True, False, False), (True, True, True)):
+                assert module._launch_config(m, n, k, fp32, kmajor, tf32, **module._BASE) == \
+                       matmul_tiles(MatmulKnobs.model_validate(knobs), m, n, fp32, k, kmajor, tf32)

@@ -52,7 +52,11 @@ def test_few_long_rows_split_and_rows_that_fit_registers_stay_single() -> None:
     assert single.knobs == {"MAX_SINGLE_PASS": 16384, "num_warps": 16} and "2 x 32 fp32 registers" in single.reason
 
 
-def test_reductions_that_read_once_and_pointwise_files_keep_their_heuristic() -> None:
+def test_reductions_that_read_once_keep_their_heuristic_and_big_fp32_pointwise_frames_take_64kb() -> None:
     row_sum = first_kernel(example("row_sum"), sm_count=132)
     assert row_sum.dispatch == ()  # one reduction, no per-element output: looped reads each row once
-    assert first_kernel(example("gelu")).source == generate_kernel(example("gelu")).source
+    gelu = first_kernel(example("gelu"))
+    assert {e.dtype: e.knobs for e in gelu.dispatch if e.dtype == "float32"} == {"float32": {"TILE_BYTES": 65536}}
+    assert all(e.knobs == {} for e in gelu.dispatch if e.dtype != "float32")
+    small = example("gelu").model_copy(update={"perf_cases": [{"x": [64, 1000]}]})
+    assert first_kernel(small).source == generate_kernel(small).source  # 64K elements: the file's 16 KB tiles

@@ -67,10 +67,12 @@ def def_line(head: str, params: list[str], width: int = 100) -> str:
 
 
 def host_context(spec: OperatorSpec, names: Names, view: FrameView, routes_: list[Route], forms: list[dict],
-          pointers: list[str], *, copies: bool, split: bool, sm: bool, key_what: str, l2: bool = False) -> dict[str, Any]:
+          pointers: list[str], *, copies: bool, split: bool, sm: bool, key_what: str, l2: bool = False,
+          pack: list[str] | None = None) -> dict[str, Any]:
     """The host path's data: the base knobs, the dispatch table, the plan's fields, the launches.
     `copies`: the pointwise and row families, whose plans may copy inputs and whose outputs may
-    take the first input's shape (torch.empty_like)."""
+    take the first input's shape (torch.empty_like). `pack`: the matmul family's operands, which
+    its plan may copy K-major (_pack)."""
     base = routes_[0].knobs
     params = list(view.params)
     return {"entry": spec.name, "inputs": names.inputs, "pointers": [p for p in pointers if p not in params + ["partials"]],
@@ -79,7 +81,7 @@ def host_context(spec: OperatorSpec, names: Names, view: FrameView, routes_: lis
             "dispatch": table(routes_, spec) if len(routes_) > 1 else [], "key_what": key_what,
             "imports_functools": sm or l2, "interpreter_sms": INTERPRETER_SMS, "l2": l2,
             "interpreter_l2": DEFAULT_L2_BYTES,
-            "forms": forms, "copies": copies, "split": split, "like": copies}
+            "forms": forms, "copies": copies, "split": split, "like": copies, "pack": pack}
 
 
 def role_checks(names: Names, roles: list[str], used: list[str]) -> list[dict[str, str]]:

@@ -54,7 +54,7 @@ def matmul_context(spec: OperatorSpec, view: FrameView, kind: Classification, na
             "out_dtypes": [f"{o}_dtype" for o in names.outputs]}
     forms = launch_forms([{"name": kname, "what": "the kernel with the plan's tiles"}], f"{kname}_autotuned" if base.autotune else None)
     host = host_context(spec, names, view, routes_, forms, kernel.pointers, copies=False, split=False, sm=False,
-                 key_what="the output [M, N]")
+                 key_what="the output [M, N]", pack=[a, b])
     return dict(kernel=kernel, kernel_name=kname, a=a, b=b, autotuned=base.autotune, config={"group": base.GROUP_SIZE_M},
-                launch_def=def_line("def _launch_config(", ["M", "N", "K", "fp32", "*", *MatmulKnobs.model_fields]),
+                launch_def=def_line("def _launch_config(", ["M", "N", "K", "fp32", "kmajor", "tf32", "*", *MatmulKnobs.model_fields]),
                 plan=plan, host=host)

@@ -17,6 +17,7 @@ from kernelgen.offline.matmul.emit import matmul_context, matmul_indices, matmul
 from kernelgen.offline.matmul.kernel import epilogue_refusal
 from kernelgen.offline.matmul.knobs import MatmulKnobs
 from kernelgen.offline.matmul.pruning import prune_matmul
+from kernelgen.offline.matmul.round0 import first_choices as matmul_first_choices
 from kernelgen.offline.naming import Names
 from kernelgen.spec import OperatorSpec
 
@@ -39,7 +40,9 @@ class MatmulFamily(FrameFamily):
         return epilogue_refusal(plan.view.graph, a_idx, b_idx)
 
     def first_choices(self, spec: OperatorSpec, served: Served, sm_count: int) -> list[FirstChoice]:
-        return []  # the file's tiles follow its M x N table (Triton's tutorial configs): round 0 keeps them
+        """float32 operands copied K-major where the perf case's are not (matmul/round0.py); the
+        tiles follow the file's table."""
+        return matmul_first_choices(spec, served.plan.view, sm_count)
 
     def prune_case(self, case: FrameCase, label: str, resolve: Callable[[Any], KnobsModel], knob: str,
                    values: list) -> list[Pruned]:

@@ -18,3 +18,6 @@ class MatmulKnobs(KnobsModel):
     num_warps: Optional[Pow2] = candidates(None, 4, 8)
     num_stages: Optional[Count] = candidates(None, 2, 3, 4, 5)
     autotune: StrictBool = candidates(False, True)
+    # operands copied K-major with 16-byte rows before the product (the file's _pack). None: fp32 ones not
+    # so already (Hopper's wgmma reads 32-bit operands only K-major); True: any dtype not so; False: never
+    pack: Optional[StrictBool] = candidates(None, False, True)

@@ -18,7 +18,7 @@ def prune_matmul(case: FrameCase, label: str, resolve: Callable[[Any], KnobsMode
 
     def judge(knob: str, value: Any, knobs: KnobsModel) -> Pruned:
         assert isinstance(knobs, MatmulKnobs) and isinstance(case.base, MatmulKnobs)
-        return matmul_budget(knob, value, matmul_tiles(knobs, m, n, fp32), matmul_tiles(case.base, m, n, fp32),
+        return matmul_budget(knob, value, matmul_tiles(knobs, m, n, fp32, k), matmul_tiles(case.base, m, n, fp32, k),
                              knobs.autotune == case.base.autotune, m, n, k, case.itemsize, case.sms)
 
     return judge_each(label, resolve, knob, values, case.base, judge)

@@ -69,9 +69,10 @@ def acc_init(em: Any, r: int, depth: int) -> None:
             L.append(ind + f"idx{r} = tl.zeros({tile}, tl.int64)")
     elif kind == "prod":
         L.append(ind + f"acc{r} = tl.full({tile}, 1.0, tl.float32)")
-    elif kind == "var":
-        for a in ("cnt", "mean", "m2"):
-            L.append(ind + f"{a}{r} = tl.zeros([BLOCK_K, 1], tl.float32)")
+    elif kind == "var":  # per lane (Welford): no cross-lane reduction inside the loop
+        L.append(ind + f"cnt{r} = tl.zeros([1, BLOCK_R], tl.float32)")
+        for a in ("mean", "m2"):
+            L.append(ind + f"{a}{r} = tl.zeros({tile}, tl.float32)")
 
 
 def acc_update(em: Any, r: int, depth: int) -> None:
@@ -94,16 +95,11 @@ def acc_update(em: Any, r: int, depth: int) -> None:
         L.append(ind + f"take{r} = mask & ({x} {cmp} acc{r})  # later equal values keep the first index")
         L.append(ind + f"acc{r} = tl.where(take{r}, {x}, acc{r})")
         L.append(ind + f"idx{r} = tl.where(take{r}, {em.ridx()}, idx{r})")
-    elif kind == "var":  # Chan et al.: merge this block's count, mean and M2 into the running ones
-        L.append(ind + f"b_cnt = tl.sum(mask.to(tl.float32), 1)[:, None]")
-        L.append(ind + f"b_mean = tl.sum(tl.where(mask, {x}, 0.0), 1)[:, None] / tl.maximum(b_cnt, 1.0)")
-        L.append(ind + f"b_dev = tl.where(mask, {x} - b_mean, 0.0)")
-        L.append(ind + f"b_m2 = tl.sum(b_dev * b_dev, 1)[:, None]")
-        L.append(ind + f"b_new = tl.maximum(cnt{r} + b_cnt, 1.0)")
-        L.append(ind + f"b_delta = b_mean - mean{r}")
-        L.append(ind + f"mean{r} = mean{r} + b_delta * b_cnt / b_new")
-        L.append(ind + f"m2{r} = m2{r} + b_m2 + b_delta * b_delta * cnt{r} * b_cnt / b_new")
-        L.append(ind + f"cnt{r} = cnt{r} + b_cnt")
+    elif kind == "var":  # Welford per lane: one reciprocal per reduced lane, no block-wide sum per step
+        L.append(ind + f"cnt{r} = cnt{r} + rmask[None, :].to(tl.float32)")
+        L.append(ind + f"d{r} = tl.where(mask, {x} - mean{r}, 0.0)")
+        L.append(ind + f"mean{r} = mean{r} + d{r} * (1.0 / tl.maximum(cnt{r}, 1.0))")
+        L.append(ind + f"m2{r} = m2{r} + d{r} * tl.where(mask, {x} - mean{r}, 0.0)")
 
 
 def acc_finish(em: Any, r: int, depth: int) -> None:
@@ -123,10 +119,23 @@ def acc_finish(em: Any, r: int, depth: int) -> None:
         L.append(ind + f"best{r} = tl.{fn}(acc{r}, 1)[:, None]")
         L.append(ind + f"v{r} = tl.min(tl.where(acc{r} == best{r}, idx{r}, {BIG}), 1)[:, None]")
     elif kind == "var":
+        lane_merge(em, r, depth)
         L.append(ind + f"v{r} = m2{r} / (cnt{r} - {v.attrs['correction']})")
 
 
-def _rows_after(em: Any, level: int) -> list[int]:
+def lane_merge(em: Any, r: int, depth: int) -> None:
+    """A var's per-lane Welford states merged into one per kept position (Chan et al.'s parallel
+    formula): cnt{r}, mean{r}, m2{r} become [BLOCK_K, 1]."""
+    ind = "    " * depth
+    L = em.lines
+    L.append(ind + f"tot{r} = tl.sum(cnt{r}, 1)[:, None]")
+    L.append(ind + f"mu{r} = tl.sum(cnt{r} * mean{r}, 1)[:, None] / tl.maximum(tot{r}, 1.0)")
+    L.append(ind + f"m2{r} = tl.sum(m2{r} + cnt{r} * (mean{r} - mu{r}) * (mean{r} - mu{r}), 1)[:, None]")
+    L.append(ind + f"cnt{r} = tot{r}")
+    L.append(ind + f"mean{r} = mu{r}")
+
+
+def rows_after(em: Any, level: int) -> list[int]:
     """Row and scalar values of this level (computed once per program, after its reductions)."""
     return [u for u in em.st.values if em.level[u] == level and em.space(u) in ("row", "scalar")
             and (em.g[u].op not in ("reduce", "gather") or u in em.load_port)]
@@ -159,7 +168,7 @@ def reduce_body(em: Any) -> None:
             L.append("    " + em.store(p))
     L.append("else:")
     # the values computed once per program: row loads and what follows from them
-    em.emit(_rows_after(em, 0), 1)
+    em.emit(rows_after(em, 0), 1)
     for level in range(1, levels + 1):
         mine = [u for u in reductions if em.level[u] == level]
         L.append(f"    # pass {level}: " + ", ".join(f"v{u} = {g[u].attrs.get('kind', 'gather')}" for u in mine))
@@ -169,7 +178,7 @@ def reduce_body(em: Any) -> None:
               lambda depth: [acc_update(em, r, depth) for r in mine])
         for r in mine:
             acc_finish(em, r, 1)
-        em.emit(_rows_after(em, level), 1)
+        em.emit(rows_after(em, level), 1)
     for p in stores_row:
         L.append("    " + em.store(p))
     if stores_full:

@@ -12,8 +12,10 @@ pointwise work from loads, then a write loop. A scan loops over its dim carrying
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 from kernelgen.offline.nd.access import Port, ports
+from kernelgen.offline.nd.emit_split import SplitKernel, split_kernel, splittable
 from kernelgen.offline.nd.emit_values import is_scalar_leaf, pointwise, var
 from kernelgen.offline.frontend.ir import Graph
 from kernelgen.offline.nd.stages import Buffer, Stage
@@ -37,6 +39,8 @@ class TileKernel:
     params_used: list[str] = field(default_factory=list)
     levels: int = 0
     needs_prod: bool = False
+    split: Optional[SplitKernel] = None  # reduce stages: the form that shares a kept block's reduction
+    one_pass: bool = False  # a reduce stage that reads its elements once (one level, no write pass)
 
 
 class _Emitter:
@@ -263,10 +267,18 @@ def tile_kernel(g: Graph, st: Stage, buffers: dict[str, Buffer], name: str) -> T
         from kernelgen.offline.nd.emit_reduce import scan_body
 
         scan_body(em)
-    return TileKernel(name, st.kind, _params(em), em.lines, em.ports, st.groups, em.k_groups, em.r_groups,
+    params = _params(em)
+    split = None
+    if st.kind == "reduce" and splittable(em):
+        sem = _Emitter(g, st, buffers, name.removesuffix("_kernel") + "_split_kernel")
+        split = split_kernel(sem, params)
+        em.needs_prod = em.needs_prod or sem.needs_prod
+    return TileKernel(name, st.kind, params, em.lines, em.ports, st.groups, em.k_groups, em.r_groups,
                       sizes=[u for u in st.values if g[u].op == "size"],
                       params_used=sorted({g[u].attrs["name"] for u in st.values if g[u].op == "param"}),
-                      levels=max(em.level.values(), default=0), needs_prod=em.needs_prod)
+                      levels=max(em.level.values(), default=0), needs_prod=em.needs_prod, split=split,
+                      one_pass=st.kind == "reduce" and max(em.level.values(), default=0) == 1 and
+                      not any(p.store and em.space(p.value) == "full" for p in em.ports))
 
 
 def _pointwise_body(em: _Emitter) -> None:

@@ -12,7 +12,8 @@ from kernelgen.offline.family import Family, Refused, Served, Verdict
 from kernelgen.offline.knobs import KnobsModel
 from kernelgen.offline.nd.knobs import NdKnobs
 from kernelgen.offline.nd.program import analyse_nd_cached, dispatch_key, generate_nd_source
-from kernelgen.offline.nd.pruning import describe_launches, nd_case, prune_nd
+from kernelgen.offline.nd.pruning import nd_case, prune_nd
+from kernelgen.offline.nd.round0 import first_choices as nd_first_choices
 from kernelgen.offline.unsupported import NotServed
 from kernelgen.spec import OperatorSpec
 
@@ -33,15 +34,11 @@ class NdFamily(Family):
         return generate_nd_source(spec, served.plan, rs)
 
     def first_choices(self, spec: OperatorSpec, served: Served, sm_count: int) -> list[FirstChoice]:
-        """The file's heuristics at every perf case x dtype: single-pass reductions up to 16384
-        elements (the register budget's limit, as for the rows family), tiles of 4096 elements,
-        Liger-Kernel's warps, the matmul table; each case's reason says what they launch there."""
-        out = []
-        for shapes in spec.effective_perf_cases:
-            for dtype in spec.dtypes:
-                case = nd_case(spec, served.plan, shapes, dtype, sm_count)
-                out.append(FirstChoice(dtype, dict(shapes), {}, "the file's heuristics: " + describe_launches(case.launches(NdKnobs()))))
-        return out
+        """The file's heuristics at every perf case x dtype (single-pass reductions up to 16384
+        elements, tiles of 4096, the matmul table), and `split=True` where a reduction's kept blocks
+        leave the SMs idle (nd/round0.py); each case's reason says what it launches."""
+        return nd_first_choices(lambda shapes, dtype: nd_case(spec, served.plan, shapes, dtype, sm_count),
+                                spec.effective_perf_cases, spec.dtypes)
 
     def prune(self, spec: OperatorSpec, served: Served, knob: str, values: list, base: KnobsModel,
               shapes: Mapping[str, list[int]], dtype: str, sm_count: int | None) -> list[Pruned]:

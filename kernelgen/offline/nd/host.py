@@ -10,6 +10,7 @@ import sympy
 
 from kernelgen.offline.frontend import shapes as S
 from kernelgen.offline.frontend.ir import Graph
+from kernelgen.offline.nd.launch import split_per_sm
 from kernelgen.offline.nd.stages import Access, Program
 
 DTYPE = {"float32": "torch.float32", "float16": "torch.float16", "bfloat16": "torch.bfloat16", "float64": "torch.float64",
@@ -109,7 +110,8 @@ def context(g: Graph, prog: Program, input_names: list[str], kernels: list[Any])
             "groups": repr(st.groups), "accesses": accesses,
             "ports": [{"name": p.name, "buffer": p.buffer, "groups": p.groups, "offset": p.offset} for p in k.ports],
             "sizes": [size_value(g, u) for u in k.sizes], "params": k.params_used,
-            "what": describe(g, st),
+            "what": describe(g, st), "split": getattr(k, "split", None), "one_pass": getattr(k, "one_pass", False),
+            "split_sm": split_per_sm(getattr(k, "split", None)),
         }
         if st.kind == "matmul":
             entry["operands"] = [access_literal(Access(a.buffer, a.views, ())) for a in st.operands]

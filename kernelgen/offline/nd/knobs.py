@@ -24,8 +24,13 @@ class NdKnobs(KnobsModel):
     BLOCK_K: Optional[Pow2] = candidates(None, 32, 64, 128)
     GROUP_SIZE_M: Count = candidates(8, 1, 4, 16)
     num_stages: Optional[Count] = candidates(None, 2, 3, 4, 5)
-    # split: meant for a reduction over few kept positions (each over several programs, a second
-    # launch combining them), but no nd kernel reads it yet: every value launches the same kernels,
-    # so the pruning rules (nd/pruning.py) drop it before anything is timed. Kept so that
-    # state.json files that store it still load.
+    # matmul stages: operands copied K-major with 16-byte rows first (the file's _pack). None: fp32 ones not
+    # so already (Hopper's wgmma reads 32-bit operands only K-major); True: any dtype not so; False: never
+    pack: Optional[StrictBool] = candidates(None, False, True)
+    # split: a reduction whose kept blocks are too few to fill the SMs (a norm or a loss down to a
+    # scalar, per-channel statistics over a large batch) shares each block's reduced elements among
+    # several programs, a launch per reduction level writing partials, then one combining them and
+    # writing (kernelgen.offline.nd.emit_split). None: when the kept blocks give fewer than
+    # SPLIT_PER_SM programs per SM; True: wherever the stage has a split form; False: never.
     split: Optional[StrictBool] = candidates(None, False, True)
+    SPLIT_PER_SM: Optional[Count] = candidates(None, 2, 8, 16)  # programs per SM a split aims at (None: 4)

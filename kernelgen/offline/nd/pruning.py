@@ -15,11 +15,11 @@ from kernelgen.offline.knobs import KnobsModel
 from kernelgen.offline.nd.launch import StageLaunch, stage_launches
 from kernelgen.spec import DTYPES, OperatorSpec
 
-MATMUL_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_SIZE_M")
+MATMUL_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_SIZE_M", "pack")
 TILE_KNOBS = ("MAX_SINGLE_PASS", "ROW_TILE")
 GRID_KNOBS = ("MAX_SINGLE_PASS", "ROW_TILE")  # the tile stages' grids follow BLOCK_K, which these set
 # fp32 values a tile holds per element: the tile and a temporary, + an accumulator where it loops
-LIVE_VALUES = {"pointwise": 2, "single": 2, "looped": 3, "scan": 3}
+LIVE_VALUES = {"pointwise": 2, "single": 2, "looped": 3, "scan": 3, "split": 3}
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class NdCase:
         return ", ".join(f"{n} {list(self.shapes[n])}" for n in self.spec.input_names)
 
     def launches(self, knobs: Any) -> list[StageLaunch]:
-        return stage_launches(self.analysis, knobs, self.shapes, self.spec.input_names, self.fp32)
+        return stage_launches(self.analysis, knobs, self.shapes, self.spec.input_names, self.fp32, self.sms)
 
 
 def nd_case(spec: OperatorSpec, analysis: Any, shapes: dict[str, list[int]], dtype: str, sm_count: int | None) -> NdCase:
@@ -99,8 +99,9 @@ def describe_launches(launches: list[StageLaunch]) -> str:
     for s in launches:
         if s.launch is not None:
             la = s.launch
+            shared = f" ({la.tiles} kept blocks x {la.chunks} sharing each)" if la.path == "split" else ""
             parts.append(f"stage {s.stage} ({s.kind}): {la.path}, {la.block_r}x{la.block_c} tile over {la.num_warps} warps, "
-                         f"{la.programs} programs")
+                         f"{la.programs} programs{shared}")
         else:
             assert s.tiles is not None and s.mnk is not None
             bm, bn, bk, _, warps, stages = s.tiles

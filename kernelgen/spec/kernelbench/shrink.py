@@ -68,8 +68,10 @@ def _mapping(values: list[int], divisors: dict[int, set[int]], fixed: set[int], 
         if d == 1:
             m = max(3, base) + 2 * offset
             m += 1 - m % 2  # odd
-        else:  # a multiple of its divisors: once may already be large (8192 channels in 512 groups -> 512)
-            m = max(1, -(-base // d)) + offset
+        else:  # a multiple of its divisors: once may already be large (8192 channels in 512 groups -> 1024),
+            # but never once: a group of one channel is a size-1 dim the trace specialises, and the
+            # kernel then refuses the perf case (KernelBench's GroupNorm, 64 channels in 8 groups -> 8)
+            m = max(2, -(-base // d)) + offset
         while d * m in out.values():
             m += 2 if d == 1 else 1
         out[v] = d * m
