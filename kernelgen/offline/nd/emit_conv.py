@@ -12,8 +12,8 @@ channels times the kernel's taps. Three forms, by what the trace fixes:
               (channel, tap) pairs flattened into K, each lane decomposing its own pair.
   transposed  the data-gradient (gather) form, split by stride phase: the grid's second axis is
               (group, phase), a phase being one residue of the output position per stride; only
-              the taps with (o + pad - tap * dilation) divisible by the stride reach it, so a
-              program skips the others whole (1 in stride**dims taps is all there is to compute).
+              the taps with (o + pad - tap * dilation) divisible by the stride reach it, and a
+              program loops over those alone (1 in stride**dims taps: 1 in 8 for a 3-D stride 2).
   direct      one input channel per group (depthwise, and any single-channel input): no tl.dot --
               its K would be the taps alone, padded to 16 -- but per-tap fp32 multiply-adds on a
               [BLOCK_M pixels, BLOCK_N channels] tile, every output channel in one grid axis.
@@ -166,17 +166,7 @@ def _k_loop(form: str, dims: tuple[str, ...]) -> list[str]:
               "    acc += xv.to(tl.float32) * wv.to(tl.float32)[None, :]"]
         return L
     if form == "transposed":
-        L += ["for t in range(0, TAPS):", *["    " + s for s in _taps("t", dims)],
-              "    # the taps that reach this phase: o + pad - tap * dilation divisible by the stride"]
-        L += [f"    e_{d} = r_{d} + {p} - t_{d} * {dl}" for d, (s, p, dl) in geo.items()]
-        L += ["    if " + " & ".join(f"(e_{d} % {s} == 0)" for d, (s, p, dl) in geo.items()) + ":"]
-        L += [f"        i_{d} = q_{d} + e_{d} // {s}" for d, (s, p, dl) in geo.items()]
-        L += [f"        ok = m_ok & {_in_bounds(dims)}", f"        x_tap = x_rows + {x_sp}",
-              f"        w_tap = w_cols + {w_sp}", "        for c0 in range(0, CIN_G, BLOCK_K):",
-              "            c = c0 + rk", "            c_ok = c < CIN_G"]
-        L += _dot("x_tap[:, None] + c[None, :] * x_sc", "w_tap[None, :] + c[:, None] * w_s0",
-                  "ok[:, None] & c_ok[None, :]", "c_ok[:, None] & n_ok[None, :]", "            ")
-        return L
+        return L + _phase_taps(dims, x_sp, w_sp)
     L += ["if FLAT_K:  # few channels per group: (channel, tap) pairs flattened into K, each lane its own",
           "    for k0 in range(0, CIN_G * TAPS, BLOCK_K):", "        k = k0 + rk", "        k_ok = k < CIN_G * TAPS",
           "        c = k // TAPS", "        tap = k % TAPS", *["        " + s for s in _taps("tap", dims)],
@@ -193,6 +183,27 @@ def _k_loop(form: str, dims: tuple[str, ...]) -> list[str]:
     L += _dot("x_tap[:, None] + c[None, :] * x_sc", "w_tap[None, :] + c[:, None] * w_s1",
               "ok[:, None] & c_ok[None, :]", "c_ok[:, None] & n_ok[None, :]", "            ")
     return L
+
+
+def _phase_taps(dims: tuple[str, ...], x_sp: str, w_sp: str) -> list[str]:
+    """The taps that reach this program's stride phase, and only those: along a dim, o + pad - tap *
+    dilation must divide by the stride, which holds for every TSTEP-th tap (stride / gcd(stride,
+    dilation)) from the first that does -- found in a loop of TSTEP steps, KS (none) if no tap does."""
+    L = ["# the taps that reach this phase: o + pad - tap * dilation divisible by the stride, every TSTEP-th"]
+    for d in dims:
+        D = d.upper()
+        L += [f"t0_{d} = KS_{D}", f"for t in range(0, TSTEP_{D}):",
+              f"    t0_{d} = tl.where(((r_{d} + PAD_{D} - t * DIL_{D}) % STRIDE_{D} == 0) & (t0_{d} == KS_{D}), t, t0_{d})"]
+    depth = ""
+    for d in dims:
+        D = d.upper()
+        L.append(f"{depth}for t_{d} in range(t0_{d}, KS_{D}, TSTEP_{D}):")
+        depth += "    "
+        L.append(f"{depth}i_{d} = q_{d} + (r_{d} + PAD_{D} - t_{d} * DIL_{D}) // STRIDE_{D}  # exact: o = i * stride - pad + tap * dilation")
+    L += [f"{depth}ok = m_ok & {_in_bounds(dims)}", f"{depth}x_tap = x_rows + {x_sp}", f"{depth}w_tap = w_cols + {w_sp}",
+          f"{depth}for c0 in range(0, CIN_G, BLOCK_K):", f"{depth}    c = c0 + rk", f"{depth}    c_ok = c < CIN_G"]
+    return L + _dot("x_tap[:, None] + c[None, :] * x_sc", "w_tap[None, :] + c[:, None] * w_s0",
+                    "ok[:, None] & c_ok[None, :]", "c_ok[:, None] & n_ok[None, :]", depth + "    ")
 
 
 def _index(f: int, dims: tuple[str, ...]) -> str:
@@ -273,9 +284,12 @@ def _params(g: Graph, st: Stage, ps: list[Port], form: str, dims: tuple[str, ...
     for what, key in (("stride", "STRIDE"), ("padding (low side)", "PAD"), ("dilation", "DIL"), ("kernel size", "KS")):
         params += [(f"{key}_{d.upper()}: tl.constexpr", f"{what} along {', '.join(dims)}" if j == 0 else "")
                    for j, d in enumerate(dims)]
-    params.append(("TAPS: tl.constexpr", "kernel positions: the product of the kernel sizes"))
     if form == "transposed":
+        params += [(f"TSTEP_{d.upper()}: tl.constexpr", "taps between two that reach one phase: stride / gcd(stride, "
+                    "dilation)" if j == 0 else "") for j, d in enumerate(dims)]
         params.append(("PHASES: tl.constexpr", "stride phases: the product of the strides"))
+    else:
+        params.append(("TAPS: tl.constexpr", "kernel positions: the product of the kernel sizes"))
     params += [("BLOCK_M: tl.constexpr", "output pixels per tile"), ("BLOCK_N: tl.constexpr", "output channels per tile")]
     if form != "direct":
         params.append(("BLOCK_K: tl.constexpr", "reduction step (input channels, or (channel, tap) pairs)"))
