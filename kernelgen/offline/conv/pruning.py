@@ -13,7 +13,7 @@ from typing import Any, Callable
 from kernelgen.offline.budgets import (REGS_OVERHEAD, REGS_PER_THREAD, Pruned, fill_the_sms, judge_each, matmul_budget,
                                        register_budget)
 from kernelgen.offline.knobs import KnobsModel
-from kernelgen.offline.launch import ConvTiles
+from kernelgen.offline.launch import ConvTiles, next_pow2
 from kernelgen.offline.nd.launch import StageLaunch
 from kernelgen.offline.nd.pruning import LIVE_VALUES, NdCase, describe_launches
 
@@ -49,6 +49,9 @@ def _direct_budget(knob: str, value: Any, ct: ConvTiles, sms: int) -> Pruned:
 def _conv_verdict(knob: str, value: Any, new: ConvTiles, old: ConvTiles, itemsize: int, sms: int) -> Pruned:
     if new.form == "direct":
         return _direct_budget(knob, value, new, sms)
+    if knob == "BLOCK_N" and new.block_n > max(16, next_pow2(new.cols)):
+        return Pruned(value, False, f"BLOCK_N={new.block_n} over {new.cols} output channels a group: "
+                                    f"{100 * (new.block_n - new.cols) // new.block_n}% of every tile is padding")
     got = matmul_budget(knob, value, new.tiles, old.tiles, new.flat == old.flat, new.rows, new.cols, new.k, itemsize, sms)
     if not got.kept:
         return got
