@@ -17,7 +17,12 @@
    call (tests/verify/adversarial/forge_event_timer.py) — refused by the static check, and with the
    static check switched off timed at its true time or rejected as forged-timing, never faster; given
    --before (a checkout of KernelGen before trusted timing), the honest kernel's timings and `bench`
-   wall time there, for the overhead.
+   wall time there, for the overhead;
+6. issue 31's attacks (`--only attacks`): each file of ATTACKS through `kernelgen test` and `kernelgen
+   bench` with the static checks on (refused by the allowlist, naming the construct) and off (the
+   worker's seal, the checked timed calls, the ablation: the violation its `# RUNTIME:` line names),
+   the codes each run reports and whether a refused timing still showed a number; then the honest
+   kernel's `bench` timings here and, given --before (a checkout before this work), there: within 1%.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 import yaml
 
@@ -64,7 +70,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("/tmp/kg-gpu-checks"))
     ap.add_argument("--old", type=Path, help="a checkout of KernelGen before the judge split, to time `test` with")
     ap.add_argument("--before", type=Path, help="a checkout of KernelGen before trusted timing, for the forge check's overhead")
-    ap.add_argument("--only", default="judge,sandbox,export,llm", help="which checks, comma-separated (also: forge)")
+    ap.add_argument("--only", default="judge,sandbox,export,llm", help="which checks, comma-separated (also: forge, attacks)")
     args = ap.parse_args()
     only = set(args.only.split(","))
     out = args.out
@@ -75,7 +81,35 @@ def main() -> int:
         rows.append(row)
         print(f"{row[0]:<44} {row[1]}", flush=True)
 
-    # 1. the judge on CUDA
+    gen = out / "generated"
+    if not (gen / "broadcast" / "state.json").is_file() and only & {"sandbox", "export"}:
+        kg("new", str(SPECS / "broadcast.yaml"), "--out", str(gen), "--force", "--backend", "offline", "--no-bench")
+    # the exported op in a CUDA graph and under torch.compile
+    if "export" in only:
+        add(export_check(gen / "broadcast", out))
+    if "judge" in only:
+        for row in judge_rows(out, gen):
+            add(row)
+    if "sandbox" in only:
+        for row in sandbox_rows(gen / "broadcast", out, args.old):
+            add(row)
+    if "llm" in only:
+        add(llm_check(out))
+    if "forge" in only:  # a folder of its own, written by this tree (the integrity record names the tool)
+        kg("new", str(SPECS / "broadcast.yaml"), "--out", str(out / "forge-generated"), "--force", "--backend", "offline",
+           "--no-bench")
+        for row in forge_check(out / "forge-generated" / "broadcast", out, args.before):
+            add(row)
+    if "attacks" in only:
+        kg("new", str(SPECS / "broadcast.yaml"), "--out", str(out / "attack-generated"), "--force", "--backend", "offline",
+           "--no-bench")
+        for row in attack_check(out / "attack-generated" / "broadcast", out, args.before):
+            add(row)
+    return 0
+
+
+def judge_rows(out: Path, gen: Path) -> Iterator[tuple[str, str]]:
+    """1. the judge on CUDA: `new` and `bench` of broadcast, row_sum, row_max and a matmul without flops."""
     specs = {
         "broadcast": SPECS / "broadcast.yaml",
         "row_sum": spec_variant("row_sum.yaml", out / "row_sum.yaml", perf_cases=[{"x": [65536, 4096]}], perf_dtypes=["float32"]),
@@ -84,14 +118,6 @@ def main() -> int:
                                        flops=None, perf_cases=[{"a": [4096, 4096], "b": [4096, 4096]}], perf_dtypes=["bfloat16", "float32"],
                                        reference="def matmul_noflops(a, b, negative_slope=0.01):\n    return F.leaky_relu(a @ b, negative_slope)\n"),
     }
-    gen = out / "generated"
-    if "judge" not in only:
-        specs = {}
-    if not (gen / "broadcast" / "state.json").is_file() and only & {"sandbox", "export"}:
-        kg("new", str(SPECS / "broadcast.yaml"), "--out", str(gen), "--force", "--backend", "offline", "--no-bench")
-    # the exported op in a CUDA graph and under torch.compile
-    if "export" in only:
-        add(export_check(gen / "broadcast", out))
     for name, spec in specs.items():
         # the judge's verdicts and ceilings: torch.compile and the peers would only cost time here
         rc, text, secs = kg("new", str(spec), "--out", str(gen), "--force", "--backend", "offline", "--no-bench")
@@ -104,49 +130,41 @@ def main() -> int:
         acc = (r0.get("accuracy") or {}).get("accuracy") or {}
         bench = gen / name / "bench.json"
         perf = (json.loads(bench.read_text()).get("performance") or {}) if bench.is_file() else {}
-        add((f"new {name}", f"rc {rc}, {secs:.0f} s, accuracy {acc.get('correct')} "
-                     f"({len(acc.get('checks', []))}/{acc.get('checks_expected')}), sandbox missing: {acc.get('sandbox') or 'none'}"))
+        yield (f"new {name}", f"rc {rc}, {secs:.0f} s, accuracy {acc.get('correct')} "
+               f"({len(acc.get('checks', []))}/{acc.get('checks_expected')}), sandbox missing: {acc.get('sandbox') or 'none'}")
         for c in perf.get("cases", []):
             unit = (f"{c.get('tflops') or 0:.0f} TFLOP/s ({c.get('flops_source')}, against {c.get('precision')})"
                     if c.get("bound") == "compute" else f"{c.get('gbps') or 0:.0f} GB/s")
             peers = ", ".join(f"{k} {v['ms']:.4f}" for k, v in (c.get("peers") or {}).items()) or "none"
-            add((f"  {name} {next(iter(c['shapes'].values()))} {c['dtype']}",
-                         f"{c['kernel']['ms']:.4f} ms, {unit}, {100 * (c.get('frac_peak') or 0):.0f}% of the {c.get('ceiling')} "
-                         f"ceiling, valid {c.get('valid')}, x eager {c.get('speedup_eager') or 0:.2f}, peers: {peers}"))
+            yield (f"  {name} {next(iter(c['shapes'].values()))} {c['dtype']}",
+                   f"{c['kernel']['ms']:.4f} ms, {unit}, {100 * (c.get('frac_peak') or 0):.0f}% of the {c.get('ceiling')} "
+                   f"ceiling, valid {c.get('valid')}, x eager {c.get('speedup_eager') or 0:.2f}, peers: {peers}")
         if perf.get("peaks"):
             p = perf["peaks"]
             reads = p.get("read_by_kernel") or {}
             best = max(reads, key=reads.get) if reads else "?"
             rates = ", ".join(f"{k} {v:.0f}" for k, v in (p.get("matmul") or {}).items())
-            add(("  ceilings", f"copy {p['copy_gbps']:.0f} GB/s, read {p.get('read_gbps') or 0:.0f} GB/s ({best}), "
-                               f"matmul TFLOP/s {rates} ({p['device_name']}, TF32 {'on' if perf.get('tf32') else 'off'})"))
+            yield ("  ceilings", f"copy {p['copy_gbps']:.0f} GB/s, read {p.get('read_gbps') or 0:.0f} GB/s ({best}), "
+                                 f"matmul TFLOP/s {rates} ({p['device_name']}, TF32 {'on' if perf.get('tf32') else 'off'})")
 
-    # 2. the cost of the judge split and the sandbox, per `kernelgen test`
-    op = gen / "broadcast"
-    for label, env in (("sandbox on", {}), ("sandbox off", {"KERNELGEN_SANDBOX": "off"})) if "sandbox" in only else ():
+
+def sandbox_rows(op: Path, out: Path, old: Path | None) -> Iterator[tuple[str, str]]:
+    """2. the cost of the judge split and the sandbox, per `kernelgen test` (given --old, before the split too)."""
+    for label, env in (("sandbox on", {}), ("sandbox off", {"KERNELGEN_SANDBOX": "off"})):
         times = []
         for _ in range(2):
             rc, text, secs = kg("test", str(op), env=env)
             times.append(secs)
-        add((f"kernelgen test ({label})", f"rc {rc}, {min(times):.1f} s (best of 2)"))
-    if args.old and "sandbox" in only:
+        yield (f"kernelgen test ({label})", f"rc {rc}, {min(times):.1f} s (best of 2)")
+    if old is not None:
         old_gen = out / "old-generated"
         kg("new", str(SPECS / "broadcast.yaml"), "--out", str(old_gen), "--force", "--backend", "offline", "--no-bench",
-           python_path=str(args.old), cwd=args.old)
+           python_path=str(old), cwd=old)
         times = []
         for _ in range(2):
-            rc, text, secs = kg("test", str(old_gen / "broadcast"), python_path=str(args.old), cwd=args.old)
+            rc, text, secs = kg("test", str(old_gen / "broadcast"), python_path=str(old), cwd=old)
             times.append(secs)
-        add(("kernelgen test (before the split)", f"rc {rc}, {min(times):.1f} s (best of 2)"))
-
-    if "llm" in only:
-        add(llm_check(out))
-    if "forge" in only:  # a folder of its own, written by this tree (the integrity record names the tool)
-        kg("new", str(SPECS / "broadcast.yaml"), "--out", str(out / "forge-generated"), "--force", "--backend", "offline",
-           "--no-bench")
-        for row in forge_check(out / "forge-generated" / "broadcast", out, args.before):
-            add(row)
-    return 0
+        yield ("kernelgen test (before the split)", f"rc {rc}, {min(times):.1f} s (best of 2)")
 
 
 ADVERSARIAL = REPO / "tests" / "verify" / "adversarial"
@@ -201,6 +219,70 @@ def forge_check(op: Path, out: Path, before: Path | None) -> list[tuple[str, str
         rows += [(f"  before/after {case}", f"{ms:.4f} -> {timed.get(case, float('nan')):.4f} ms")
                  for case, ms in _cases(old).items()]
     return rows
+
+
+# issue 31's attack classes, each a kernel file with its expected refusal (`# EXPECT:`) and, where the
+# allowlist is switched off, the run-time violation that must still reject it (`# RUNTIME:`)
+ATTACKS = ("reach_worker_gc", "rebind_worker_method", "skip_when_timed", "cache_by_version", "computed_getattr",
+           "private_dispatch_off", "ptr_cache")
+
+
+def _test(op: Path, kernel: Path, *, static: bool) -> tuple[int, str]:
+    """`kernelgen test` of `kernel` on `op`, one seed (static checks off: the CLI with them stubbed out)."""
+    cmd = [sys.executable, "-m", "kernelgen"] if static else [sys.executable, "-c", BYPASS_STATIC]
+    p = subprocess.run([*cmd, "test", str(op), "--kernel", str(kernel), "--seeds", "1"], capture_output=True, text=True,
+                       cwd=REPO, env=_with_path(dict(os.environ), str(REPO)))
+    return p.returncode, p.stdout + p.stderr
+
+
+def _codes_in(text: str) -> list[str]:
+    """The violation codes `text` names, as whole words ("monkeypatched" is not `monkeypatch`)."""
+    import re
+
+    from kernelgen.verify.judge.codes import VIOLATION_CODES
+
+    return sorted(code for code in VIOLATION_CODES if re.search(rf"(?<![\w-]){re.escape(code)}(?![\w-])", text))
+
+
+def attack_check(op: Path, out: Path, before: Path | None) -> list[tuple[str, str]]:
+    """Each attack through test and bench, static checks on and off; the honest kernel's timings."""
+    rows: list[tuple[str, str]] = []
+    for name in ATTACKS:
+        kernel = ADVERSARIAL / f"{name}.py"
+        head = kernel.read_text().splitlines()[:2]
+        want = head[0].removeprefix("# EXPECT: ") + (f" / off: {head[1].removeprefix('# RUNTIME: ')}"
+                                                    if head[1].startswith("# RUNTIME: ") else "")
+        rc, text = _test(op, kernel, static=True)
+        rc_off, text_off = _test(op, kernel, static=False)
+        brc, perf, _, btext = _bench(op, kernel, out / f"attack_{name}.json", static=False)
+        shown = [f"{c['dtype']} {c['kernel']['ms']:.4f} ms" for c in perf.get("cases", [])
+                 if c.get("kernel") and (c.get("violations") or not c.get("valid", True))]
+        rows.append((f"attack {name}", f"want {want}; test rc {rc} {_codes_in(text)}; static off: test rc {rc_off} "
+                     f"{_codes_in(text_off)}, bench rc {brc} {sorted({v['code'] for v in perf.get('violations', [])})}; "
+                     f"refused timings in the table: {'none shown' if '│' in btext and not _refused_numbers(btext) else 'SHOWN'}"
+                     f" ({len(shown)} refused case(s) kept in the JSON)"))
+    rc, honest, secs, _ = _bench(op, ADVERSARIAL / "honest.py", out / "attack_honest.json")
+    timed = _cases(honest)
+    rows.append(("attacks: honest kernel", f"rc {rc}, bench {secs:.1f} s, violations: "
+                 f"{[v['code'] for v in honest.get('violations', [])] or 'none'}"))
+    if before is not None:
+        kg("new", str(SPECS / "broadcast.yaml"), "--out", str(out / "attack-before"), "--force", "--backend", "offline",
+           "--no-bench", python_path=str(before), cwd=before)
+        rc, old, old_secs, _ = _bench(out / "attack-before" / "broadcast", ADVERSARIAL / "honest.py",
+                                      out / "attack_before.json", repo=before)
+        rows.append(("honest bench wall time", f"before {old_secs:.1f} s, after {secs:.1f} s (rc before {rc})"))
+        for case, ms in _cases(old).items():
+            now = timed.get(case, float("nan"))
+            rows.append((f"  before/after {case}", f"{ms:.4f} -> {now:.4f} ms (x{now / ms:.4f})"))
+    else:
+        rows += [(f"  honest {case}", f"{ms:.4f} ms") for case, ms in timed.items()]
+    return rows
+
+
+def _refused_numbers(table: str) -> list[str]:
+    """Rows of a bench table whose verdict is not ok but whose kernel-ms cell holds a number."""
+    rows = [line.split("│") for line in table.splitlines() if line.startswith("│")]
+    return [r[3] for r in rows if len(r) > 11 and r[-2].strip() not in ("", "ok") and r[3].strip() not in ("", "—")]
 
 
 def export_check(op: Path, out: Path) -> tuple[str, str]:

@@ -2,20 +2,26 @@
 
     python benchmarks/profile_check.py [--specs SPEC ...] [--old PATH] [--rounds N] [--out DIR]
 
-Per operator (default: broadcast, softmax, and a KernelBench-size float32 matmul, A.T @ B with A
-8192x2048 and B 8192x4096: benchmarks/specs/matmul_fp32.yaml), each command in a fresh process as a
+Per operator (default: broadcast, softmax, a KernelBench-size float32 matmul, A.T @ B with A
+8192x2048 and B 8192x4096: benchmarks/specs/matmul_fp32.yaml, and two KernelBench-format problems
+written for these benchmarks: a level-2 GEMM + bias + scale + ReLU, benchmarks/specs/kb_gemm_epilogue.py,
+and a level-1 row sum, benchmarks/specs/kb_row_reduction.py), each command in a fresh process as a
 user types it, against an empty per-user cache (the device's measured ceilings copied in, as every
-user has them after their first bench):
+user has them after their first bench), with no KernelGen service (KERNELGEN_NO_SERVICE=1):
   new --no-bench (cold)      nothing compiled yet
   new --no-bench (again)     the same spec regenerated: compiled kernels kept from the first
   test                       `kernelgen test OP_DIR`
   bench (first)              eager, torch.compile and peers timed
   bench (cached)             the baselines from the cache
   new (with measurement)     check and bench in one command, the baselines cached
-then, in one process, against a fresh cache: judge + worker start + kernel import; accuracy cold and
-warm (a second run in the same judge); performance (eager, torch.compile, peers, kernel); the kernel
-alone, warm; with --rounds N, `optimize --rounds N --backend offline` last. `--old PATH` (a checkout of an older tree, e.g. `git worktree add ../old 3f3dac2`) runs
-the same in that tree and prints its seconds beside. The table comes last; also DIR/profile.md.
+then the same commands through the warm KernelGen service (a tree that has one; a runtime folder of
+this run's own): the first `test` starts it, the second finds it warm (and the kernel's worker kept),
+then bench, new --no-bench and new; the service is stopped after. Then, in one process, against a
+fresh cache: judge + worker start + kernel import; accuracy cold and warm (a second run in the same
+judge); performance (eager, torch.compile, peers, kernel); the kernel alone, warm; with --rounds N,
+`optimize --rounds N --backend offline` last. `--old PATH` (a checkout of an older tree, e.g.
+`git worktree add ../old 2bf25a5`) runs the same in that tree and prints its seconds beside. The
+table comes last, with issue 32's targets for broadcast and the KernelBench problems; also DIR/profile.md.
 """
 
 from __future__ import annotations
@@ -34,11 +40,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # this checkout's kernelgen, whatever else is installed
 
+SPECS = REPO / "benchmarks" / "specs"
 DEFAULT_SPECS = [REPO / "operator_specs" / "broadcast.yaml", REPO / "operator_specs" / "softmax.yaml",
-                 REPO / "benchmarks" / "specs" / "matmul_fp32.yaml"]
-ROWS = ["new --no-bench (cold)", "new --no-bench (again)", "test", "bench (first)", "bench (cached)",
-        "new (with measurement)", "judge + worker start + import", "accuracy cold", "accuracy warm",
-        "performance: eager, compile, peers, kernel", "performance: kernel only, warm", "optimize (offline rounds)"]
+                 SPECS / "matmul_fp32.yaml", SPECS / "kb_gemm_epilogue.py", SPECS / "kb_row_reduction.py"]
+COLD = ["new --no-bench (cold)", "new --no-bench (again)", "test", "bench (first)", "bench (cached)", "new (with measurement)"]
+SERVICE = ["service: test (first: starts it)", "service: test (warm)", "service: bench (warm, cached)",
+           "service: new --no-bench (warm)", "service: new (warm)"]
+ROWS = COLD + SERVICE + ["judge + worker start + import", "accuracy cold", "accuracy warm",
+                         "performance: eager, compile, peers, kernel", "performance: kernel only, warm", "optimize (offline rounds)"]
+# Issue 32's targets on an H100 or H200, in seconds: broadcast's commands, and a KernelBench problem's `new`.
+TARGETS = {"test": "broadcast ≤ 6", "service: test (warm)": "broadcast ≤ 2", "new --no-bench (cold)": "broadcast ≤ 8",
+           "bench (cached)": "broadcast ≤ 5", "new (with measurement)": "broadcast ≤ 12, KernelBench ≤ 20"}
 
 
 def _fresh_cache(root: Path) -> Path:
@@ -55,35 +67,70 @@ def _python_path(tree: Path) -> str:
     return os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)
 
 
-def _cli(tree: Path, cache: Path, *args: str) -> tuple[float, int]:
+def _cli(tree: Path, cache: Path, *args: str, service: Path | None = None) -> tuple[float, int]:
+    """One command in a fresh process; `service`: the runtime folder of the KernelGen service to use
+    (None: no service, as every command ran before there was one)."""
     env = {**os.environ, "PYTHONPATH": _python_path(tree), "KERNELGEN_CACHE_DIR": str(cache)}
+    if service is None:
+        env["KERNELGEN_NO_SERVICE"] = "1"
+    else:
+        env.pop("KERNELGEN_NO_SERVICE", None)
+        env["KERNELGEN_RUNTIME_DIR"] = str(service)
     t0 = time.monotonic()
     # run outside any checkout: `python -m` puts the working folder first on the import path
     p = subprocess.run([sys.executable, "-m", "kernelgen", *args], env=env, cwd=cache, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE, text=True)
+                       stderr=subprocess.PIPE, text=True, timeout=3600)
     if p.returncode:
         print(f"kernelgen {' '.join(args[:1])} exited {p.returncode}: {p.stderr.strip()[-600:]}", file=sys.stderr)
     return time.monotonic() - t0, p.returncode
 
 
-def measure(tree: Path, spec: Path, out: Path, rounds: int) -> dict[str, float | str]:
+def _timed(row: dict[str, float | str], label: str, secs: float, rc: int) -> None:
+    row[label] = secs if rc == 0 else f"{secs:.1f} (exit {rc})"
+
+
+def _op_dir(gen: Path) -> str:
+    """The operator folder `new` made (a KernelBench problem's name is derived from its file)."""
+    made = [p for p in gen.iterdir() if p.is_dir() and not p.name.startswith(".") and ".previous-" not in p.name]
+    return str(made[0]) if len(made) == 1 else str(gen / "missing")
+
+
+def _service_rows(tree: Path, cache: Path, spec: Path, gen: Path, op_dir: str, row: dict[str, float | str]) -> None:
+    """The same commands through the warm KernelGen service, in a runtime folder of this run's own."""
+    if not (tree / "kernelgen" / "serve").is_dir():
+        return  # a tree from before the service
+    runtime = Path(tempfile.mkdtemp(prefix="kg-run-"))  # 0700, and short: a socket path has 108 bytes
+    new = ["new", str(spec), "--out", str(gen), "--backend", "offline", "--force"]
+    steps = [("service: test (first: starts it)", ["test", op_dir]), ("service: test (warm)", ["test", op_dir]),
+             ("service: bench (warm, cached)", ["bench", op_dir]), ("service: new --no-bench (warm)", [*new, "--no-bench"]),
+             ("service: new (warm)", new)]
+    try:
+        for label, args in steps:
+            _timed(row, label, *_cli(tree, cache, *args, service=runtime))
+    finally:
+        _cli(tree, cache, "serve", "--stop", service=runtime)
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def measure(tree: Path, spec: Path, out: Path, rounds: int, commands_only: bool = False) -> dict[str, float | str]:
     """Every row for one spec with the kernelgen of `tree` (this process imports only that one)."""
     sys.path.insert(0, str(tree))
     os.environ["PYTHONPATH"] = _python_path(tree)
+    os.environ["KERNELGEN_NO_SERVICE"] = "1"  # the in-process rows below judge here
     row: dict[str, float | str] = {}
     cache = _fresh_cache(out)
     gen = out / "generated"
-    import yaml
-
-    name = yaml.safe_load(spec.read_text())["name"]
-    op_dir = str(gen / name)
-    steps = [("new --no-bench (cold)", ["new", str(spec), "--out", str(gen), "--backend", "offline", "--no-bench"]),
-             ("new --no-bench (again)", ["new", str(spec), "--out", str(gen), "--backend", "offline", "--no-bench", "--force"]),
-             ("test", ["test", op_dir]), ("bench (first)", ["bench", op_dir]), ("bench (cached)", ["bench", op_dir]),
-             ("new (with measurement)", ["new", str(spec), "--out", str(gen), "--backend", "offline", "--force"])]
+    new = ["new", str(spec), "--out", str(gen), "--backend", "offline"]
+    _timed(row, "new --no-bench (cold)", *_cli(tree, cache, *new, "--no-bench"))
+    op_dir = _op_dir(gen)
+    steps = [("new --no-bench (again)", [*new, "--no-bench", "--force"]), ("test", ["test", op_dir]),
+             ("bench (first)", ["bench", op_dir]), ("bench (cached)", ["bench", op_dir]),
+             ("new (with measurement)", [*new, "--force"])]
     for label, args in steps:
-        secs, rc = _cli(tree, cache, *args)
-        row[label] = secs if rc == 0 else f"{secs:.1f} (exit {rc})"
+        _timed(row, label, *_cli(tree, cache, *args))
+    _service_rows(tree, cache, spec, gen, op_dir, row)
+    if commands_only:
+        return row
     os.environ["KERNELGEN_CACHE_DIR"] = str(_fresh_cache(out))
     from kernelgen.devices import resolve_device
     from kernelgen.opdir import open_operator
@@ -111,9 +158,8 @@ def measure(tree: Path, spec: Path, out: Path, rounds: int) -> dict[str, float |
     finally:
         judge.close()
     if rounds:  # last: it changes the operator's kernel
-        secs, rc = _cli(tree, Path(os.environ["KERNELGEN_CACHE_DIR"]), "optimize", op_dir, "--rounds", str(rounds),
-                        "--backend", "offline")
-        row["optimize (offline rounds)"] = secs if rc == 0 else f"{secs:.1f} (exit {rc})"
+        _timed(row, "optimize (offline rounds)", *_cli(tree, Path(os.environ["KERNELGEN_CACHE_DIR"]), "optimize", op_dir,
+                                                       "--rounds", str(rounds), "--backend", "offline"))
     return row
 
 
@@ -122,12 +168,13 @@ def _cell(v: float | str | None) -> str:
 
 
 def table(results: dict[str, dict[str, dict[str, float | str]]], trees: list[str]) -> str:
-    """Markdown: one row per step, a column per operator (and per tree, old first)."""
+    """Markdown: one row per step, a column per operator (and per tree, old first), issue 32's target last."""
     ops = list(results)
-    head = ["step (s)"] + [f"{op} {t}" if len(trees) > 1 else op for op in ops for t in trees]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" + "---:|" * (len(head) - 1)]
+    head = ["step (s)"] + [f"{op} {t}" if len(trees) > 1 else op for op in ops for t in trees] + ["target (issue 32)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" + "---:|" * (len(head) - 2) + "---|"]
     for r in ROWS:
-        lines.append("| " + " | ".join([r] + [_cell(results[op].get(t, {}).get(r)) for op in ops for t in trees]) + " |")
+        cells = [_cell(results[op].get(t, {}).get(r)) for op in ops for t in trees]
+        lines.append("| " + " | ".join([r, *cells, TARGETS.get(r, "")]) + " |")
     return "\n".join(lines)
 
 
@@ -137,12 +184,15 @@ def main() -> int:
     ap.add_argument("--old", type=Path, default=None, help="a checkout of the older tree to compare with")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--rounds", type=int, default=0, help="also time `optimize --rounds N --backend offline` (last)")
+    ap.add_argument("--commands-only", action="store_true", help="only the commands (cold and through the service), "
+                    "not the in-process steps: about a minute less per operator and tree")
     ap.add_argument("--measure", nargs=2, metavar=("TREE", "SPEC"), help=argparse.SUPPRESS)  # one tree, one spec
     args = ap.parse_args()
     out = (args.out or Path(tempfile.mkdtemp(prefix="kg-profile-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
     if args.measure:
-        print(json.dumps(measure(Path(args.measure[0]).resolve(), Path(args.measure[1]).resolve(), out, args.rounds)))
+        print(json.dumps(measure(Path(args.measure[0]).resolve(), Path(args.measure[1]).resolve(), out, args.rounds,
+                                 args.commands_only)))
         return 0
     trees = {"before": args.old.resolve(), "after": REPO} if args.old else {"after": REPO}
     results: dict[str, dict[str, dict[str, float | str]]] = {}
@@ -153,12 +203,14 @@ def main() -> int:
             where = out / f"{name}-{label}"
             where.mkdir(parents=True, exist_ok=True)
             proc = subprocess.run([sys.executable, __file__, "--measure", str(tree), str(spec.resolve()), "--out", str(where),
-                                   "--rounds", str(args.rounds)], capture_output=True, text=True)
+                                   "--rounds", str(args.rounds), *(["--commands-only"] if args.commands_only else [])],
+                                  capture_output=True, text=True)
             try:
                 results[name][label] = json.loads(proc.stdout.strip().splitlines()[-1])
             except (IndexError, ValueError):
                 results[name][label] = {r: "error" for r in ROWS}
-                print(proc.stderr[-2000:], file=sys.stderr)
+            if proc.returncode or any(isinstance(v, str) for v in results[name][label].values()):
+                print(proc.stderr[-2000:], file=sys.stderr)  # why a command failed
             print(f"{name} {label}: " + ", ".join(f"{k} {_cell(v)}" for k, v in results[name][label].items()), flush=True)
     text = table(results, list(trees))
     (out / "profile.md").write_text(text + "\n")

@@ -11,10 +11,11 @@ from typing import Annotated, Optional
 
 import typer
 from rich.markdown import Markdown
+from rich.markup import escape
 
 from kernelgen.cli_memory import memory_app
-from kernelgen.cli_options import (BaseUrl, Backend, Candidates, Device, LLMTimeout, MaxRetries, MaxTokens, Model, Repairs,
-                                   Replay, ReplayMismatch, Temperature, _Command, llm_options)
+from kernelgen.cli_options import (BaseUrl, Backend, Candidates, Device, LLMTimeout, MaxRetries, MaxTokens, Model, NoService,
+                                   Repairs, Replay, ReplayMismatch, Temperature, _Command, llm_options)
 from kernelgen.console import err, errors_to_exit, llm_warnings, out, print_run, progress
 from kernelgen.errors import KernelGenError
 
@@ -40,6 +41,7 @@ def new(
     max_retries: MaxRetries = None,
     replay_mismatch: ReplayMismatch = None,
     no_bench: Annotated[bool, typer.Option("--no-bench", help="verify only; leave timing to `kernelgen bench` / `optimize`")] = False,
+    no_service: NoService = False,
 ) -> None:
     """Generate <name>_triton.py, _baseline.py, _accuracy.py, _performance.py; verify; measure; log round 0."""
     from kernelgen.new import new_operator
@@ -49,7 +51,7 @@ def new(
                               max_tokens=max_tokens, repairs=repairs, timeout_s=llm_timeout, max_retries=max_retries,
                               replay_mismatch=replay_mismatch)
         result = new_operator(spec, out_root=out_dir, backend=backend, device=device, force=force,
-                              llm_options=options, measure=not no_bench, on_step=step)
+                              llm_options=options, measure=not no_bench, on_step=step, no_service=no_service, note=_note)
     r0 = result.state.rounds[0]
     if result.moved_aside:
         what = "the half-made" if result.replaced_incomplete else "previous"
@@ -86,22 +88,20 @@ def test(
     op_dir: Annotated[Path, typer.Argument(help="operator folder, e.g. generated/broadcast", metavar="OP_DIR")],
     device: Device = "auto",
     kernel: Annotated[Optional[Path], typer.Option("--kernel", help="check this kernel file instead")] = None,
-    seeds: Annotated[int, typer.Option("--seeds", help="fresh random seeds")] = 3,
+    seeds: Annotated[int, typer.Option("--seeds", help="seeds per test case")] = 3,
+    seed: Annotated[Optional[int], typer.Option("--seed", min=0, help="draw every input from this seed (a verdict "
+                                                "names its own: this replays it); default: a hash of the kernel and "
+                                                "the spec, so the same kernel gets the same verdict")] = None,
+    no_service: NoService = False,
 ) -> None:
     """Accuracy only (isolated, with the anti-cheat checks)."""
-    from kernelgen.verify.judge.session import early_worker
+    from kernelgen.serve.commands import test_operator
 
-    with errors_to_exit(), progress(f"kernelgen test {op_dir}") as step, early_worker(device) as spare:
-        from kernelgen.devices import resolve_device
-        from kernelgen.opdir import open_operator
-        from kernelgen.verify.judge.runner import run_accuracy
-
-        op = open_operator(op_dir)
-        dev = resolve_device(device)
-        step(f"{op.name}: checking accuracy on {dev.kind}")
-        record = run_accuracy(op, dev, kernel=kernel, seeds=seeds, spare=spare)
-    print_run(record, f"Accuracy of {kernel or op.file('triton')}")
-    raise typer.Exit(0 if record.passed else 1)
+    with errors_to_exit(), progress(f"kernelgen test {op_dir}") as step:
+        checked = test_operator(op_dir, device=device, kernel=kernel, seeds=seeds, seed=seed, no_service=no_service,
+                                on_step=step, warn=_warn, note=_note)
+    print_run(checked.record, f"Accuracy of {checked.kernel}")
+    raise typer.Exit(0 if checked.record.passed else 1)
 
 
 @app.command(cls=_Command)
@@ -114,28 +114,35 @@ def bench(
     json_out: Annotated[Optional[Path], typer.Option("--json", help="also write the typed result (JSON) here")] = None,
     fresh: Annotated[bool, typer.Option("--fresh", help="time eager, torch.compile and the peers again instead of "
                                         "taking them from the cache")] = False,
+    no_service: NoService = False,
 ) -> None:
     """Performance only: the kernel against PyTorch eager, torch.compile and the peer libraries."""
-    from kernelgen.verify.judge.session import early_worker
+    from kernelgen.serve.commands import bench_operator
 
-    with errors_to_exit(), progress(f"kernelgen bench {op_dir}") as step, early_worker(device) as spare:
-        from kernelgen.devices import INTERPRETER_WARNING, resolve_device
-        from kernelgen.opdir import open_operator
-        from kernelgen.verify.judge.runner import run_performance
+    with errors_to_exit(), progress(f"kernelgen bench {op_dir}") as step:
+        checked = bench_operator(op_dir, device=device, kernel=kernel, no_compile=no_compile, no_peers=no_peers,
+                                 fresh=fresh, json_out=json_out, no_service=no_service, on_step=step, warn=_warn,
+                                 note=_note)
+    print_run(checked.record, f"Performance of {checked.kernel}")
+    raise typer.Exit(0 if checked.record.passed else 1)
 
-        op = open_operator(op_dir)
-        dev = resolve_device(device)
-        if dev.interpreter:
-            err.print(f"[bold yellow]WARNING:[/] {INTERPRETER_WARNING}")
-        step(f"{op.name}: timing on {dev.kind}")
-        record = run_performance(op, dev, kernel=kernel, no_compile=no_compile, no_peers=no_peers, fresh=fresh,
-                                 spare=spare)
-        if json_out is not None:
-            from kernelgen.verify.judge.runner import save_record
 
-            save_record(json_out, record)
-    print_run(record, f"Performance of {kernel or op.file('triton')}")
-    raise typer.Exit(0 if record.passed else 1)
+@app.command(cls=_Command)
+def serve(
+    device: Device = "auto",
+    idle: Annotated[Optional[float], typer.Option("--idle", help="minutes without a command before it stops "
+                                                  "(default 10, or KERNELGEN_SERVICE_IDLE seconds)")] = None,
+    status: Annotated[bool, typer.Option("--status", help="show every KernelGen service of this user")] = False,
+    stop: Annotated[bool, typer.Option("--stop", help="stop every KernelGen service of this user")] = False,
+) -> None:
+    """The warm KernelGen service (per user and device): test, bench and new's checks run in it, each kernel
+    still in a fresh sandboxed worker. Optional: commands start it themselves, and work without it."""
+    from kernelgen.serve.control import service_status, start_service, stop_services
+
+    with errors_to_exit():
+        lines = service_status() if status else stop_services() if stop else start_service(device, idle)
+    for line in lines:
+        out.print(line, highlight=False, markup=False)
 
 
 @app.command(cls=_Command)
@@ -340,6 +347,14 @@ def config_cmd() -> None:
     out.print(f"config file: {where}", highlight=False)
     out.print("precedence: command line > KERNELGEN_* > OPENAI_API_KEY / OPENAI_BASE_URL > config file > defaults",
               highlight=False)
+
+
+def _warn(text: str) -> None:
+    err.print(f"[bold yellow]WARNING:[/] {text}")
+
+
+def _note(text: str) -> None:
+    err.print(f"[yellow]note:[/] {escape(text)}", markup=True, highlight=False)
 
 
 def main() -> None:

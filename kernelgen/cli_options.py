@@ -37,6 +37,8 @@ class _PathsArgument(TyperArgument):
 
 Backend = Annotated[str, typer.Option("--backend", help="auto | offline | openai | replay", envvar="KERNELGEN_BACKEND")]
 Device = Annotated[str, typer.Option("--device", help="auto | cuda | npu | cpu")]
+NoService = Annotated[bool, typer.Option("--no-service", help="judge in this process, not in the warm KernelGen service "
+                                         "(also KERNELGEN_NO_SERVICE=1); slower, same verdicts")]
 # LLM options shared by `new` and `optimize`. There is deliberately no --api-key: a key on the
 # command line ends up in shell history and process lists.
 Model = Annotated[Optional[str], typer.Option("--model", help="LLM model name (else KERNELGEN_MODEL, the config file, gpt-4o)")]

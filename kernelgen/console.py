@@ -74,15 +74,18 @@ def progress(label: str) -> Iterator:
 
 
 def print_run(record, title: str) -> None:  # noqa: ANN001 - RunRecord
-    from kernelgen.record.display import invalid_lines, perf_table
+    from kernelgen.record.display import perf_table
     from kernelgen.record.oplog import accuracy_text, perf_text
 
     if record.kind == "performance" and record.performance and record.performance.cases:
-        out.print(perf_table(record.performance))
-        for line in invalid_lines(record.performance):  # the table marks them; the reason is said here
-            out.print(line, highlight=False, markup=False)
-        if record.performance.note:
-            out.print(record.performance.note, highlight=False)
+        perf = record.performance
+        out.print(perf_table(perf))
+        if perf.note:
+            out.print(perf.note, highlight=False)
+        for v in record.all_violations():  # in full, under the table whose lines name their codes
+            out.print(f"[bold red]violation {escape(v.code)}:[/] {escape(v.message)}", highlight=False)
+        if perf.error:
+            out.print(f"[bold red]error:[/] {escape(perf.error.strip().splitlines()[-1])}", highlight=False)
         return
     text = accuracy_text(record) if record.kind == "accuracy" else perf_text(record)
     out.print(Markdown(f"**{title}**\n\n{text}"))

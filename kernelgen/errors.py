@@ -85,6 +85,11 @@ class InterruptedRunError(KernelGenError):
     exit_code = 130
 
 
+class ReferenceFailedError(UsageError):
+    """The spec's reference raised on inputs drawn for one of the spec's own test cases: no kernel can
+    be judged against it; the message names the case, the dtype and the seed."""
+
+
 class HarnessError(KernelGenError):
     """The trusted harness itself could not run (not the candidate failing: that is a result)."""
 
@@ -101,3 +106,8 @@ class ProblemFileError(UsageError):
         self.path = str(path)
         self.why = why
         super().__init__(f"{path}: cannot derive an operator spec: {why}")
+
+
+class ServiceError(KernelGenError):
+    """`kernelgen serve` could not start, reach or stop the KernelGen service. Other commands never
+    raise it: without a usable service they do their work in their own process."""

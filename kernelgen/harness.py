@@ -49,12 +49,14 @@ def accuracy_main(op_dir: Path, argv: list[str] | None = None) -> int:
     from kernelgen.verify.judge.runner import run_accuracy
 
     p = _parser("accuracy")
-    p.add_argument("--seeds", type=int, default=len(DEFAULT_SEEDS), help="number of fresh random seeds")
+    p.add_argument("--seeds", type=int, default=len(DEFAULT_SEEDS), help="seeds per test case")
+    p.add_argument("--seed", type=int, default=None, help="draw every input from this seed base (a verdict names its "
+                                                          "own: this replays it); default: a hash of the kernel and the spec")
     p.add_argument("-v", "--verbose", action="store_true", help="print every check, not only failures")
     args = p.parse_args(argv)
     try:
         op, device = open_operator(op_dir), resolve_device(args.device)
-        record = run_accuracy(op, device, kernel=args.kernel, seeds=args.seeds,
+        record = run_accuracy(op, device, kernel=args.kernel, seeds=args.seeds, base=args.seed,
                               log=lambda line: print(line, flush=True) if args.verbose or line.startswith("FAIL") else None)
     except KernelGenError as e:
         print(f"error: {e.message}" + (f"\nhint: {e.hint}" if e.hint else ""), file=sys.stderr)
@@ -144,13 +146,15 @@ class Suite:
         assert not acc.error, acc.error
         assert not acc.violations, "; ".join(f"{v.code}: {v.message}" for v in acc.violations)
         failed = [c for c in mine if not c.passed]
+        if failed and not failed[0].decides:  # reported beside the spec's primary dtypes, never failing it
+            pytest.xfail("; ".join(f"{c.label}: {c.message}" for c in failed))
         assert mine and not failed, "\n".join(f"{c.label}: {c.message}" for c in failed) or "this case was not checked"
 
     def check_generated(self) -> None:
         record = self.accuracy()
         acc = record.accuracy
         assert acc is not None, f"no verdict: {record.describe()}"
-        failed = [c for c in acc.checks if c.variant and not c.passed]
+        failed = [c for c in acc.checks if c.variant and c.decides and not c.passed]
         assert not failed, "\n".join(f"{c.label}: {c.message}" for c in failed)
         assert acc.correct, acc.summary()
 

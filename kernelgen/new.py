@@ -10,12 +10,13 @@ that fails or is interrupted keeps every reply, and the same command again reuse
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from kernelgen.backends import FirstKernel, KernelWriter, kernel_writer
 from kernelgen.devices import DeviceInfo, resolve_device
@@ -48,8 +49,17 @@ class NewResult:
 
 
 def _check_and_time(op: OperatorDir, record: RoundRecord, device: DeviceInfo, *, measure: bool, on_step: Step,
-                    spare: WorkerSession | None = None) -> None:
-    """Accuracy first; performance only for a kernel that passed (a wrong kernel has no speed)."""
+                    spare: WorkerSession | None = None, service: Service | None = None) -> None:
+    """Accuracy first; performance only for a kernel that passed (a wrong kernel has no speed). In the
+    KernelGen service when there is one (`service`: the handle and the device as the user chose it)."""
+    if service is not None:
+        from kernelgen.serve.commands import check_remotely
+
+        done = check_remotely(service.handle, service.choice, op.path, measure=measure, kernel_label=record.kernel_file,
+                              on_step=on_step, note=service.note)
+        if done is not None and done.accuracy is not None:
+            record.accuracy, record.performance = done.accuracy, done.performance
+            return
     # One judge for both: its worker compiles the kernel once and the timing reuses it (a second
     # worker would pay the torch import, the device context and every JIT compile again).
     with open_judge(op, device, spare=spare) as judge:
@@ -122,16 +132,33 @@ def new_operator(
     llm_options: dict | None = None,
     measure: bool = True,
     on_step: Step = lambda s: None,
+    no_service: bool = False,
+    note: Step | None = None,
 ) -> NewResult:
-    # The worker that will check the kernel starts first: its imports and device start (~5 s) run
+    # The judge and the worker that will check the kernel start first: the KernelGen service (found,
+    # or started now), else a worker of this process's own; their imports and device start (~5 s) run
     # while the spec's reference is tried and the kernel generated, instead of after.
-    with early_worker(device) as spare:
+    from kernelgen.serve.commands import service_handle
+
+    handle = service_handle(device, note or on_step, no_service=no_service)
+    service = Service(handle, device, note or on_step) if handle is not None else None
+    with (contextlib.nullcontext() if service is not None else early_worker(device)) as spare:
         return _new_operator(Path(spec_path), out_root=out_root, backend=backend, device=device, force=force,
-                             llm_options=llm_options, measure=measure, on_step=on_step, spare=spare)
+                             llm_options=llm_options, measure=measure, on_step=on_step, spare=spare, service=service)
+
+
+@dataclass
+class Service:
+    """The KernelGen service round 0's checks go to (kernelgen.serve), and where its notes are said."""
+
+    handle: Any
+    choice: str
+    note: Step
 
 
 def _new_operator(spec_path: Path, *, out_root: str | Path, backend: str, device: str, force: bool,
-                  llm_options: dict | None, measure: bool, on_step: Step, spare: WorkerSession | None) -> NewResult:
+                  llm_options: dict | None, measure: bool, on_step: Step, spare: WorkerSession | None,
+                  service: Service | None = None) -> NewResult:
     given = read_spec(spec_path)  # a YAML spec as written, or one derived from a KernelBench-format .py
     spec, spec_text = given.spec, given.text
     dev = resolve_device(device)
@@ -165,7 +192,7 @@ def _new_operator(spec_path: Path, *, out_root: str | Path, backend: str, device
     try:
         op = OperatorDir(staging, spec)
         state, record = _round0(op, spec_text, writer, dev, on_step)
-        _check_and_time(op, record, dev, measure=measure, on_step=on_step, spare=spare)
+        _check_and_time(op, record, dev, measure=measure, on_step=on_step, spare=spare, service=service)
         record.finished_at = now()
         correct = bool(record.accuracy and record.accuracy.passed)
         record.kept = correct

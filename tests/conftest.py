@@ -9,6 +9,11 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("KERNELGEN_DEVICE", "cpu")
 # Caches (baseline timings, compiled kernels) go to a folder of this run's own, not the user's.
 os.environ.setdefault("KERNELGEN_CACHE_DIR", tempfile.mkdtemp(prefix="kernelgen-test-cache-"))
+# Commands judge in their own process, as they always could: a test of the KernelGen service starts
+# one of its own, in a runtime folder of its own, and stops it (tests/test_service.py). No service
+# outlives the session, and none from a user's shell is ever used by a test.
+os.environ["KERNELGEN_NO_SERVICE"] = "1"
+os.environ["KERNELGEN_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="kernelgen-test-run-")
 
 import pytest  # noqa: E402
 
@@ -19,3 +24,24 @@ SPECS = REPO / "operator_specs"
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_service_outlives_the_session():
+    """Every KernelGen service a test started (all live under this session's runtime folder) is stopped
+    at the end, and any process still naming that folder is killed: CI starts from nothing."""
+    yield
+    import signal
+
+    root = os.environ["KERNELGEN_RUNTIME_DIR"]
+    from kernelgen.serve.client import _ask
+    from kernelgen.verify.judge.service.wire import StopRequest
+
+    for sock in Path(root).rglob("*.sock"):
+        _ask(sock, StopRequest())
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and root.encode() in (entry / "cmdline").read_bytes():
+                os.kill(int(entry.name), signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            pass

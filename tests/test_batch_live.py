@@ -123,11 +123,18 @@ def test_an_invalid_final_measurement_names_its_reason(tmp_path):
 
 
 def test_the_bench_table_says_why_a_case_is_invalid():
-    from kernelgen.record.display import invalid_lines
+    from rich.console import Console
+
+    from kernelgen.record.display import perf_table
 
     bad = PerfCase(case=0, shapes={"x": [8192, 512]}, dtype="float32", bytes=1 << 24, valid=False,
                    invalid_reason="faster than the copy ceiling: 5100 GB/s > 4250")
     good = PerfCase(case=1, shapes={"x": [64, 512]}, dtype="float32", bytes=1 << 16)
     perf = PerformanceResult(op="op", kernel="k.py", device="cuda", device_name="H200", interpreter=False, measured=True,
                              torch_version="2.11", triton_version="3.6", cases=[bad, good])
-    assert invalid_lines(perf) == ["INVALID 8192x512 float32: faster than the copy ceiling: 5100 GB/s > 4250"]
+    console = Console(width=400, record=True)
+    console.print(perf_table(perf))
+    lines = console.export_text().splitlines()
+    bad_line = next(ln for ln in lines if "8192x512" in ln)  # the reason is on the case's own line
+    assert "INVALID: faster than the copy ceiling: 5100 GB/s > 4250" in bad_line
+    assert "ok" in next(ln for ln in lines if "64x512" in ln)

@@ -61,12 +61,14 @@ def case_rows(op: str, perf: PerformanceResult) -> list[CaseRow]:
     rows = []
     for c in perf.cases:
         timings = {b.label: getattr(c, b.timing, None) for b in BASELINES}
+        stands = c.timing_stands  # a refused timing shows no number: the kernel's, and what follows from it
         rows.append(CaseRow(
             op=op, case="x".join(map(str, next(iter(c.shapes.values()), []))), dtype=c.dtype,
-            kernel_ms=c.kernel.ms if c.kernel else None,
+            kernel_ms=c.kernel.ms if c.kernel and stands else None,
             ms={k: (t.ms if t is not None else None) for k, t in timings.items()},
-            speedup={b.label: getattr(c, b.speedup, None) for b in BASELINES},
-            gbps=c.gbps, tflops=c.tflops, frac_peak=c.frac_peak, bound=c.bound, valid=c.valid,
+            speedup={b.label: getattr(c, b.speedup, None) if stands else None for b in BASELINES},
+            gbps=c.gbps if stands else None, tflops=c.tflops if stands else None,
+            frac_peak=c.frac_peak if stands else None, bound=c.bound, valid=c.valid, verdict=c.verdict(),
             host_us=c.host_us, eager_host_us=c.eager_host_us, ceiling=c.ceiling or "",
             peers={name: t.ms for name, t in c.peers.items()},
         ))

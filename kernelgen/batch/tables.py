@@ -47,6 +47,7 @@ class CaseRow(_Row):
     frac_peak: float | None = None
     bound: str = "unknown"
     valid: bool = True
+    verdict: str = "ok"  # or what refused the case's timing (PerfCase.verdict): its numbers are then not shown
     host_us: float | None = None
     eager_host_us: float | None = None
     ceiling: str = ""  # which ceiling frac_peak is of: copy | read | matmul
@@ -143,10 +144,10 @@ def case_columns() -> list[Column[CaseRow]]:
     cols += [
         Column("GB/s", lambda r: num(r.gbps, ".0f"), True),
         Column("TFLOP/s", lambda r: num(r.tflops, ".0f"), True),
-        Column("% of peak", lambda r: (_pct(r.frac_peak) + (f" {r.ceiling or ('matmul' if r.bound == 'compute' else 'copy')}"
-                                                            if r.frac_peak is not None else ""))
-               + ("" if r.valid else " INVALID"), True),
+        Column("% of peak", lambda r: _pct(r.frac_peak) + (f" {r.ceiling or ('matmul' if r.bound == 'compute' else 'copy')}"
+                                                           if r.frac_peak is not None else ""), True),
         Column("host µs/call (kernel / eager)", lambda r: f"{num(r.host_us, '.1f')} / {num(r.eager_host_us, '.1f')}", True),
+        Column("verdict", lambda r: r.verdict),
     ]
     return cols
 

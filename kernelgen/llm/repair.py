@@ -104,7 +104,7 @@ def verdict(run: RunRecord) -> tuple[str, str]:
         first = acc.failed_checks[0]
         output = f", output {first.output!r}" if first.output and f"output {first.output!r}" not in first.message else ""
         return "wrong answer", (f"{len(acc.failed_checks)} of {len(acc.checks)} checks failed; first: {first.label}"
-                                f"{output}: {first.message}")
+                                f"{output}: {clip(first.message, 200)}")
     if violations:
         return "violation", "; ".join(f"{v.code}: {v.message}" for v in violations[:2])
     if acc is not None and acc.error:

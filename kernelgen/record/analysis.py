@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kernelgen.fsutil import now
 from kernelgen.record.text import si
+from kernelgen.nodynamo import without_dynamo
 from kernelgen.spec import OperatorSpec, torch_dtype
 from kernelgen.verify.results import DevicePeaks, RunRecord
 
@@ -142,7 +143,7 @@ def _case_facts(spec: OperatorSpec, fn: Any, ci: int, case: dict[str, list[int]]
         return c, "no reference to run: output bytes unknown"
     try:
         with FlopCounterMode(display=False) as counter:
-            out = fn(*args, **spec.param_defaults)
+            out = without_dynamo(lambda: fn(*args, **spec.param_defaults))
     except Exception as e:  # noqa: BLE001 - e.g. an op without a meta kernel: the analysis says so
         return c, f"the reference could not run on shape-only tensors ({type(e).__name__}: {str(e)[:120]}): output bytes unknown"
     outs = out if isinstance(out, (tuple, list)) else (out,)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 
 from kernelgen.verify.results import PerfCase, PerformanceResult
@@ -27,15 +28,9 @@ def perf_table(perf: PerformanceResult) -> Table:
     t = Table(title=title, title_justify="left")
     for col in ("case", "dtype", *PerfCase.CELL_HEADERS):
         t.add_column(col, justify="left" if col in ("case", "dtype") else "right", no_wrap=True)
+    t.add_column("verdict", justify="left", overflow="fold")  # every violation of the case, on its line
     for c in perf.cases:
-        cells = c.cells()
-        if not c.valid:
-            cells[-1] += " INVALID"
-        t.add_row(_shape_label(c.shapes), c.dtype, *cells)
+        verdict = c.verdict()
+        t.add_row(_shape_label(c.shapes), c.dtype, *c.cells(), verdict if verdict == "ok" else f"[bold red]{escape(verdict)}[/]")
     return t
 
-
-def invalid_lines(perf: PerformanceResult) -> list[str]:
-    """One line per INVALID case with its reason (a table cell has no room for it)."""
-    return [f"INVALID {_shape_label(c.shapes)} {c.dtype}: {c.invalid_reason or 'no reason recorded'}"
-            for c in perf.cases if not c.valid]

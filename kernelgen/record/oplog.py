@@ -41,8 +41,12 @@ def accuracy_text(run: RunRecord | None) -> str:
         lines.append(f"  - sandbox: {note}")
     for v in acc.violations:
         lines.append(f"  - violation `{v.code}`: {v.message}")
-    for c in acc.failed_checks[:3]:
-        lines.append(f"  - {c.message}")
+    if acc.truth_errors():
+        lines.append(f"  - largest error against the float64 truth: {acc.truth_errors()}")
+    for note in acc.reported:
+        lines.append(f"  - reported: {note}")
+    for line in acc.failure_lines(3):
+        lines.append(f"  - {line}")
     if acc.error:
         lines.append(f"  - error: `{acc.error.splitlines()[-1]}`")
     return "\n".join(lines)
@@ -58,12 +62,11 @@ def perf_text(run: RunRecord | None) -> str:
     head += tf32_label(perf)
     if not perf.measured:
         head += " — **interpreter dry run: NOT a measurement**"
-    headers = ("case", "dtype", *PerfCase.CELL_HEADERS, "valid")
+    headers = ("case", "dtype", *PerfCase.CELL_HEADERS, "verdict")
     lines = [head + ":", "", "| " + " | ".join(headers) + " |", "|---|---|" + "---:|" * len(PerfCase.CELL_HEADERS) + ":---:|"]
     for c in perf.cases:
         shapes = " ".join(f"{k}{v}" for k, v in c.shapes.items())
-        valid = "yes" if c.valid else "NO: " + c.invalid_reason
-        lines.append("| " + " | ".join([shapes, c.dtype, *c.cells(), valid]) + " |")
+        lines.append("| " + " | ".join([shapes, c.dtype, *c.cells(), c.verdict().replace("|", "/")]) + " |")
     if perf.note:
         lines += ["", f"  {perf.note}"]
     for v in perf.violations:

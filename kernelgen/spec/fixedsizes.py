@@ -3,6 +3,8 @@ specialise on them and generated cases must keep them. Every other size is free 
 the performance case and generated random shapes vary it).
 
 A size is fixed when
+- the spec says so (an input's `fixed_dims`, written by the KernelBench derivation for the sizes the
+  Model's constructor or a draw fixes): the judge's generated cases keep it (verify/judge/inputs.py);
 - the reference pins it to a constant (spec.symbolic: a LayerNorm's normalized shape, a `view` to a
   literal size) — the reference itself refuses any other value;
 - it is the kernel size of a convolution's weight (`conv2d_weight[2:]` = the Conv2d's kernel_size):
@@ -32,6 +34,12 @@ def _holds(label: str, value: int, cases: list[Case]) -> bool:
     name, _, rest = label.partition("[")
     dim = int(rest.rstrip("]"))
     return all(name in c and dim < len(c[name]) and c[name][dim] == value for c in cases)
+
+
+def _declared(spec: OperatorSpec) -> list[FixedSize]:
+    cases = list(spec.test_cases) + list(spec.perf_cases)
+    return [FixedSize(label=f"{inp.name}[{d}]", value=cases[0][inp.name][d], why="the spec fixes it")
+            for inp in spec.inputs for d in inp.fixed_dims if cases and d < len(cases[0][inp.name])]
 
 
 def _pinned(spec: OperatorSpec) -> list[FixedSize]:
@@ -91,7 +99,7 @@ def fixed_sizes(spec: OperatorSpec) -> list[FixedSize]:
     every test and performance case."""
     cases = list(spec.test_cases) + list(spec.perf_cases)
     seen: dict[str, FixedSize] = {}
-    for f in _pinned(spec) + _kernel_sizes(spec) + _draw_ranges(spec):
+    for f in _declared(spec) + _pinned(spec) + _kernel_sizes(spec) + _draw_ranges(spec):
         if f.label not in seen and _holds(f.label, f.value, cases):
             seen[f.label] = f
     order = {inp.name: i for i, inp in enumerate(spec.inputs)}

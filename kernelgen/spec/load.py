@@ -103,6 +103,24 @@ def _check_cases(spec: OperatorSpec) -> list[Problem]:
                     problems.append(Problem(f"{field}[{i}].{k}", f"dimensions must be >= 1, got {shape}"))
                 elif (why := init_shape_problem(parse_init(inits[k]), shape)) is not None:
                     problems.append(Problem(f"{field}[{i}].{k}", f"its init {inits[k]!r} cannot draw this shape: {why}"))
+    return problems or _check_fixed_dims(spec)
+
+
+def _check_fixed_dims(spec: OperatorSpec) -> list[Problem]:
+    """A fixed dim exists in every case and has one size in all of them, test and perf alike: a kernel
+    specialised to it must accept every case the judge and the timing give it."""
+    problems = []
+    cases = [(f"test_cases[{i}]", c) for i, c in enumerate(spec.test_cases)]
+    cases += [(f"perf_cases[{i}]", c) for i, c in enumerate(spec.perf_cases)]
+    for k, inp in enumerate(spec.inputs):
+        for d in inp.fixed_dims:
+            sizes = {where: c[inp.name][d] for where, c in cases if 0 <= d < len(c[inp.name])}
+            if d < 0 or len(sizes) < len(cases):
+                problems.append(Problem(f"inputs[{k}].fixed_dims", f"dim {d} is not a dim of {inp.name} in every case"))
+            elif len(set(sizes.values())) > 1:
+                seen = ", ".join(f"{w}: {v}" for w, v in sizes.items())
+                problems.append(Problem(f"inputs[{k}].fixed_dims", f"dim {d} of {inp.name} is fixed but its size differs "
+                                                                    f"between cases ({seen})"))
     return problems
 
 
@@ -151,6 +169,7 @@ def _check_reference_runs(spec: OperatorSpec) -> list[Problem]:
         return []
     import torch  # deferred: costs ~1 s
 
+    from kernelgen.nodynamo import without_dynamo
     from kernelgen.spec.reference import load_reference
 
     try:
@@ -166,7 +185,7 @@ def _check_reference_runs(spec: OperatorSpec) -> list[Problem]:
                 for inp in spec.inputs
             ]
             try:
-                out = fn(*args, **spec.param_defaults)
+                out = without_dynamo(lambda: fn(*args, **spec.param_defaults))  # noqa: B023 - called at once
             except NotImplementedError:
                 continue  # an op with no meta kernel: checked for real by the harness instead
             except (RuntimeError, ValueError, IndexError) as e:  # what torch raises for shapes that do not fit

@@ -61,6 +61,10 @@ class InputSpec(_Strict):
     name: Identifier
     dtype: KnownDtype | None = None  # fixed dtype; None: the case dtype
     init: str = "randn"
+    # Dims whose size the operator fixes (a Linear's features, a norm's shape, a class count): every test
+    # and perf case gives them the same size and the judge's generated cases never change it, so a kernel
+    # may be specialised to it; every other dim may vary from case to case.
+    fixed_dims: list[int] = Field(default_factory=list)
 
     @field_validator("init")
     @classmethod
@@ -118,6 +122,9 @@ class OperatorSpec(_Strict):
     test_cases: list[Case] = Field(min_length=1)
     perf_cases: list[Case] = Field(default_factory=list)
     perf_dtypes: list[str] = Field(default_factory=list)  # dtypes to time; empty: all of `dtypes`
+    # The dtypes whose checks decide correct or not; the others are checked and reported beside them.
+    # Empty: every dtype decides. A KernelBench problem's is its own (float32).
+    primary_dtypes: list[str] = Field(default_factory=list)
     tolerance: dict[str, ToleranceSpec] = Field(default_factory=dict)
     flops: str | None = None  # expression over input shapes, e.g. "2 * a[0] * a[1] * b[1]"
     target_speedup: float | None = Field(default=None, gt=0)
@@ -143,9 +150,10 @@ class OperatorSpec(_Strict):
 
     @model_validator(mode="after")
     def _perf_dtypes_subset(self) -> "OperatorSpec":
-        extra = [d for d in self.perf_dtypes if d not in self.dtypes]
-        if extra:
-            raise ValueError(f"perf_dtypes {extra} are not in dtypes {self.dtypes}")
+        for field in ("perf_dtypes", "primary_dtypes"):
+            extra = [d for d in getattr(self, field) if d not in self.dtypes]
+            if extra:
+                raise ValueError(f"{field} {extra} are not in dtypes {self.dtypes}")
         return self
 
     # --- derived views the rest of KernelGen uses -------------------------------------------
@@ -183,5 +191,15 @@ class OperatorSpec(_Strict):
     @property
     def effective_perf_dtypes(self) -> list[str]:
         return self.perf_dtypes or self.dtypes
+
+    @property
+    def deciding_dtypes(self) -> list[str]:
+        """The dtypes whose checks decide the verdict (`primary_dtypes`, or every dtype)."""
+        return self.primary_dtypes or self.dtypes
+
+    def fixed_sizes(self) -> set[int]:
+        """Every size a fixed dim has (in the first test case): the judge's generated cases keep them."""
+        case = self.test_cases[0]
+        return {case[i.name][d] for i in self.inputs for d in i.fixed_dims if d < len(case[i.name])}
 
 

@@ -32,13 +32,14 @@ def meta_shapes(spec: OperatorSpec, case: Case, dtype: str | None = None) -> lis
     """(shape, dtype) of each output of the reference run on shape-only tensors."""
     import torch
 
+    from kernelgen.nodynamo import without_dynamo
     from kernelgen.spec.reference import load_reference
     from kernelgen.spec.sampling import torch_dtype
 
     fn = load_reference(spec)
     dtype = dtype or spec.dtypes[0]
     args = [torch.empty(case[i.name], dtype=torch_dtype(spec.input_dtype(i, dtype)), device="meta") for i in spec.inputs]
-    out = fn(*args, **spec.param_defaults)
+    out = without_dynamo(lambda: fn(*args, **spec.param_defaults))  # meta kernels would import it: 3.4 s
     outs = out if isinstance(out, (tuple, list)) else (out,)
     return [(list(o.shape), str(o.dtype).removeprefix("torch.")) for o in outs if isinstance(o, torch.Tensor)]
 

@@ -73,7 +73,8 @@ class CallReport(_Msg):
 class Reply(_Msg):
     ok: bool
     error: str = ""  # the candidate's exception with its last frames (scrubbed by the judge)
-    kind: Literal["hello", "loaded", "stored", "called", "timed", "host", "synced", "bye", "batch", "failed"] = "failed"
+    kind: Literal["hello", "loaded", "stored", "called", "timed", "host", "synced", "bye", "batch", "probed",
+                  "failed"] = "failed"
     outputs: list[Value] = Field(default_factory=list)
     inputs_after: list[TensorRef] = Field(default_factory=list)
     report: CallReport | None = None

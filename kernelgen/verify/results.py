@@ -24,7 +24,7 @@ class Violation(_Model):
     message: str
 
 
-CallKind = Literal["guarded", "second-fill", "plain", "stale-probe"]
+CallKind = Literal["guarded", "second-fill", "plain", "stale-probe", "perf-shape"]
 
 
 class CaseCheck(_Model):
@@ -49,14 +49,35 @@ class CaseCheck(_Model):
     unwritten_pattern: str = ""  # rows / columns / tail / scattered, in words
     worst_index: list[int] | None = None
     got: float | None = None
-    expected: float | None = None
+    expected: float | None = None  # eager's value, or the truth's where one ran (`oracle`)
+    # Against the reference run in float64 (kernelgen.verify.judge.oracle): its precision ("" where
+    # none ran: an integer output, or no higher precision), the kernel's and eager's errors against
+    # it, and which rule passed: "tolerance", or "eager-multiple" (no worse than m x eager's error).
+    oracle: str = ""
+    truth_max_err: float | None = None
+    eager_max_err: float | None = None
+    truth_rmse: float | None = None
+    eager_rmse: float | None = None
+    rule: str = ""
+    eager: float | None = None  # eager's value at the worst index, beside the truth's
+    decides: bool = True  # a check of a dtype that decides the verdict (the spec's primary_dtypes)
     message: str = ""
+
+    @property
+    def kind(self) -> str:
+        """The kind of check: the spec's case, or the generated variant."""
+        return self.variant or "test case"
 
     @property
     def label(self) -> str:
         shapes = " ".join(f"{k}{v}" for k, v in self.shapes.items())
         extra = f" {self.variant}" if self.variant else ""
         return f"case {self.case}{extra} {shapes} {self.dtype} seed {self.seed} ({self.call})"
+
+    def same_failure(self, other: "CaseCheck") -> bool:
+        """The same failure seen by another call of the same check (guarded, second fill, plain)."""
+        return (self.case, self.variant, self.dtype, self.seed, self.message) == \
+            (other.case, other.variant, other.dtype, other.seed, other.message)
 
 
 class AccuracyResult(_Model):
@@ -66,13 +87,18 @@ class AccuracyResult(_Model):
     device: str
     interpreter: bool
     compiled: bool  # imported and defines the entry function
-    correct: bool  # every expected check ran and passed, and no violation
+    correct: bool  # every expected check of a deciding dtype ran and passed, and no violation
     seeds: list[int]
-    input_seed_base: int | None = None  # random per run: inputs cannot be predicted at import time
+    # Every input of the run is drawn from this (the kernel's and the spec's hash, unless given):
+    # the same kernel gets the same verdict, and `kernelgen test OP_DIR --seed N` replays a run.
+    input_seed_base: int | None = None
     checks_expected: int = 0  # planned by the judge before the first call; fewer done is a failure
+    deciding_dtypes: list[str] = Field(default_factory=list)  # whose checks decide (empty: every dtype)
+    checks_deciding: int = 0  # of checks_expected, those of a deciding dtype
     checks: list[CaseCheck] = Field(default_factory=list)
     violations: list[Violation] = Field(default_factory=list)
     skipped: list[str] = Field(default_factory=list)  # what could not be checked here, and why
+    reported: list[str] = Field(default_factory=list)  # what a dtype that does not decide got wrong
     sandbox: list[str] = Field(default_factory=list)  # what the worker's sandbox could not enforce here
     error: str | None = None  # an exception raised by the candidate, with its last frames
 
@@ -80,13 +106,54 @@ class AccuracyResult(_Model):
     def failed_checks(self) -> list[CaseCheck]:
         return [c for c in self.checks if not c.passed]
 
+    def failure_lines(self, limit: int = 5) -> list[str]:
+        """One line per failing check: its kind, case, input shapes, dtype and seed, the calls that saw
+        it (guarded, second-fill, plain say the same thing: once) and what was wrong."""
+        groups: list[tuple[CaseCheck, list[str]]] = []
+        for c in self.failed_checks:
+            same = next((g for g in groups if g[0].same_failure(c)), None)
+            if same is None:
+                groups.append((c, [c.call]))
+            else:
+                same[1].append(c.call)
+        lines = []
+        for c, calls in groups[:limit]:
+            shapes = " ".join(f"{k}{v}" for k, v in c.shapes.items())
+            tag = "" if c.decides else " [reported; this dtype does not decide]"
+            lines.append(f"{c.kind} (case {c.case}) {shapes} {c.dtype} seed {c.seed} ({', '.join(calls)}){tag}: {c.message}")
+        if len(groups) > limit:
+            lines.append(f"... and {len(groups) - limit} more failing checks")
+        return lines
+
+    def truth_errors(self) -> str:
+        """Per dtype, the largest error against the float64 truth of the kernel and of eager, over every
+        check that had one: how much room the kernel leaves, where it passed."""
+        parts = []
+        for dtype in dict.fromkeys(c.dtype for c in self.checks if c.truth_max_err is not None):
+            mine = [c for c in self.checks if c.dtype == dtype and c.truth_max_err is not None]
+            kernel = max(c.truth_max_err or 0.0 for c in mine)
+            eager = max(c.eager_max_err or 0.0 for c in mine)
+            parts.append(f"{dtype} {kernel:.3g} (eager {eager:.3g})")
+        return "; ".join(parts)
+
     def summary(self) -> str:
-        n_ok = sum(c.passed for c in self.checks)
-        head = f"{n_ok}/{self.checks_expected or len(self.checks)} checks passed"
+        deciding = [c for c in self.checks if c.decides]
+        n_ok = sum(c.passed for c in deciding)
+        head = f"{n_ok}/{self.checks_deciding or self.checks_expected or len(deciding)} checks passed"
+        if self.deciding_dtypes:
+            head = f"{n_ok}/{self.checks_deciding} {'/'.join(self.deciding_dtypes)} checks passed (they decide)"
+            others = [c for c in self.checks if not c.decides]
+            n_other = self.checks_expected - self.checks_deciding
+            if n_other:
+                head += f"; other dtypes {sum(c.passed for c in others)}/{n_other} (reported beside them)"
         if self.violations:
             head += "; violations: " + ", ".join(sorted({v.code for v in self.violations}))
         if self.error:
-            head += f"; error: {self.error.splitlines()[-1] if self.error else ''}"
+            first, last = self.error.strip().splitlines()[0], self.error.strip().splitlines()[-1]
+            where = first.split("): ")[0] + ")" if "): " in first and first != last else ""
+            head += f"; error{' in ' + where if where else ''}: {last}"
+        if self.input_seed_base is not None:
+            head += f"; inputs from seed {self.input_seed_base} (--seed {self.input_seed_base} replays them)"
         return head
 
 
@@ -156,6 +223,9 @@ class PerfCase(_Model):
     valid: bool = True
     invalid_reason: str = ""
     spot_check: str = ""  # "" when the output at this shape matched the reference
+    # The violations that concern this case (forged-timing, timed-output-wrong, ... and those found on
+    # import, which concern every case): any one refuses its timing, which is then shown as no number.
+    violations: list[Violation] = Field(default_factory=list)
     # Host time to issue one call (Python wrapper + launch), no device sync: what dominates at
     # small shapes, where the kernel itself takes a few microseconds. The kernel's is the judge's
     # clock around the worker's calls (the worker's own figure is not used).
@@ -170,6 +240,19 @@ class PerfCase(_Model):
     @property
     def label(self) -> str:
         return "case {} {} {}".format(self.case, " ".join(f"{k}{v}" for k, v in self.shapes.items()), self.dtype)
+
+    @property
+    def timing_stands(self) -> bool:
+        """Whether this case's timing counts: valid (right at the perf shape, within its ceiling) and
+        concerned by no violation."""
+        return self.valid and not self.violations
+
+    def verdict(self) -> str:
+        """'ok', or what refused this case's timing: each violation's code, an invalid case's reason."""
+        parts = list(dict.fromkeys(v.code for v in self.violations))
+        if not self.valid:
+            parts.append(f"INVALID: {self.invalid_reason}")
+        return "; ".join(parts) if parts else "ok"
 
     # The columns of every perf table (terminal and log), so both show the same numbers.
     CELL_HEADERS: ClassVar[tuple[str, ...]] = ("kernel ms", "eager ms", "compile ms", "x eager", "x compile", "GB/s", "TFLOP/s", "% of peak")
@@ -187,15 +270,20 @@ class PerfCase(_Model):
             return f"{x:.{digits - 1 - math.floor(math.log10(abs(x)))}f}"
 
         pct = "—" if self.frac_peak is None else f"{100 * self.frac_peak:.0f}%"
-        return [
+        cells = [
             fmt(self.kernel and self.kernel.ms, 4), fmt(self.eager and self.eager.ms, 4),
             fmt(self.compiled and self.compiled.ms, 4), fmt(self.speedup_eager, 3),
             fmt(self.speedup_compile, 3), fmt(self.gbps, 3), fmt(self.tflops, 3), pct,
         ]
+        if not self.timing_stands:  # a refused timing shows no number: only eager's and torch.compile's stay
+            cells = [c if i in (1, 2) else "—" for i, c in enumerate(cells)]
+        return cells
 
     def facts(self) -> list[str]:
         """The measured numbers, in the one wording the screen, the log's diagnosis and the LLM
-        prompt share."""
+        prompt share. A refused timing has none: only what refused it."""
+        if not self.timing_stands:
+            return [f"timing refused: {self.verdict()}"]
         parts = []
         if self.kernel:
             parts.append(f"{self.kernel.ms:.4g} ms (spread {100 * self.kernel.spread:.0f}%)")
@@ -210,8 +298,6 @@ class PerfCase(_Model):
             parts.append(f"x{self.speedup_eager:.2f} vs eager")
         if self.speedup_compile is not None:
             parts.append(f"x{self.speedup_compile:.2f} vs torch.compile")
-        if not self.valid:
-            parts.append(f"INVALID: {self.invalid_reason}")
         return parts
 
 
@@ -238,7 +324,8 @@ class PerformanceResult(_Model):
         return self.error is None and not self.violations and all(c.valid for c in self.cases)
 
     def geomean(self, attr: str) -> float | None:
-        vals = [getattr(c, attr) for c in self.cases if getattr(c, attr)]
+        """Over every case, or None where one has no such number (or its timing was refused)."""
+        vals = [getattr(c, attr) for c in self.cases if c.timing_stands and getattr(c, attr)]
         if not vals or len(vals) != len(self.cases):
             return None
         return math.exp(sum(math.log(v) for v in vals) / len(vals))
@@ -284,11 +371,7 @@ class RunRecord(_Model):
         if self.accuracy:
             if self.accuracy.error:
                 lines.append(self.accuracy.error)
-            failed = self.accuracy.failed_checks
-            for c in failed[:5]:
-                lines.append(f"{c.label}: {c.message}")
-            if len(failed) > 5:
-                lines.append(f"... and {len(failed) - 5} more failing checks")
+            lines += self.accuracy.failure_lines(5)
         if self.performance and self.performance.error:
             lines.append(self.performance.error)
         if self.status == "error" and not lines:

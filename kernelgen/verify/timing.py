@@ -151,6 +151,10 @@ class Stopwatch:
         python = [getattr(self.clock, f.name) for f in fields(self.clock) if isinstance(getattr(self.clock, f.name), types.FunctionType)]
         self._seal = Seal([run_reps, host_calls, *python], self.clock)
 
+    @property
+    def seal(self) -> Seal:
+        return self._seal
+
     def broken(self) -> list[str]:
         """What changed in the loop's code or the clock (rebinding a module's name changes nothing:
         the functions used are the ones captured here)."""

@@ -49,6 +49,17 @@ def expectation(path: Path) -> str:
     return first[len("# EXPECT: "):].strip()
 
 
+def runtime_expectation(path: Path) -> tuple[str, str] | None:
+    """(accuracy | performance, what the run-time defences say) with the static checks switched off
+    (`# RUNTIME: [kind: ]text`, second line): for files the allowlist refuses whose run-time route is
+    worth holding too."""
+    second = path.read_text(encoding="utf-8").splitlines()[1]
+    if not second.startswith("# RUNTIME: "):
+        return None
+    kind, _, text = second[len("# RUNTIME: "):].strip().partition(": ")
+    return (kind, text) if kind in ("accuracy", "performance") and text else ("accuracy", f"{kind}: {text}".rstrip(": "))
+
+
 HOSTILE = sorted(p for p in ADVERSARIAL.glob("*.py") if p.name != "honest.py")
 
 
@@ -120,6 +131,18 @@ def test_monkeypatching_is_caught_at_run_time_even_without_static_checks(hostile
     assert r.returncode == 1, r.stdout + r.stderr
     assert "VIOLATION harness-tampering" in r.stdout, r.stdout
     assert "PASS" not in r.stdout.splitlines()[-1]
+
+
+@pytest.mark.parametrize("hostile", [p for p in HOSTILE if runtime_expectation(p)], ids=lambda p: p.stem)
+def test_what_the_allowlist_refuses_still_fails_at_run_time(hostile, tmp_path):
+    """The allowlist refuses these before they run; with it switched off, the worker's guard and the
+    judge's checks still reject them, each with what its `# RUNTIME:` line says."""
+    kind, want = runtime_expectation(hostile)
+    extra = ("--no-compile",) if kind == "performance" else ()
+    r = _harness(kind, make_op_dir(tmp_path, hostile), *extra, bypass_static=True)
+    text = r.stdout + r.stderr
+    assert r.returncode != 0, text
+    assert want in text, text
 
 
 def test_side_channels_without_static_checks_still_fail(tmp_path):

@@ -34,3 +34,19 @@ def test_a_job_started_early_and_no_longer_wanted_is_stopped():
     job.cancel()  # the judge's own run failed: nothing waits ten minutes for the peers
     run = job.result()
     assert run.timings == {} and time.monotonic() - t0 < 10
+
+
+def test_benchmark_scripts_time_the_peers_only_in_a_child():
+    """No script under benchmarks/ runs FlagGems or Liger-Kernel in its own process (round0.py did, and
+    died of FlagGems' illegal memory access): they go through peerproc, as `bench` does."""
+    import ast
+    from pathlib import Path
+
+    in_process = {"kernelgen.verify.judge.peers", "flag_gems", "liger_kernel"}
+    scripts = sorted((Path(__file__).resolve().parents[2] / "benchmarks").glob("*.py"))
+    assert scripts
+    for path in scripts:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not [n for n in names if n.split(".")[0] in in_process or n in in_process], (path.name, names)

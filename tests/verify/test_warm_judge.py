@@ -31,7 +31,7 @@ def requests(monkeypatch):
     request, init = session.WorkerSession.request, session.WorkerSession.__init__
 
     def counting(self, payload, **kw):
-        seen[payload.get("op")] += 1
+        seen[payload.get("op") + (" refill" if payload.get("refill") else "")] += 1  # refill: new values, same buffers
         return request(self, payload, **kw)
 
     def starting(self, *a, **kw):
@@ -59,6 +59,7 @@ def test_perf_inputs_are_drawn_in_the_worker_unless_its_draw_differs(tmp_path, r
     with open_judge(op, CPU) as judge:
         perf = measure_performance(judge, kernel_source(op, None))
         assert perf.ok and perf.cases and requests["draw"] == len(perf.cases) and requests["put"] == 0
+        assert requests["draw refill"] >= len(perf.cases)  # drawn anew there before each timing request
 
         # inputs that do not match their recipe (as when another GPU's generator gives other numbers)
         import kernelgen.verify.judge.performance as performance
@@ -110,3 +111,20 @@ def test_a_judge_of_many_untrusted_kernels_keeps_the_next_worker_warm(tmp_path, 
         assert second is not first and requests["worker started"] == 3
         assert check_accuracy(judge, KernelSource(honest + "\n# another candidate\n", op.file("triton").name, "llm"),
                               seeds=(0,)).correct
+
+
+def test_a_resident_case_gets_its_own_inputs_back_after_its_timing(tmp_path, requests):
+    """Timing draws the inputs anew in the worker's buffers before each request (timed.py); a case the
+    judge keeps resident is drawn back afterwards, so the next timing's spot check (on the case's own
+    inputs, against the kept expected values) still passes."""
+    from kernelgen.verify.judge.judge import RESIDENT_BYTES
+
+    op = open_operator(make_op_dir(tmp_path, HONEST))
+    with open_judge(op, CPU) as judge:
+        judge.resident_bytes = RESIDENT_BYTES
+        first = measure_performance(judge, kernel_source(op, None))
+        rotated = requests["draw refill"]
+        second = measure_performance(judge, kernel_source(op, None))
+    assert first.ok and second.ok, (first.cases[0].spot_check, second.cases[0].spot_check, second.violations)
+    assert requests["draw"] == len(first.cases)  # drawn once, kept resident
+    assert rotated >= 2 * len(first.cases)  # at least one rotation and the restore per case

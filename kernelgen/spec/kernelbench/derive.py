@@ -25,6 +25,7 @@ from kernelgen.errors import ProblemFileError, SpecError
 from kernelgen.render import render
 from kernelgen.spec.kernelbench.checks import check_deterministic, runnable_dtypes
 from kernelgen.spec.kernelbench.lift import Observation, ScalarInput, TensorInput, mutated, observe
+from kernelgen.spec.kernelbench.fixed import fixed_dims, held_names
 from kernelgen.spec.kernelbench.shrink import fitting_cases, small_cases
 from kernelgen.spec.kernelbench.source import ProblemSource, problem_name, read_problem
 from kernelgen.spec.load import validate_spec_data
@@ -131,9 +132,10 @@ def _outputs(src: ProblemSource, fn: Callable[..., Any], perf: Observation) -> l
     return ["out"] if len(outs) == 1 else [f"out{i}" for i in range(len(outs))]
 
 
-def _input_line(t: TensorInput) -> dict[str, str]:
+def _input_line(t: TensorInput, fixed: list[int]) -> dict[str, str]:
     note = f"{t.kind} `{t.key}` of Model" if t.key else ""
-    return {"name": t.name, "dtype": "" if t.dtype == "float32" else t.dtype, "init": _q(t.init.text), "note": note}
+    return {"name": t.name, "dtype": "" if t.dtype == "float32" else t.dtype, "init": _q(t.init.text), "note": note,
+            "fixed": f"[{', '.join(map(str, fixed))}]" if fixed else ""}
 
 
 def _param_line(s: ScalarInput) -> dict[str, str]:
@@ -141,12 +143,12 @@ def _param_line(s: ScalarInput) -> dict[str, str]:
 
 
 def _render(src: ProblemSource, name: str, perf: Observation, cases: list[Observation], reference: str,
-            outputs: list[str], dtypes: list[str]) -> str:
+            outputs: list[str], dtypes: list[str], fixed: dict[str, list[int]]) -> str:
     for t in perf.inputs:
         if t.dtype not in DTYPES:
             raise ProblemFileError(src.path, f"`{t.name}` is a {t.dtype} tensor; a spec's dtypes are {', '.join(DTYPES)}")
     return render("spec/kernelbench.yaml.j2", version=__version__, source=_q(str(src.path)), name=name,
-                  description=_q(_description(src, perf.model)), inputs=[_input_line(t) for t in perf.inputs],
+                  description=_q(_description(src, perf.model)), inputs=[_input_line(t, fixed.get(t.name, [])) for t in perf.inputs],
                   params=[_param_line(s) for s in perf.scalars],
                   outputs=outputs, reference=reference.rstrip("\n") + "\n", dtypes=dtypes, test_cases=[_flow(c.case) for c in cases],
                   perf_case=_flow(perf.case))
@@ -181,7 +183,7 @@ def _sized_reference(src: ProblemSource, name: str, perf: Observation) -> tuple[
     shrink get_init_inputs()'s sizes with the dims (LayerNorm over 7x9x11), and the reference builds
     Model once per size, picked by the shapes of its lifted parameters: KernelBench's own at the perf case."""
     lifted = any(t.key for t in perf.inputs)
-    cases = small_cases(src, perf, _own_module_fits, hold_init=False) if lifted else []
+    cases = small_cases(src, perf, _own_module_fits, set()) if lifted else []
     shapes = {_lifted_shapes(o): o.init for o in [perf, *cases]}
     if not cases or any(shapes[_lifted_shapes(o)] != o.init for o in [perf, *cases]):
         raise ProblemFileError(src.path, "no small test case runs on the module built at KernelBench's sizes "
@@ -199,12 +201,16 @@ def derive_spec(path: str | Path) -> DerivedSpec:
     reference = reference_source(src, name, perf, mutated(perf))
     fn = _entry(reference, name)
     outputs = _outputs(src, fn, perf)
-    cases = fitting_cases(src, perf, _fits(fn))
-    if not cases:
+    held = held_names(src, perf, _fits(fn))
+    cases = fitting_cases(src, perf, _fits(fn), held)
+    fixed: dict[str, list[int]] = {}
+    if cases:
+        fixed = fixed_dims(src, perf, cases, held)
+    else:  # the module built again at each case's sizes: none of its sizes is fixed across cases
         reference, cases = _sized_reference(src, name, perf)
         fn = _entry(reference, name)
-    draft = _validate(src, _render(src, name, perf, cases, reference, outputs, ["float32"]))
+    draft = _validate(src, _render(src, name, perf, cases, reference, outputs, ["float32"], fixed))
     check_deterministic(src, draft)
     dtypes = ["float32"] + runnable_dtypes(draft, EXTRA_DTYPES)
-    text = _render(src, name, perf, cases, reference, outputs, dtypes)
+    text = _render(src, name, perf, cases, reference, outputs, dtypes, fixed)
     return DerivedSpec(_validate(src, text), text)

@@ -5,14 +5,16 @@ run again, so every shape computed from them follows (`bias_shape = (out_channel
   channels) and stay; larger ones are mapped by value, so equal sizes stay equal and different ones
   stay different (a transposed operand cannot hide behind M == N).
 - Mapped sizes are odd first, so no size is a multiple of a kernel's tile; where the reference refuses
-  them, each mapped size keeps the structural sizes that divide it (channels stay a multiple of groups).
-- A size that also sets how an input is drawn (`torch.randint(0, num_classes, ...)`) stays.
-- Each case is checked by the caller (the reference on meta tensors); where none fits, the sizes that
-  reach `get_init_inputs()` are kept one by one (the module is built once, at KernelBench's sizes, so a
-  GroupNorm's 512 groups stay 512), and at last a case over the budget is taken rather than none.
-- Where that finds none, the dims the module fixes are kept at KernelBench's
-  size and the others shrink, name by name (kept_dims_case: a LayerNorm over three dims keeps them);
-  where even that is too large, derive.py builds the module again at shrunk sizes.
+  them, each mapped size keeps the structural sizes that divide it.
+- The names the module fixes (kernelgen.spec.kernelbench.fixed: a GroupNorm's groups and channels, a
+  norm's shape, a class count) are held: they keep KernelBench's value in every case, even where a
+  name that is not held has the same value. Where a held input alone is over the budget (a GroupNorm's
+  8192x5 weight), the case is the smallest that fits: the interpreter's time grows with every input
+  and output (a GEMM + GroupNorm took 53 s a call at x[181, 128] and its budget counting x alone).
+- Each case is checked by the caller (the reference on meta tensors); a case over the budget is taken
+  rather than none.
+- Where that finds none, the other sizes shrink name by name (kept_dims_case); where even that is too
+  large, derive.py builds the module again at shrunk sizes.
 """
 
 from __future__ import annotations
@@ -30,28 +32,30 @@ SMALL = 16
 BUDGETS = (24_000, 4_000)
 HARD_CAP = 2_000_000  # never a test case above this: the interpreter would take minutes
 # ... except where the module itself fixes more elements than that (LayerNorm over 64x256x256: 4.2M in
-# one row, which nd's kernel is specialised to): one batch row of it, about 5 s a call under the
-# interpreter (2 cores, 2026-11-24); beyond this, the module is built again at shrunk sizes instead.
-KEPT_CAP = 8_000_000
+# one row, which nd's kernel is specialised to): two batch rows of it, about 5 s a row a call under
+# the interpreter (2 cores, 2026-11-24); beyond this, the module is built again at shrunk sizes instead.
+# Never one row: a kernel traced at a size of 1 may treat the dim as a broadcast, and level 1's 40 was
+# refused at KernelBench's own batch (`x.shape[0] is 16; the reference needs 1 there`).
+KEPT_CAP = 9_000_000
 _BASES = (181, 127, 91, 63, 45, 31, 23, 17, 13, 9, 7, 5, 3)
 
 
-def _ints(value: Any) -> list[int]:
+def ints(value: Any) -> list[int]:
     if isinstance(value, bool):
         return []
     if isinstance(value, int):
         return [value]
     if isinstance(value, (list, tuple)):
-        return [i for v in value for i in _ints(v)]
+        return [i for v in value for i in ints(v)]
     return []
 
 
 def _large(sizes: dict[str, Size]) -> list[int]:
-    return sorted({v for s in sizes.values() for v in _ints(s) if v > SMALL})
+    return sorted({v for s in sizes.values() for v in ints(s) if v > SMALL})
 
 
 def _kept(sizes: dict[str, Size]) -> set[int]:
-    return {v for s in sizes.values() for v in _ints(s) if 2 <= v <= SMALL}
+    return {v for s in sizes.values() for v in ints(s) if 2 <= v <= SMALL}
 
 
 def _mapping(values: list[int], divisors: dict[int, set[int]], fixed: set[int], base: int, offset: int) -> dict[int, int]:
@@ -72,15 +76,30 @@ def _mapping(values: list[int], divisors: dict[int, set[int]], fixed: set[int], 
     return out
 
 
-def _apply(sizes: dict[str, Size], mapping: dict[int, int]) -> dict[str, Size]:
+def _apply(sizes: dict[str, Size], mapping: dict[int, int], held: set[str] = frozenset()) -> dict[str, Size]:
+    """Every size mapped by value, except the names in `held`, which keep theirs."""
     def one(v: int) -> int:
         return mapping.get(v, v)
 
-    return {k: (one(v) if isinstance(v, int) else tuple(one(x) for x in v)) for k, v in sizes.items()}
+    return {k: v if k in held else (one(v) if isinstance(v, int) else tuple(one(x) for x in v)) for k, v in sizes.items()}
 
 
-def _largest(obs: Observation) -> int:
+def free_values(sizes: dict[str, Size], held: set[str]) -> list[int]:
+    """The large values of the names not held: what the cases map."""
+    return _large({k: v for k, v in sizes.items() if k not in held})
+
+
+def _biggest(obs: Observation) -> int:
     return max(math.prod(t.shape) for t in obs.inputs)
+
+
+def _unchanged(obs: Observation, perf: Observation) -> int:
+    """The largest input this case keeps at KernelBench's shape (a held weight), or 0."""
+    return max((math.prod(t.shape) for t, p in zip(obs.inputs, perf.inputs) if t.shape == p.shape), default=0)
+
+
+def total(obs: Observation) -> int:
+    return sum(math.prod(t.shape) for t in obs.inputs)
 
 
 def _draw_args(obs: Observation) -> set[int]:
@@ -88,43 +107,39 @@ def _draw_args(obs: Observation) -> set[int]:
     return {int(a) for t in obs.inputs if not t.key for a in t.init.args if isinstance(a, float) and a.is_integer()}
 
 
-def small_cases(src: ProblemSource, perf: Observation, fits: Callable[[Observation], bool], *,
-                hold_init: bool = True) -> list[Observation]:
-    """Up to len(BUDGETS) small cases the reference runs on, each under its budget where one fits.
-    `hold_init=False`: the sizes reaching get_init_inputs() shrink like any other (the caller builds
-    the module again at each case's sizes)."""
-    values = _large(src.sizes)
+def small_cases(src: ProblemSource, perf: Observation, fits: Callable[[Observation], bool], held: set[str]) -> list[Observation]:
+    """Up to len(BUDGETS) small cases the reference runs on, each under its budget where one fits; the
+    names in `held` keep their size."""
+    values = free_values(src.sizes, held)
     kept = _kept(src.sizes)
-    fixed = {v for v in _draw_args(perf) if v in values}
-    init_sizes = sorted({v for v in _ints(perf.init) if v in values} - fixed) if hold_init else []
-    helds = [set(fixed)] + [fixed | set(init_sizes[: k + 1]) for k in range(len(init_sizes))]
-    in_init = set(_ints(perf.init))
-    # (sizes held, the divisors each mapped size keeps): most shrunk and least even first; a held size
-    # divides only the sizes Model gets too (channels in groups), never the batch
-    tries = [(held, divisors) for held in helds for divisors in (
-        {}, {v: kept for v in values}, {v: kept | (held if v in in_init else set()) for v in values})]
+    # the divisors each mapped size keeps: none first (odd sizes), then the structural ones
+    tries = [{}, {v: kept for v in values}]
     wanted = [t.init for t in perf.inputs if not t.key]
     cases: list[Observation] = []
     for offset, budget in enumerate(BUDGETS):
         found = None
-        for held, divisors in tries:
-            found = _search(src, values, divisors, held, offset, budget, wanted, fits, [c.case for c in cases])
+        for divisors in tries:
+            found = search_case(src, perf, values, divisors, held, offset, budget, wanted, fits, [c.case for c in cases])
             if found is not None:
                 break
-        if found is not None and (not cases or _largest(found) <= budget):  # a second case only if small
+        # a second case only if small, in the inputs it shrinks (a held weight costs both alike)
+        if found is not None and (not cases or _biggest(found) <= max(budget, _unchanged(found, perf))):
             cases.append(found)
     return cases
 
 
-def _search(src: ProblemSource, values: list[int], divisors: dict[int, set[int]], held: set[int], offset: int, budget: int,
-            wanted: list, fits: Callable[[Observation], bool], taken: list[dict]) -> Observation | None:
+def search_case(src: ProblemSource, perf: Observation, values: list[int], divisors: dict[int, set[int]], held: set[str],
+            offset: int, budget: int, wanted: list, fits: Callable[[Observation], bool], taken: list[dict]) -> Observation | None:
     over: Observation | None = None  # the smallest case that fits but exceeds the budget
     for base in _BASES:
+        mapping = _mapping(values, divisors, set(), base, offset)
+        if any(to > v for v, to in mapping.items()):
+            continue  # a shrunk case, never a larger one (a batch of 64 mapped to 181)
         try:
-            obs = observe(src, _apply(src.sizes, _mapping(values, divisors, held, base, offset)))
+            obs = observe(src, _apply(src.sizes, mapping, held))
         except ProblemFileError:  # the problem's own code refuses these sizes (channels not a multiple of groups)
             continue
-        size = _largest(obs)
+        size = _biggest(obs)
         if size > HARD_CAP or obs.case in taken or [t.init for t in obs.inputs if not t.key] != wanted:
             continue
         if not fits(obs):
@@ -135,14 +150,14 @@ def _search(src: ProblemSource, values: list[int], divisors: dict[int, set[int]]
     return over
 
 
-def kept_dims_case(src: ProblemSource, perf: Observation, fits: Callable[[Observation], bool]) -> Observation | None:
+def kept_dims_case(src: ProblemSource, perf: Observation, fits: Callable[[Observation], bool], held: set[str]) -> Observation | None:
     """One case where the module built at KernelBench's sizes fixes some dims of its inputs (a LayerNorm's
     shape, a ConvTranspose3d's output width read by LayerNorm(64)): from KernelBench's sizes, each large
     size is shrunk by value (every name holding it), else name by name, and kept where the reference
     refuses it; while the case is above the first budget, batch-like sizes (small ones get_init_inputs()
-    does not see) go down to 2, and to 1 above HARD_CAP. Those dims stay at KernelBench's size, the rest shrink; None above KEPT_CAP.
+    does not see) go down to 2, never 1. Those dims stay at KernelBench's size, the rest shrink; None above KEPT_CAP.
     Level 2's problem 3 (x 32x32x16x32x32, 16.8M elements): batch and height shrink, in_channels and
-    width stay (5x32x16x7x32, 573k). Level 1's problem 40 (LayerNorm over 64x256x256): x 1x64x256x256."""
+    width stay (5x32x16x7x32, 573k). Level 1's problem 40 (LayerNorm over 64x256x256): x 2x64x256x256."""
     overrides: dict[str, Size] = {}
     fixed = _draw_args(perf)
     wanted = [t.init for t in perf.inputs if not t.key]
@@ -157,10 +172,10 @@ def kept_dims_case(src: ProblemSource, perf: Observation, fits: Callable[[Observ
         return obs if same_draws and fits(obs) else None
 
     found = perf
-    for v in reversed(_large(src.sizes)):
+    for v in reversed(free_values(src.sizes, held)):
         if v in fixed:
             continue
-        names = [n for n, s in src.sizes.items() if v in _ints(s) and n not in overrides]
+        names = [n for n, s in src.sizes.items() if v in ints(s) and n not in overrides and n not in held]
         m = next(small)  # equal sizes stay equal where they can; else each name its own
         tries = [{n: m for n in names}] + ([{n: next(small)} for n in names] if len(names) > 1 else [])
         for values in tries:
@@ -171,24 +186,23 @@ def kept_dims_case(src: ProblemSource, perf: Observation, fits: Callable[[Observ
                 found = obs
                 if len(values) == len(names):
                     break
-    in_init = set(_ints(perf.init))
-    batch_like = [n for n, s in src.sizes.items()
-                  if isinstance(s, int) and 2 < s <= SMALL and s not in in_init | fixed and n not in overrides]
-    for to, cap in ((2, BUDGETS[0]), (1, HARD_CAP)):  # two rows where that is small enough, else one
+    in_init = set(ints(perf.init))
+    batch_like = [n for n, s in src.sizes.items() if isinstance(s, int) and 2 < s <= SMALL and s not in in_init | fixed
+                  and n not in overrides and n not in held]
+    for to, cap in ((2, BUDGETS[0]),):  # two rows where the case is over budget
         for name in batch_like:
-            obs = tried({name: to}) if _largest(found) > cap else None
+            obs = tried({name: to}) if _biggest(found) > cap else None
             if obs is not None:
                 overrides[name], found = to, obs
-    return found if _largest(found) <= KEPT_CAP else None
+    return found if _biggest(found) <= KEPT_CAP and found is not perf else None
 
 
-def fitting_cases(src: ProblemSource, perf: Observation, fits: Callable[[Observation], bool]) -> list[Observation]:
+def fitting_cases(src: ProblemSource, perf: Observation, fits: Callable[[Observation], bool], held: set[str]) -> list[Observation]:
     """small_cases; where none fits (each above HARD_CAP), the kept-dims case. Not also where small_cases'
-    first is merely over its budget: level 2's 62 and 88 (GroupNorm over 8192 channels in 512 groups)
-    would then get x 11x7 against a weight 8192x7, which the nd generator refuses, where their held case
-    is served."""
-    cases = small_cases(src, perf, fits)
+    first is merely over its budget (a case over it is better than one shrunk name by name)."""
+    cases = small_cases(src, perf, fits, held)
     if cases:
         return cases
-    kept = kept_dims_case(src, perf, fits)
+    kept = kept_dims_case(src, perf, fits, held)
     return [kept] if kept is not None else []
+

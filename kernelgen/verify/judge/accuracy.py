@@ -11,25 +11,39 @@ inputs to the candidate's worker and checks what comes back:
    kernel that behaves only when it is watched fails;
 4. an **ablated** call, every Triton launch a no-op: the output must come out wrong or unwritten,
    or the answer did not come from Triton (`answer-without-triton`).
-Then the same buffers are refilled with new values and called again (`stale-output`). The verdict
-counts the checks it planned before the first call: fewer done is a failure, and "0/0" never passes.
+Then the same buffers are refilled with new values and called again (`stale-output`), and the kernel is
+called on meta tensors of each perf case's shapes (kernelgen.verify.judge.perfshapes): it must accept
+the shapes it will be timed on. The verdict counts the checks it planned before the first call: fewer
+done is a failure, and "0/0" never passes.
+
+Outputs are measured against the reference run in float64 (kernelgen.verify.judge.oracle), eager
+running in the user's TF32 mode. Only the spec's deciding dtypes (`primary_dtypes`: float32 for a
+KernelBench problem) decide the verdict; the others are checked and reported beside them, and a
+kernel raising in one of them stops only that case. Every input comes from one seed base, a hash of
+the kernel's bytes and the spec unless given (`kernelgen test --seed N`): the same kernel, the same
+verdict. A generated case the reference itself refuses is not a valid input: it is dropped with a
+note; the reference refusing a case of the spec's own is ReferenceFailedError, naming the case.
 """
 
 from __future__ import annotations
 
-import secrets
 from typing import Any, Callable
 
+from kernelgen.errors import ReferenceFailedError
+from kernelgen.verify.judge import oracle
 from kernelgen.verify.judge.compare import Comparison, agree, as_tuple, compare
-from kernelgen.verify.judge.inputs import STALE_OFFSET, CheckCase, draw, plan_checks, tolerance_of
-from kernelgen.verify.judge.judge import ALIGN, Judge, KernelSource, LoadError, static_problems
+from kernelgen.verify.judge.inputs import STALE_OFFSET, CheckCase, draw, plan_checks, seed_base, tolerance_of
+from kernelgen.verify.judge.judge import Judge, KernelSource, LoadError, static_problems
+from kernelgen.verify.judge.perfshapes import perf_shape_cases, probe
+from kernelgen.verify.judge.precision import matmul_precision, tf32_enabled
+from kernelgen.verify.judge.seedcalls import SeedCalls, make_room
 from kernelgen.verify.poison import Fill, draw_fills
-from kernelgen.verify.protocol import OtherValue, ProtocolError, Reply, storage_span
-from kernelgen.verify.judge.session import WorkerFailure
+from kernelgen.verify.protocol import OtherValue, ProtocolError, Reply
 from kernelgen.verify.results import AccuracyResult, CaseCheck, Violation
 
 DEFAULT_SEEDS = (0, 1, 2)
 COMPARED_CALLS = 3  # guarded, second-fill, plain (the ablated call is evidence, not a comparison)
+REPORTED_ONLY = ("unwritten-output",)  # a comparison's finding: in a dtype that does not decide, reported
 
 
 def _same_layout_copy(t: Any) -> Any:
@@ -41,6 +55,30 @@ def _same_layout_copy(t: Any) -> Any:
     return out
 
 
+class InvalidCase(Exception):
+    """The reference refuses a case the judge generated: not a valid input for any kernel."""
+
+
+class _Expected:
+    """Eager's outputs on one case's inputs (in the user's TF32 mode) and the float64 truth's."""
+
+    def __init__(self, judge: Judge, check: CheckCase, inputs: list[Any], seed: int, base: int | None):
+        params = judge.spec.param_defaults
+        try:
+            with matmul_precision(tf32_enabled()):
+                self.eager = as_tuple(judge.baseline(*[_same_layout_copy(t) for t in inputs], **params))
+            with matmul_precision(False, conv_tf32=False):  # a float32 truth (no float64 kernel) is IEEE float32
+                self.truth, self.oracle = oracle.truth(judge.baseline, inputs, params, self.eager)
+        except Exception as e:  # noqa: BLE001 - the reference's own failure, whatever it is
+            what = _where(check, seed, "reference")
+            last = (str(e).strip().splitlines() or [""])[-1][:300]
+            if check.variant:
+                raise InvalidCase(f"{what}: the reference raises {type(e).__name__}: {last}") from None
+            raise ReferenceFailedError(f"the reference raises {type(e).__name__} on {what}: {last}",
+                                       hint=f"fix the spec's reference or this test case (`kernelgen test OP_DIR "
+                                            f"--seed {base}` replays these inputs)") from None
+
+
 class _Check:
     """One check in progress: the verdict it adds to, and the violations found so far."""
 
@@ -48,8 +86,10 @@ class _Check:
         self.judge, self.result, self.log = judge, result, log
         self.spec = judge.spec
 
-    def violate(self, code: str, message: str) -> None:
-        if not any(v.code == code for v in self.result.violations):
+    def violate(self, code: str, message: str, decides: bool = True) -> None:
+        if not decides and code in REPORTED_ONLY:
+            self.result.reported.append(f"{code}: {message}")
+        elif not any(v.code == code for v in self.result.violations):
             self.result.violations.append(Violation(code=code, message=message))
 
     def evidence(self, reply: Reply, where: str) -> None:
@@ -75,17 +115,18 @@ class _Check:
                 return None
         return got
 
-    def record(self, check: CheckCase, seed: int, call: str, got: list[Any] | None, expected: tuple, fill: Fill | None) -> CaseCheck:
+    def record(self, check: CheckCase, seed: int, call: str, got: list[Any] | None, want: _Expected, fill: Fill | None) -> CaseCheck:
         comparisons: list[Comparison] = []
+        tol = tolerance_of(self.spec, check)
         if got is None:
             comparisons.append(Comparison(passed=False, message="no usable output"))
         else:
-            comparisons = [compare(g, e, tolerance_of(self.spec, check), fill) for g, e in zip(got, expected)]
+            comparisons = [compare(g, e, tol, fill, truth=t, oracle=want.oracle) for g, e, t in zip(got, want.eager, want.truth)]
         names = [o.name for o in self.spec.outputs]
         failed = next(((names[i] if i < len(names) else str(i), c) for i, c in enumerate(comparisons) if not c.passed), None)
         first = failed[1] if failed else (comparisons[0] if comparisons else Comparison(passed=True))
         cc = CaseCheck(case=check.case, variant=check.variant, shapes=check.shapes, dtype=check.dtype, seed=seed,
-                       call=call, passed=failed is None,
+                       call=call, passed=failed is None, decides=check.decides,
                        output=failed[0] if failed else (names[0] if len(names) == 1 else ""),
                        **first.model_dump(exclude={"passed"}))
         if failed and len(names) > 1:
@@ -94,28 +135,43 @@ class _Check:
         self.log(("ok   " if cc.passed else "FAIL ") + f"{cc.label}" + ("" if cc.passed else f": {cc.message}"))
         if cc.unwritten:
             self.violate("unwritten-output", f"{cc.label}: {cc.unwritten} output element(s) never written "
-                         f"({cc.unwritten_pattern}; first {cc.unwritten_first}, last {cc.unwritten_last})")
+                         f"({cc.unwritten_pattern}; first {cc.unwritten_first}, last {cc.unwritten_last})", check.decides)
         return cc
+
+    def drop(self, check: CheckCase, why: str) -> None:
+        """A generated case the reference refuses: not checked, and not counted."""
+        planned = _planned(check)
+        self.result.checks_expected -= planned
+        if check.decides:
+            self.result.checks_deciding -= planned
+        self.result.skipped.append(f"{why}; not a valid input, so not checked")
+
+
+def _planned(check: CheckCase) -> int:
+    return len(check.seeds) * COMPARED_CALLS + (0 if check.variant else 1)
 
 
 def check_accuracy(judge: Judge, kernel: KernelSource, *, seeds: tuple[int, ...] = DEFAULT_SEEDS,
                    base: int | None = None, log: Callable[[str], None] = lambda s: None) -> AccuracyResult:
-    """Every planned check of `kernel`, and the verdict. WorkerFailure (timeout, crash) propagates:
-    the caller records it as the run's status."""
+    """Every planned check of `kernel`, and the verdict. `base`: the seed every input is drawn from
+    (a hash of the kernel and the spec by default). WorkerFailure (timeout, crash) propagates: the
+    caller records it as the run's status."""
     spec, device = judge.spec, judge.device
-    base = secrets.randbelow(2**30) if base is None else base
+    base = seed_base(spec, kernel.sha256) if base is None else base
     result = AccuracyResult(op=spec.name, kernel=kernel.name, kernel_sha256=kernel.sha256, device=device.kind,
                             interpreter=device.interpreter, compiled=False, correct=False, seeds=list(seeds),
-                            input_seed_base=base)
+                            input_seed_base=base, deciding_dtypes=list(spec.primary_dtypes))
     static = static_problems(spec, kernel)
     if static:
         result.violations = [Violation(code=c, message=m) for c, m in static]
         result.compiled = not any(c == "syntax-error" for c, _ in static)
         return result
-    plan = plan_checks(spec, seeds=seeds, base=base, interpreter=device.interpreter)
+    plan = plan_checks(spec, seeds=seeds, base=base, interpreter=device.interpreter, arena_bytes=judge.arena_bytes)
+    probes = perf_shape_cases(spec)
     result.skipped = plan.skipped
-    n_spec_cases = sum(1 for c in plan.cases if not c.variant)
-    result.checks_expected = sum(len(c.seeds) for c in plan.cases) * COMPARED_CALLS + n_spec_cases
+    result.checks_expected = sum(_planned(c) for c in plan.cases) + len(probes)
+    result.checks_deciding = sum(_planned(c) for c in plan.cases if c.decides) + \
+        sum(1 for *_, dtype in probes if dtype in spec.deciding_dtypes)
     try:
         worker, slot = judge.load(kernel)
     except LoadError as e:
@@ -128,91 +184,97 @@ def check_accuracy(judge: Judge, kernel: KernelSource, *, seeds: tuple[int, ...]
         state.violate(code, message)
     fill_a, fill_b = draw_fills()
     for n, check in enumerate(plan.cases):
-        key = f"case{n}"
-        for seed in check.seeds:
-            if not _run_seed(state, worker, slot, check, seed, key, fill_a, fill_b):
-                judge.drop(worker, key)
-                return _finish(result)
-        if not check.variant and not _stale_probe(state, worker, slot, check, base, key, fill_a):
-            judge.drop(worker, key)
+        if _run_case(state, worker, slot, check, base, f"case{n}", fill_a, fill_b):
             return _finish(result)
-        judge.drop(worker, key)
+    for index, case, dtype in probes:
+        found = probe(judge, worker, slot, index, case, dtype, dtype in spec.deciding_dtypes)
+        if isinstance(found, str):
+            result.skipped.append(found)
+            result.checks_expected -= 1
+            result.checks_deciding -= dtype in spec.deciding_dtypes
+        else:
+            result.checks.append(found)
+            log(("ok   " if found.passed else "FAIL ") + found.label + ("" if found.passed else f": {found.message}"))
     return _finish(result)
 
 
+def _run_case(state: _Check, worker: Any, slot: str, check: CheckCase, base: int, key: str, fill_a: Fill, fill_b: Fill) -> bool:
+    """Every seed of one planned case (and the refill probe of a spec case); True when the run stops
+    there: the candidate raised in a deciding dtype. Raised in another dtype, the case is reported."""
+    failure = None
+    try:
+        for seed in check.seeds:
+            failure = _run_seed(state, worker, slot, check, seed, key, fill_a, fill_b)
+            if failure:
+                break
+        if failure is None and not check.variant:
+            failure = _stale_probe(state, worker, slot, check, base, key, fill_a)
+    except InvalidCase as e:
+        state.drop(check, str(e))
+    finally:
+        if not worker.closed:
+            state.judge.drop(worker, key)
+    if failure is None:
+        return False
+    if check.decides:
+        state.result.error = failure
+        return True
+    state.result.reported.append(f"raised (this dtype does not decide): {failure.strip().splitlines()[-1][:300]}")
+    return False
+
+
 def _finish(result: AccuracyResult) -> AccuracyResult:
-    result.correct = (result.compiled and result.error is None and not result.violations and result.checks_expected > 0
-                      and len(result.checks) == result.checks_expected and all(c.passed for c in result.checks))
+    deciding = [c for c in result.checks if c.decides]
+    result.correct = (result.compiled and result.error is None and not result.violations and result.checks_deciding > 0
+                      and len(deciding) == result.checks_deciding and all(c.passed for c in deciding))
+    for dtype in sorted({c.dtype for c in result.checks if not c.decides}):
+        failed = [c for c in result.checks if c.dtype == dtype and not c.passed]
+        if failed:
+            result.reported.append(f"{dtype}: {len(failed)} of {sum(c.dtype == dtype for c in result.checks)} checks "
+                                   f"failed (reported beside {'/'.join(result.deciding_dtypes)}, which decides)")
     return result
 
 
-class _SeedCalls:
-    """The four calls of one seed (guarded, second fill, plain, ablated) and the inputs before them: in
-    one batch (one round trip) when the arena holds every call's outputs side by side, else one by one
-    as their replies are asked for. Each call's answer is the same either way: the same requests, the
-    worker handling each as if it came alone."""
-
-    def __init__(self, judge: Judge, worker: Any, slot: str, key: str, inputs: list[Any], expected: tuple,
-                 calls: list[dict[str, Any]]):
-        self.judge, self.worker, self.slot, self.key, self.calls = judge, worker, slot, key, calls
-        out_bytes = sum(_aligned(2 * e.numel() * e.element_size() + 4096) for e in expected)  # what the judge reads back
-        in_bytes = sum(_aligned(storage_span(t) * t.element_size()) for t in inputs)
-        self.replies: list[Reply] | None = None
-        if len(calls) * out_bytes + in_bytes > judge.arena_bytes:
-            judge.put(worker, key, inputs)
-            return
-        requests, offset = [judge.stage(worker, key, inputs)], 0
-        for call in calls:
-            limit = out_bytes + (in_bytes if call.get("return_inputs") else 0)
-            requests.append(judge.call_request(slot, key, out_offset=offset, out_limit=out_bytes, **call))
-            offset += limit
-        replies = judge.batch(worker, requests)
-        if not replies[0].ok:
-            raise WorkerFailure("error", f"the worker could not take the inputs: {replies[0].error}")
-        self.replies = replies[1:]
-
-    def reply(self, i: int) -> Reply | None:
-        """Call i's reply; None when an earlier call of the batch failed and it was not made."""
-        if self.replies is not None:
-            return self.replies[i] if i < len(self.replies) else None
-        return self.judge.call(self.worker, self.slot, self.key, out_limit=self.judge.arena_bytes // 2, **self.calls[i])
+def _where(check: CheckCase, seed: int, call: str) -> str:
+    """The check, as every failure names it: its kind, case, input shapes, dtype, seed and call."""
+    shapes = " ".join(f"{k}{v}" for k, v in check.shapes.items())
+    return f"{check.variant or 'test case'} (case {check.case}) {shapes} {check.dtype} seed {seed} ({call})"
 
 
-def _aligned(n: int) -> int:
-    return -(-n // ALIGN) * ALIGN
-
-
-def _run_seed(state: _Check, worker: Any, slot: str, check: CheckCase, seed: int, key: str, fill_a: Fill, fill_b: Fill) -> bool:
-    """The four calls of one seed; False when the candidate raised (the run stops there)."""
+def _run_seed(state: _Check, worker: Any, slot: str, check: CheckCase, seed: int, key: str, fill_a: Fill, fill_b: Fill) -> str | None:
+    """The four calls of one seed; what the candidate raised, if it did (the case stops there)."""
     judge, spec, device = state.judge, state.spec, state.judge.device
-    inputs = draw(spec, check, seed, device.torch_device)
+    try:
+        inputs = draw(spec, check, seed, device.torch_device)
+    except Exception as e:  # noqa: BLE001 - an init that cannot draw a generated shape
+        if not check.variant:
+            raise
+        raise InvalidCase(f"{_where(check, seed, 'drawing')}: its inputs cannot be drawn: {e}") from None
     pristine = [t.clone() for t in inputs]
-    expected = as_tuple(judge.baseline(*[_same_layout_copy(t) for t in inputs], **spec.param_defaults))
-    half = judge.arena_bytes // 2
+    want = _Expected(judge, check, inputs, seed, state.result.input_seed_base)
     interp = device.interpreter
     named = [("guarded", fill_a, "forward"), ("second-fill", fill_b, "reversed" if interp else "forward"),
              ("plain", fill_a, "shuffled" if interp else "forward")]
     calls = [{"mode": "plain" if call == "plain" else "guarded", "fill": fill, "order": order, "seed": seed,
               "return_inputs": call == "guarded"} for call, fill, order in named]
     calls.append({"mode": "ablated", "fill": fill_a, "seed": seed})
-    sent = _SeedCalls(judge, worker, slot, key, inputs, expected, calls)
+    sent = SeedCalls(judge, worker, slot, key, inputs, want.eager, calls, _where(check, seed, "inputs"))
     got_by_call: dict[str, list[Any] | None] = {}
     for i, (call, fill, order) in enumerate(named):
-        where = f"case {check.case}{' ' + check.variant if check.variant else ''} {check.dtype} seed {seed} ({call})"
+        where = _where(check, seed, call)
         reply = sent.reply(i)
         assert reply is not None  # a call is missing only after one that failed, which returned below
         if not reply.ok:
-            state.result.error = f"{where}: {reply.error}"
-            return False
+            return f"{where}: {reply.error}"
         state.evidence(reply, where)
-        got = state.outputs(worker, reply, expected, where)
+        got = state.outputs(worker, reply, want.eager, where)
         got_by_call[call] = got
-        state.record(check, seed, call, got, expected, None if call == "plain" else fill)
+        state.record(check, seed, call, got, want, None if call == "plain" else fill)
         if call != "plain" and got is not None and reply.report is not None and not all(reply.report.fresh):
             state.violate("output-not-fresh", f"{where}: an output is not a tensor allocated during the call "
                           "(an input, a cached or a precomputed tensor)")
         if reply.inputs_after:
-            after = [judge.read(worker, r, max_bytes=half) for r in reply.inputs_after]
+            after = [judge.read(worker, r, max_bytes=worker.arena.size // 2) for r in reply.inputs_after]
             for name, before, now in zip(spec.input_names, pristine, after):
                 if not _bitwise_equal(before, now):
                     state.violate("input-mutated", f"{where}: input {name!r} was modified by the call")
@@ -220,10 +282,11 @@ def _run_seed(state: _Check, worker: Any, slot: str, check: CheckCase, seed: int
     if a is not None and b is not None:
         differ = sum(agree(x, y, tolerance_of(spec, check)) for x, y in zip(a, b))
         if differ:
-            state.violate("unwritten-output", f"case {check.case} {check.variant} {check.dtype} seed {seed}: {differ} "
-                          "element(s) change with the poison fill: the kernel reads or returns memory it never wrote")
-    _ablation(state, worker, check, seed, fill_a, expected, sent.reply(len(named)))
-    return True
+            state.violate("unwritten-output", f"{_where(check, seed, 'two fills')}: {differ} "
+                          "element(s) change with the poison fill: the kernel reads or returns memory it never wrote",
+                          check.decides)
+    _ablation(state, worker, check, seed, fill_a, want.eager, sent.reply(len(named)))
+    return None
 
 
 def _ablation(state: _Check, worker: Any, check: CheckCase, seed: int, fill: Fill, expected: tuple, reply: Reply | None) -> None:
@@ -237,29 +300,30 @@ def _ablation(state: _Check, worker: Any, check: CheckCase, seed: int, fill: Fil
         return
     if all(e.numel() for e in expected) and all(compare(g, e, tolerance_of(state.spec, check), fill).passed
                                                 for g, e in zip(got, expected)):
-        state.violate("answer-without-triton", f"case {check.case} {check.dtype} seed {seed}: with every Triton launch "
+        state.violate("answer-without-triton", f"{_where(check, seed, 'ablated')}: with every Triton launch "
                       "turned into a no-op the output was still right, so it did not come from Triton")
 
 
-def _stale_probe(state: _Check, worker: Any, slot: str, check: CheckCase, base: int, key: str, fill: Fill) -> bool:
+def _stale_probe(state: _Check, worker: Any, slot: str, check: CheckCase, base: int, key: str, fill: Fill) -> str | None:
     """The same input buffers refilled in place with new values: a result cached by address,
-    shape or call count goes stale."""
+    shape or call count goes stale. What the candidate raised, if it did."""
     judge, spec = state.judge, state.spec
-    fresh = draw(spec, check, base + STALE_OFFSET + 31 * check.case, judge.device.torch_device)
-    expected = as_tuple(judge.baseline(*[_same_layout_copy(t) for t in fresh], **spec.param_defaults))
+    seed = base + STALE_OFFSET + 31 * check.case
+    fresh = draw(spec, check, seed, judge.device.torch_device)
+    want = _Expected(judge, check, fresh, seed, base)
+    make_room(worker, fresh, want.eager)
     judge.put(worker, key, fresh, refill=True)
-    reply = judge.call(worker, slot, key, mode="plain", fill=fill, out_limit=judge.arena_bytes // 2)
-    where = f"case {check.case} {check.dtype} (refilled buffers)"
+    reply = judge.call(worker, slot, key, mode="plain", fill=fill, out_limit=worker.arena.size // 2)
+    where = _where(check, seed, "refilled buffers")
     if not reply.ok:
-        state.result.error = f"{where}: {reply.error}"
-        return False
+        return f"{where}: {reply.error}"
     state.evidence(reply, where)
-    got = state.outputs(worker, reply, expected, where)
+    got = state.outputs(worker, reply, want.eager, where)
     earlier_passed = all(c.passed for c in state.result.checks if c.case == check.case and c.dtype == check.dtype and not c.variant)
-    if not state.record(check, check.seeds[-1], "stale-probe", got, expected, None).passed and earlier_passed:
+    if not state.record(check, check.seeds[-1], "stale-probe", got, want, None).passed and earlier_passed:
         state.violate("stale-output", f"{where}: wrong on the same buffers refilled with new values: the kernel "
                       "returns a result cached from an earlier call")
-    return True
+    return None
 
 
 def _bitwise_equal(a: Any, b: Any) -> bool:

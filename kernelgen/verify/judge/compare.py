@@ -2,7 +2,9 @@
 
 Floats pass where |got - expected| <= atol + rtol * |expected| (`torch.isclose`, in float64), where
 both are NaN, or where both are the same infinity: NaN or Inf where the baseline is finite never
-passes, nor does a finite value where it is infinite. Integers and booleans must match exactly.
+passes, nor does a finite value where it is infinite. Given the float64 truth (kernelgen.verify.judge.oracle),
+floats are measured against it instead, and an output no worse than a stated multiple of eager's own
+error against it passes too. Integers and booleans must match eager exactly.
 Elements still holding this call's poison fill are reported as never written, with where they lie
 (rows, columns, a tail, scattered), so a grid that misses the last block is obvious at once.
 Output strides: where the baseline's output is contiguous, the candidate's must be too (a
@@ -18,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from kernelgen.spec import ToleranceSpec
+from kernelgen.verify.judge import oracle as oracle_rule
 from kernelgen.verify.poison import Fill, poisoned_mask
 
 
@@ -44,10 +47,23 @@ class Comparison(BaseModel):
     worst_index: list[int] | None = None
     got: float | None = None
     expected: float | None = None
+    # Against the float64 truth (kernelgen.verify.judge.oracle), where one ran: its precision, both
+    # errors, and which rule passed ("tolerance", or "eager-multiple": within m x eager's error).
+    oracle: str = ""
+    truth_max_err: float | None = None
+    eager_max_err: float | None = None
+    truth_rmse: float | None = None
+    eager_rmse: float | None = None
+    rule: str = ""
+    eager: float | None = None  # eager's value at the worst index, where the truth is what is reported
 
 
 def _fmt(v: float) -> str:
     return repr(v) if math.isfinite(v) else str(v)
+
+
+def _short(v: float) -> str:
+    return f"{v:.7g}" if math.isfinite(v) else str(v)
 
 
 def _finite_or_none(v: float) -> float | None:
@@ -144,7 +160,10 @@ def _clean_in_chunks(got: Any, expected: Any, tol: ToleranceSpec) -> Comparison 
                       max_rel_err=_finite_or_none(max_rel))
 
 
-def compare(got: Any, expected: Any, tol: ToleranceSpec, fill: Fill | None = None) -> Comparison:
+def compare(got: Any, expected: Any, tol: ToleranceSpec, fill: Fill | None = None, *, truth: Any = None,
+            oracle: str = "") -> Comparison:
+    """`got` against eager's `expected`, or against `truth` (float64, same shape; `oracle` names its
+    precision) where given for a float output."""
     import torch
 
     if tuple(got.shape) != tuple(expected.shape):
@@ -157,47 +176,50 @@ def compare(got: Any, expected: Any, tol: ToleranceSpec, fill: Fill | None = Non
         return Comparison(passed=False, total=total, message=layout)
     if total == 0:
         return Comparison(passed=True, total=0)
+    truth = truth if truth is not None and expected.dtype.is_floating_point else None
     if total > CHUNK and got.dim() and got.shape[0] > 1:
-        clean = _clean_in_chunks(got, expected, tol)
+        clean = _clean_in_chunks(got, expected if truth is None else truth, tol)
         if clean is not None:
-            return clean
+            return clean.model_copy(update={"oracle": oracle if truth is not None else ""})
         # mismatches in a huge output: the full report from host memory (a float64 copy of KernelBench's
         # 1.9 G-element Frobenius output is 15 GB, more than a GPU running the case has left)
         got, expected = got.cpu(), expected.cpu()
+        truth = truth.cpu() if truth is not None else None
     g, e = got.to(torch.float64), expected.to(torch.float64)
-    if expected.dtype.is_floating_point:
-        bad = ~torch.isclose(g, e, rtol=tol.rtol, atol=tol.atol, equal_nan=True)
-        bound = tol.atol + tol.rtol * e.abs()
-    else:
-        bad = got != expected  # in the integer dtype itself: float64 would round above 2**53
-        bound = torch.zeros_like(e)
+    t = truth.to(device=g.device, dtype=torch.float64) if truth is not None else e
+    bad, bound = _mismatches(got, expected, g, e, t if truth is not None else None, tol)
     n_bad = int(bad.sum())
-    diff = (g - e).abs()
+    diff = (g - t).abs()
     finite = torch.isfinite(diff)
     max_abs = float(diff[finite].max()) if bool(finite.any()) else float("nan")
-    rel = diff / e.abs().clamp_min(1e-12)
+    rel = diff / t.abs().clamp_min(1e-12)
     max_rel = float(rel[finite].max()) if bool(finite.any()) else float("nan")
     out = Comparison(passed=n_bad == 0, total=total, mismatches=n_bad, max_abs_err=_finite_or_none(max_abs),
-                     max_rel_err=_finite_or_none(max_rel))
-    if not n_bad:
+                     max_rel_err=_finite_or_none(max_rel), rule="tolerance" if n_bad == 0 else "")
+    relative = None
+    if truth is not None:
+        relative = oracle_rule.Relative(g, e, t, bad, bound, tol.atol, oracle_rule.multiplier(expected.dtype))
+        out.oracle, out.truth_max_err, out.eager_max_err = oracle, relative.kernel_max, relative.eager_max
+        out.truth_rmse, out.eager_rmse = relative.kernel_rmse, relative.eager_rmse
+        if n_bad and relative.passed:
+            out.passed, out.rule = True, "eager-multiple"
+    if not n_bad or out.passed:
         return out
-    mask = poisoned_mask(got, fill) if fill is not None else None
-    unwritten = bad & mask if mask is not None else None
     out.nonfinite = int((bad & ~torch.isfinite(g) & torch.isfinite(e)).sum())
-    out.unwritten = int(unwritten.sum()) if unwritten is not None else 0
-    if out.unwritten:
-        idx = torch.nonzero(unwritten.reshape(-1)).reshape(-1)
-        shape = tuple(expected.shape)
-        out.unwritten_first, out.unwritten_last = _unravel(int(idx[0]), shape), _unravel(int(idx[-1]), shape)
-        out.unwritten_pattern = unwritten_pattern(unwritten)
+    _unwritten(out, got, bad, fill)
     # Worst = largest excess over the allowed bound; NaN/Inf mismatches rank first.
     excess = torch.where(finite, diff - bound, torch.full_like(diff, float("inf")))
     excess = torch.where(bad, excess, torch.full_like(excess, -float("inf")))
     flat = int(torch.argmax(excess.reshape(-1)))
     out.worst_index = _unravel(flat, tuple(expected.shape)) if expected.dim() else []
-    gv, ev = float(g.reshape(-1)[flat]), float(e.reshape(-1)[flat])
+    gv, ev = float(g.reshape(-1)[flat]), float(t.reshape(-1)[flat])
     out.got, out.expected = _finite_or_none(gv), _finite_or_none(ev)
     tol_txt = f"atol {tol.atol:g}, rtol {tol.rtol:g}" if expected.dtype.is_floating_point else "exact match required"
+    eager_txt = ""
+    if relative is not None:
+        out.eager = _finite_or_none(float(e.reshape(-1)[flat]))
+        eager_txt = f", eager {_short(float(e.reshape(-1)[flat]))}"
+        tol_txt += f", or {relative.describe()}"
     parts = []
     if out.nonfinite:
         parts.append(f"{out.nonfinite} NaN/Inf where the baseline is finite")
@@ -207,9 +229,37 @@ def compare(got: Any, expected: Any, tol: ToleranceSpec, fill: Fill | None = Non
     n_finite_bad = int((bad & finite).sum())
     if n_finite_bad:
         parts.append(f"{n_finite_bad} finite but off: max abs err {max_abs:.3g}, max rel err {max_rel:.3g}")
+    want = f"{oracle} truth {_short(ev)}" if relative is not None else f"expected {_fmt(ev)}"
     out.message = (f"{n_bad} of {total} elements differ ({'; '.join(parts)}); worst at {out.worst_index}: "
-                   f"got {_fmt(gv)}, expected {_fmt(ev)} ({tol_txt})")
+                   f"got {_fmt(gv)}, {want}{eager_txt} ({tol_txt})")
     return out
+
+
+def _mismatches(got: Any, expected: Any, g: Any, e: Any, t: Any, tol: ToleranceSpec) -> tuple[Any, Any]:
+    """(the elements that fail, the bound each had): against the truth `t` where given, else eager."""
+    import torch
+
+    if t is not None:
+        return oracle_rule.mismatches(g, e, t, tol.atol, tol.rtol)
+    if expected.dtype.is_floating_point:
+        return ~torch.isclose(g, e, rtol=tol.rtol, atol=tol.atol, equal_nan=True), tol.atol + tol.rtol * e.abs()
+    return got != expected, torch.zeros_like(e)  # in the integer dtype itself: float64 would round above 2**53
+
+
+def _unwritten(out: Comparison, got: Any, bad: Any, fill: Fill | None) -> None:
+    """The failing elements still holding this call's poison: how many, where, and the pattern."""
+    import torch
+
+    mask = poisoned_mask(got, fill) if fill is not None else None
+    if mask is None:
+        return
+    unwritten = bad & mask
+    out.unwritten = int(unwritten.sum())
+    if out.unwritten:
+        idx = torch.nonzero(unwritten.reshape(-1)).reshape(-1)
+        shape = tuple(got.shape)
+        out.unwritten_first, out.unwritten_last = _unravel(int(idx[0]), shape), _unravel(int(idx[-1]), shape)
+        out.unwritten_pattern = unwritten_pattern(unwritten)
 
 
 def agree(a: Any, b: Any, tol: ToleranceSpec) -> int:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
 from kernelgen.devices import DeviceInfo
+from kernelgen.nodynamo import without_dynamo
 from kernelgen.spec import OperatorSpec, torch_dtype
 from kernelgen.verify.judge import compilecache
 from kernelgen.verify.digest import digest, same_digest
@@ -115,7 +116,7 @@ class Judge:
             try:
                 args = [torch.empty(case[i.name], dtype=torch_dtype(self.spec.input_dtype(i, dt)), device="meta")
                         for i in self.spec.inputs]
-                outs = self.baseline(*args, **self.spec.param_defaults)
+                outs = without_dynamo(lambda: self.baseline(*args, **self.spec.param_defaults))  # noqa: B023 - called at once
                 outs = outs if isinstance(outs, (tuple, list)) else (outs,)
                 out_bytes = sum(o.numel() * o.element_size() for o in outs if isinstance(o, torch.Tensor))
             except Exception:  # noqa: BLE001 - no meta kernel: assume outputs as large as the inputs
@@ -180,6 +181,34 @@ class Judge:
             if note not in self.sandbox_notes:
                 self.sandbox_notes.append(note)
         return worker
+
+    def adopt(self, kernel_sha: str, worker: WorkerSession, slot: str, violations: list[tuple[str, str]]) -> bool:
+        """Take a warm worker that already holds this kernel (the service keeps the workers of kernels
+        that passed, kernelgen.verify.judge.service.pool): it gets this judge's arena, and no second
+        import. False when it died meanwhile (it is closed; `load` starts a fresh one)."""
+        if worker.closed or worker.proc.poll() is not None or kernel_sha in self._slots:
+            worker.close()
+            return False
+        try:
+            worker.attach(self.arena_bytes)
+        except WorkerFailure:
+            worker.close()
+            return False
+        self._own[kernel_sha], self._slots[kernel_sha] = worker, (worker, slot)
+        self.load_violations[kernel_sha] = list(violations)
+        self.sandbox_notes += [n for n in worker.sandbox_missing if n not in self.sandbox_notes]
+        return True
+
+    def release(self, kernel_sha: str) -> tuple[WorkerSession, str, list[tuple[str, str]]] | None:
+        """Take this kernel's own live worker out of the judge (`close` then leaves it running), with
+        its slot and what importing the kernel did; None for the shared or a dead one."""
+        entry = self._slots.get(kernel_sha)
+        if entry is None or entry[0] is self._shared or entry[0].closed or entry[0].proc.poll() is not None:
+            return None
+        del self._slots[kernel_sha]
+        self._own.pop(kernel_sha, None)
+        self._placed.pop(id(entry[0]), None)
+        return entry[0], entry[1], list(self.load_violations.get(kernel_sha, []))
 
     def forget(self, kernel: KernelSource) -> None:
         """Stop the worker of a kernel that is no longer needed (an untrusted one has its own)."""
@@ -247,7 +276,13 @@ class Judge:
         if resident:
             held.add(key)
 
-    def _draw(self, worker: WorkerSession, key: str, inputs: list[Any]) -> bool:
+    def redraw(self, worker: WorkerSession, key: str, inputs: list[Any]) -> None:
+        """New values, `inputs`', into the buffers `worker` holds under `key` (the same tensors, addresses
+        and version counters): drawn there from their recipe when the digests agree, else sent."""
+        if not self._draw(worker, key, inputs, refill=True):
+            self.put(worker, key, inputs, refill=True)
+
+    def _draw(self, worker: WorkerSession, key: str, inputs: list[Any], *, refill: bool = False) -> bool:
         """Have the worker draw `inputs` itself when they say how they were drawn (perf inputs: a fixed
         seed, on the device) — copying them through host memory cost ~1.6 s per GiB (H100) — and
         check its digest of them against the judge's own. False: send them instead. A worker that
@@ -259,7 +294,7 @@ class Judge:
         case, dtype, seed = recipe
         recipe_spec = self.spec.model_copy(update={"reference": None})  # the inputs' recipe; not the reference's code
         reply = worker.request({"op": "draw", "key": key, "spec": recipe_spec.model_dump(mode="json"), "case": case,
-                                "dtype": dtype, "seed": seed})
+                                "dtype": dtype, "seed": seed, "refill": refill})
         return reply.ok and same_digest(reply.info.get("digest"), digest(inputs))
 
     # --- moving tensors ----------------------------------------------------------------------------

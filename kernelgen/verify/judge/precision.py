@@ -12,8 +12,11 @@ inputs follows the matmul mode (`TRITON_F32_DEFAULT`: "tf32" or "ieee"; a kernel
 `input_precision` keeps it), and the worker sets `torch.backends.cudnn.allow_tf32` from the
 convolution mode, which the offline generator's convolution kernels read to name their own
 `input_precision` (so the matmul mode never flips a convolution kernel, nor the other way round). The
-ceilings follow them too, and every result names them. The oracle the accuracy checks compare
-against stays exact whatever the modes (kernelgen.verify.judge.judge.exact_reductions).
+ceilings follow them too, and every result names them. The accuracy checks measure against the
+reference in float64 whatever the modes (kernelgen.verify.judge.oracle; a float32 truth, where an op
+has no float64 kernel, runs with both switches off); eager, whose own error against it bounds what a
+kernel may add, runs in the modes -- so a float32 convolution kernel using TF32 passes exactly when
+eager's cuDNN convolution may use TF32 too.
 """
 
 from __future__ import annotations

@@ -63,10 +63,11 @@ def require_trusted_files(op: OperatorDir) -> None:
     integrity.record(op.path, op.name)
 
 
-def open_judge(op: OperatorDir, device: DeviceInfo, *, spare: WorkerSession | None = None) -> Judge:
+def open_judge(op: OperatorDir, device: DeviceInfo, *, spare: WorkerSession | None = None, prestart: bool = True) -> Judge:
     """A judge for this operator, after the integrity check (IntegrityError, exit 2, when it fails).
     Its first worker starts before the judge sizes its arena (or is `spare`, started earlier still),
-    so the worker's imports and device start overlap the judge's."""
+    so the worker's imports and device start overlap the judge's; `prestart=False`: no such worker
+    (the caller has a warm one to give it)."""
     try:
         require_trusted_files(op)
     except BaseException:
@@ -78,8 +79,8 @@ def open_judge(op: OperatorDir, device: DeviceInfo, *, spare: WorkerSession | No
         from kernelgen.verify.judge.judge import WorkerBaseline
 
         return Judge(op.spec, device, WorkerBaseline(device, op.file("baseline").read_text(encoding="utf-8"), op.name),
-                     spare=spare, prestart=True, baseline_sha256=sha)
-    return Judge(op.spec, device, load_baseline(op), spare=spare, prestart=True, baseline_sha256=sha)
+                     spare=spare, prestart=prestart, baseline_sha256=sha)
+    return Judge(op.spec, device, load_baseline(op), spare=spare, prestart=prestart, baseline_sha256=sha)
 
 
 def kernel_source(op: OperatorDir, kernel: Path | None, origin: Origin | None = None) -> KernelSource:
@@ -100,10 +101,11 @@ def _folder_violation(op: OperatorDir, before: integrity.Snapshot) -> Violation 
 
 
 def run_accuracy(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None = None, source: KernelSource | None = None,
-                 seeds: int | None = None, judge: Judge | None = None, spare: WorkerSession | None = None,
-                 log: Callable[[str], None] = lambda s: None) -> RunRecord:
-    """Every planned accuracy check of the operator's kernel (or `kernel`, or `source`); `spare`: a
-    worker started earlier for the judge this opens (session.early_worker)."""
+                 seeds: int | None = None, base: int | None = None, judge: Judge | None = None,
+                 spare: WorkerSession | None = None, log: Callable[[str], None] = lambda s: None) -> RunRecord:
+    """Every planned accuracy check of the operator's kernel (or `kernel`, or `source`); `base`: the
+    seed its inputs are drawn from (by default a hash of the kernel and the spec: the same kernel, the
+    same verdict); `spare`: a worker started earlier for the judge this opens (session.early_worker)."""
     started = time.monotonic()
     own = judge is None
     judge = judge or open_judge(op, device, spare=spare)
@@ -112,7 +114,7 @@ def run_accuracy(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None = N
     try:
         # Shared: other KernelGen processes may check at the same time, but none times while we do.
         with device_lock(exclusive=False, path=judge.device.lock):
-            result = check_accuracy(judge, src, seeds=tuple(range(seeds)) if seeds else DEFAULT_SEEDS, log=log)
+            result = check_accuracy(judge, src, seeds=tuple(range(seeds)) if seeds else DEFAULT_SEEDS, base=base, log=log)
     except WorkerFailure as e:
         return _failure_record("accuracy", e, started)
     finally:
@@ -132,6 +134,7 @@ def run_performance(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None 
                     spare: WorkerSession | None = None, log: Callable[[str], None] = lambda s: None) -> RunRecord:
     """The kernel timed on every perf case (against `compare`, the current best, when given);
     `fresh`: the baselines timed again rather than taken from the cache; `spare` as run_accuracy's."""
+    from kernelgen.verify.judge.compilewarm import compile_needed, load_beside_compiler
     from kernelgen.verify.judge.peaks import device_peaks
 
     started = time.monotonic()
@@ -140,6 +143,8 @@ def run_performance(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None 
     src = source or kernel_source(op, kernel)
     before = integrity.snapshot(op.path)
     try:
+        if compile_needed(judge, with_compile=not no_compile, fresh=fresh):
+            load_beside_compiler(judge, src)
         perf = measure_performance(judge, src, compare_with=compare, with_eager=not no_eager,
                                    with_compile=False if no_compile else None, with_peers=False if no_peers else None,
                                    peaks=device_peaks(device), fresh=fresh, log=log)

@@ -18,8 +18,9 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from kernelgen.devices import PIN_VARS, DeviceInfo
 from kernelgen.verify.judge import compilecache, confinement, precision
@@ -88,6 +89,47 @@ def worker_environment(device: DeviceInfo, scratch: Path) -> dict[str, str]:
     if device.interpreter:  # one thread each: the judge and the worker share a few cores
         env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     return env
+
+
+@dataclass(frozen=True)
+class WorkerLaunch:
+    """Everything a worker process is started from; the judge decided all of it."""
+
+    device: str
+    policy: dict[str, Any]  # kernelgen.verify.policy.SandboxPolicy's fields
+    env: dict[str, str]
+    cwd: Path  # the worker's scratch folder
+    sock_fd: int  # the worker's end of its request socket
+    handoff_fd: int  # and of the socket its arena's fd comes through
+
+
+def _exec_worker(launch: WorkerLaunch) -> subprocess.Popen:
+    """A fresh Python process running the worker's bootstrap: what every worker was before the fork server."""
+    cmd = [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-m", "kernelgen.verify.worker",
+           "--socket", str(launch.sock_fd), "--handoff", str(launch.handoff_fd), "--device", launch.device,
+           "--policy", json.dumps(launch.policy)]
+    return subprocess.Popen(cmd, cwd=launch.cwd, env=launch.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, pass_fds=(launch.sock_fd, launch.handoff_fd), start_new_session=True)
+
+
+_launcher: Callable[[WorkerLaunch], Any] | None = None
+
+
+def use_launcher(launcher: Callable[[WorkerLaunch], Any] | None) -> None:
+    """Where workers come from in this process: a fork server's `launch` (the KernelGen service sets
+    one: kernelgen.verify.judge.forkserver), or None for a fresh process each. A launcher that raises
+    leaves that worker to a fresh process."""
+    global _launcher
+    _launcher = launcher
+
+
+def launch_worker(launch: WorkerLaunch) -> Any:
+    if _launcher is not None:
+        try:
+            return _launcher(launch)
+        except Exception:  # noqa: BLE001 - the fork server is a speed-up, never a requirement
+            pass
+    return _exec_worker(launch)
 
 
 def spare_worker(device: DeviceInfo) -> WorkerSession | None:
@@ -164,13 +206,9 @@ class WorkerSession:
                   "cpu_memory": memory, "cgroups": self.cgroups,
                   "namespaces": os.environ.get("KERNELGEN_SANDBOX", "on") != "off",
                   "landlock": os.environ.get("KERNELGEN_SANDBOX", "on") != "off"}
-        cmd = [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-m", "kernelgen.verify.worker",
-               "--socket", str(child.fileno()), "--handoff", str(child_handoff.fileno()), "--device", device.kind,
-               "--policy", json.dumps(policy)]
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(cmd, cwd=self.scratch, env=worker_environment(device, self.scratch),
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     pass_fds=(child.fileno(), child_handoff.fileno()), start_new_session=True)
+        self.proc = launch_worker(WorkerLaunch(device.kind, policy, worker_environment(device, self.scratch), self.scratch,
+                                               child.fileno(), child_handoff.fileno()))
         child.close()
         child_handoff.close()
         self._out, self._err = _Capture(self.proc.stdout), _Capture(self.proc.stderr)

@@ -1,17 +1,19 @@
 """Static checks on a candidate `<name>_triton.py`, in the judge, before any of it runs.
 
-They are cheap and catch the lazy cheats; everything else is decided by what the candidate does in its
-sandboxed worker (kernelgen.verify.judge.accuracy, performance). A denylist cannot be complete — a module
-reached through another name (`torch.serialization.pickle`) slips past it — so nothing depends on it
-alone: it only saves a worker start for the obvious cases. Every code, static or not, is listed in
+What a kernel file may touch is an allowlist (kernelgen.verify.judge.allowlist, applied by
+kernelgen.verify.judge.surface): its imports, the names it uses on them, the attributes it uses on values
+and the builtins it calls. Everything else here is a rule of its own, one per function. Nothing depends
+on these checks alone: what the candidate does is decided in its sandboxed worker and judged in this
+process (kernelgen.verify.judge.accuracy, performance). Every code, static or not, is listed in
 kernelgen/verify/judge/codes.py.
 
   syntax-error              the file does not parse
-  forbidden-import          imports a module outside ALLOWED_IMPORTS (os, sys, ctypes, numpy, ...)
+  forbidden-import          imports a module outside allowlist.IMPORTABLE (os, sys, ctypes, numpy, ...)
   imports-baseline          imports the reference implementation
-  forbidden-call            eval/exec/open/getattr-with-a-computed-name/... (FORBIDDEN_CALLS)
-  forbidden-api             reaches private or dangerous APIs: torch._C, torch.sys, torch.os,
-                            frames, side streams, CUDA graphs, torch.compile, torch.save/load, ...
+  forbidden-call            a builtin outside allowlist.BUILTINS; getattr/hasattr with a computed name
+  forbidden-api             a name not on its module's allowlist, an attribute not on the values' allowlist,
+                            a module handed around as a value
+  private-attribute         an attribute starting with `_`, on anything
   reads-environment         touches os.environ / getenv (through any path): API keys live there
   monkeypatch               assigns or deletes an attribute of an imported module or class, also
                             through library functions that set attributes (SETTERS)
@@ -30,64 +32,17 @@ from __future__ import annotations
 import ast
 from typing import Callable
 
+from kernelgen.verify.judge import allowlist
+from kernelgen.verify.judge.surface import check_surface
 from kernelgen.verify.results import Violation
 
-# What a kernel file may import. Anything else (os, sys, numpy, subprocess, importlib, the baseline,
-# kernelgen itself) is a way to read secrets, compute on the host, or tamper with the harness.
-ALLOWED_IMPORTS = {"torch", "triton", "triton.language", "math", "functools", "typing", "__future__", "dataclasses", "itertools"}
-
-FORBIDDEN_CALLS = {"eval", "exec", "compile", "__import__", "open", "globals", "vars", "locals", "breakpoint", "input",
-                   "setattr", "delattr", "exit", "quit", "memoryview"}
-
-# Attribute chains (after resolving import aliases) that reach past the public API into places that
-# could switch off the dispatch guard, move work to another stream, hide work in a graph or a
-# compiler, touch files, or compute on the host.
-FORBIDDEN_ATTRS = {
-    "torch._C": "reaches into PyTorch's C internals (could disable the harness's dispatch guard)",
-    "torch.utils._python_dispatch": "manipulates PyTorch's dispatch modes",
-    "torch.utils.cpp_extension": "compiles native code",
-    "torch.library": "registers custom operators",
-    "torch.ops": "calls operators around the dispatcher's public API",
-    "torch.cuda.Stream": "creates a side stream: work must run on the caller's stream",
-    "torch.cuda.ExternalStream": "uses a side stream: work must run on the caller's stream",
-    "torch.cuda.stream": "switches streams: work must run on the caller's stream",
-    "torch.cuda.streams": "switches streams: work must run on the caller's stream",
-    "torch.cuda.set_stream": "switches streams: work must run on the caller's stream",
-    "torch.Stream": "creates a side stream: work must run on the caller's stream",
-    "torch.npu.Stream": "creates a side stream: work must run on the caller's stream",
-    "torch.npu.stream": "switches streams: work must run on the caller's stream",
-    "torch.npu.set_stream": "switches streams: work must run on the caller's stream",
-    "torch.cuda.graph": "CUDA graph replay hides launches from the harness",
-    "torch.cuda.graphs": "CUDA graph replay hides launches from the harness",
-    "torch.cuda.CUDAGraph": "CUDA graph replay hides launches from the harness",
-    "torch.compile": "torch.compile computes in PyTorch's compiler, not in the candidate's kernel",
-    "torch.jit": "TorchScript computes outside the candidate's kernel",
-    "torch.fx": "graph tracing: not a kernel's business",
-    "torch.export": "graph export: not a kernel's business",
-    "torch.save": "writes files",
-    "torch.load": "reads files (and unpickles)",
-    "torch.from_file": "reads files",
-    "torch.hub": "downloads code",
-    "torch.multiprocessing": "starts processes",
-    "torch.distributed": "talks to other processes",
-    "torch.testing": "comparison helpers the harness relies on",
-}
-# Attribute names refused wherever they appear in a chain: ways to the interpreter, the process,
-# the files, or other frames (`torch.sys.modules`, `torch.os.system`, `gen.gi_frame.f_back`).
-FORBIDDEN_ATTR_NAMES = {
-    "sys", "os", "modules", "builtins", "importlib", "subprocess", "ctypes", "system", "popen", "spawnv",
-    "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "gi_frame", "gi_code", "cr_frame", "ag_frame",
-    "tb_frame", "tb_next", "co_code", "func_globals", "mro", "load_library", "pathlib", "shutil", "inspect",
-    # known ways past this list (it cannot be complete: the worker's sandbox and the judge's own
-    # checks are what hold; these only stop copies of attacks already seen)
-    "pickle", "serialization", "marshal", "get_type_hints", "add_pre_run_hook", "pre_run_hooks",
-    "launch_enter_hook", "launch_exit_hook", "threading", "multiprocessing", "np", "numpy",
-}
-ENV_ATTR_NAMES = {"environ", "environb", "getenv", "putenv", "unsetenv", "getenvb"}
-# Dunder function names a kernel file may define (methods of a small config class, say).
-ALLOWED_DUNDER_DEFS = {"__init__", "__post_init__", "__repr__", "__call__"}
-ALLOWED_DUNDER_NAMES = {"__name__"}
-HOST_COMPUTE_METHODS = {"numpy", "tolist", "item"}
+ALLOWED_IMPORTS = allowlist.IMPORTABLE  # what the LLM's system prompt lists (kernelgen.llm.prompts)
+HOST_COMPUTE_METHODS = frozenset({"numpy", "tolist", "item"})
+# Classes a file's own class may derive from: its own, `object`, the builtin exceptions it may raise,
+# and typing's NamedTuple / Generic. A subclass of a torch or Triton class could override what the
+# harness relies on (a Tensor's __torch_function__, a kernel's run).
+ALLOWED_BASES = frozenset({"object", "typing.NamedTuple", "typing.Generic"}) | \
+    {b for b in allowlist.BUILTINS if b.endswith(("Error", "Exception", "Iteration"))}
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -107,10 +62,10 @@ def _is_jit_decorator(dec: ast.AST) -> bool:
     return name.split(".")[-1] in {"jit", "autotune", "heuristics"} and (name.startswith("triton") or name in {"jit", "autotune", "heuristics"})
 
 
-def _aliases(tree: ast.Module) -> dict[str, str]:
+def _aliases(nodes: list[ast.AST]) -> dict[str, str]:
     """Local names bound by imports: {'tl': 'triton.language', 'torch': 'torch'}."""
     out: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for a in node.names:
                 out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
@@ -122,26 +77,6 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
 
 def _is_dunder(name: str) -> bool:
     return len(name) > 4 and name.startswith("__") and name.endswith("__")
-
-
-def _attr_problem(full: str, modules: set[str]) -> tuple[str, str] | None:
-    """Why a resolved dotted name is refused: (code, reason), or None."""
-    parts = full.split(".")
-    for bad, why in FORBIDDEN_ATTRS.items():
-        if full == bad or full.startswith(bad + "."):
-            return "forbidden-api", f"uses {full}: {why}"
-    if any(part in ENV_ATTR_NAMES for part in parts[1:]):
-        return "reads-environment", f"uses {full}: reads the process environment (where API keys live)"
-    for part in parts[1:]:
-        if part in FORBIDDEN_ATTR_NAMES:
-            return "forbidden-api", f"uses {full}: reaches the interpreter, the process, files or other frames"
-    if parts[0] in modules:
-        for part in parts[1:]:
-            if part.startswith("_") and not _is_dunder(part):
-                return "forbidden-api", f"uses {full}: private internals of {parts[0]}"
-        if parts[0] == "torch" and len(parts) == 2 and parts[1].startswith("set_"):
-            return "forbidden-api", f"uses {full}: changes PyTorch global state the baseline also runs under"
-    return None
 
 
 def _is_main_guard(node: ast.stmt) -> bool:
@@ -182,12 +117,12 @@ SETTER_FACTORIES = {  # return a decorator that does it: `wraps(f)(target)`
 SETATTR_NAMES = {"setattr", "delattr"}  # as values (`map(setattr, ...)`, `partial(setattr, ...)`), not only called
 
 
-def _setattr_routes(tree: ast.Module, resolve: Callable[[str], str]) -> list[tuple[int, str]]:
+def _setattr_routes(nodes: list[ast.AST], resolve: Callable[[str], str]) -> list[tuple[int, str]]:
     """(line, what) for every attribute store through a library function onto something the file
     does not define, and every such function (or setattr itself) passed around as a value."""
-    own = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    own = {n.name for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     placed: set[int] = set()  # nodes in a call's or a decorator's function position
-    for n in ast.walk(tree):
+    for n in nodes:
         if isinstance(n, ast.Call):
             placed.add(id(n.func))
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -206,7 +141,7 @@ def _setattr_routes(tree: ast.Module, resolve: Callable[[str], str]) -> list[tup
         return resolve(_dotted(target) or "") or "an object it did not define"
 
     found = []
-    for n in ast.walk(tree):
+    for n in nodes:
         if isinstance(n, ast.Name) and n.id in SETATTR_NAMES and isinstance(n.ctx, ast.Load) and id(n) not in placed:
             found.append((n.lineno, f"passes {n.id} as a value"))
         elif isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in placed and isinstance(n.ctx, ast.Load):
@@ -225,154 +160,180 @@ def _setattr_routes(tree: ast.Module, resolve: Callable[[str], str]) -> list[tup
     return found
 
 
-def check_source(source: str, entry: str, *, baseline_module: str | None = None) -> list[Violation]:
-    """Return the violations found in a kernel file's source (empty: passes)."""
+def _parse(source: str) -> tuple[ast.Module, str] | Violation:
+    """The file's tree and text with the body of its `if __name__ == "__main__":` block left out: that
+    block runs only when the file is run as a script (a self-check may use os and sys there); the
+    harness imports kernel files under other names, so it never runs when a kernel is judged, and a file
+    that rebinds __name__ is refused (`_dunders`)."""
     try:
         tree = ast.parse(source)
     except SyntaxError as e:
-        return [Violation(code="syntax-error", message=f"line {e.lineno}: {e.msg}")]
-    found: list[Violation] = []
-    # The body of a top-level `if __name__ == "__main__":` runs only when the file is run as a
-    # script (a self-check may use os and sys there): the harness imports kernel files under
-    # other names, so it never runs when a kernel is judged. Only that body is skipped; a file
-    # that rebinds __name__ is refused below, so the block cannot be entered on import.
+        return Violation(code="syntax-error", message=f"line {e.lineno}: {e.msg}")
+    lines = source.splitlines()
     for node in tree.body:
         if _is_main_guard(node):
+            first, last = node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno
+            indent = lines[first - 1][: len(lines[first - 1]) - len(lines[first - 1].lstrip())]
+            lines[first - 1: last] = [indent + "pass"] + [""] * (last - first)  # line numbers kept
             node.body = [ast.Pass()]
-    aliases = _aliases(tree)
+    return tree, "\n".join(lines)
 
-    def add(code: str, message: str) -> None:
-        found.append(Violation(code=code, message=message))
 
-    # Names bound to modules (and objects imported from them): `torch`, `tl`, `F`, `partial`, ...
-    modules = {"torch", "triton", "math", "functools", "typing", "dataclasses", "itertools"}
-    module_aliases = {local for local, target in aliases.items() if target.split(".")[0] in modules}
+def check_source(source: str, entry: str, *, baseline_module: str | None = None) -> list[Violation]:
+    """Return the violations found in a kernel file's source (empty: passes)."""
+    parsed = _parse(source)
+    if isinstance(parsed, Violation):
+        return [parsed]
+    tree, stripped = parsed
+    nodes = list(ast.walk(tree))
+    aliases = _aliases(nodes)
 
     def resolve(dotted: str) -> str:
         head, _, rest = dotted.partition(".")
         return aliases.get(head, head) + ("." + rest if rest else "")
 
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            if isinstance(node, ast.ImportFrom) and node.level:
-                names = ["." * node.level + (node.module or "")]
-            for name in names:
-                if "baseline" in name or (baseline_module and name.endswith(baseline_module)):
-                    add("imports-baseline", f"imports {name!r}: the kernel may not use the reference implementation")
-                elif name not in ALLOWED_IMPORTS:
-                    add("forbidden-import", f"imports {name!r}; a kernel file may import only {', '.join(sorted(ALLOWED_IMPORTS))}")
-                elif isinstance(node, ast.ImportFrom):
-                    for a in node.names:
-                        if a.name == "*":
-                            continue
-                        problem = _attr_problem(f"{name}.{a.name}", modules)
-                        if problem is None and _is_dunder(a.name):
-                            problem = ("introspection", f"imports {name}.{a.name}")
-                        if problem:
-                            add(problem[0], f"line {node.lineno}: {problem[1]}")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
-            add("forbidden-call", f"line {node.lineno}: calls {node.func.id}()")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in {"getattr", "hasattr"}:
-            attr = node.args[1] if len(node.args) > 1 else None
-            if not (isinstance(attr, ast.Constant) and isinstance(attr.value, str)):
-                add("forbidden-call", f"line {node.lineno}: {node.func.id}() with a computed attribute name")
-            else:
-                target = _dotted(node.args[0]) if node.args else None
-                full = resolve(target) + "." + attr.value if target else "?." + attr.value
-                problem = _attr_problem(full, modules)
-                if problem is None and (_is_dunder(attr.value) or (target and target.split(".")[0] in module_aliases and attr.value.startswith("_"))):
-                    problem = ("introspection", f"{node.func.id}(..., {attr.value!r})")
-                if problem:
-                    add(problem[0], f"line {node.lineno}: {problem[1]}")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type" and len(node.args) == 3:
-            add("forbidden-call", f"line {node.lineno}: type() with three arguments creates a class at run time")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in HOST_COMPUTE_METHODS:
-            add("host-compute", f"line {node.lineno}: .{node.func.attr}() moves data to the host; compute belongs in a Triton kernel")
-        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
-            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
-            flat: list[ast.AST] = []
-            for t in targets:
-                flat += list(ast.walk(t)) if isinstance(t, (ast.Tuple, ast.List, ast.Starred)) else [t]
-            for t in flat:
-                base = t.value if isinstance(t, (ast.Attribute, ast.Subscript)) else None
-                while isinstance(base, (ast.Attribute, ast.Subscript)):
-                    base = base.value
-                # Any attribute store but `self.x = ...` (an alias such as `t = torch` would
-                # otherwise hide the module), and item stores into anything reached from a module.
-                attr_store = isinstance(t, ast.Attribute) and not (isinstance(base, ast.Name) and base.id == "self")
-                item_store = isinstance(t, ast.Subscript) and isinstance(base, ast.Name) and base.id in module_aliases
-                if attr_store or item_store:
-                    what = _dotted(t) or f"an attribute of {getattr(base, 'id', 'an expression')}"
-                    add("monkeypatch", f"line {node.lineno}: changes {resolve(what) if '.' in what else what}: "
-                        "a kernel file may not set attributes (of torch, triton, or anything else but self)")
-                elif isinstance(t, ast.Name) and t.id == entry and node.col_offset == 0:
-                    add("entry-rebound", f"line {node.lineno}: rebinds {entry!r} at module level")
-        if isinstance(node, ast.Attribute):
-            dotted = _dotted(node)
-            if dotted:
-                problem = _attr_problem(resolve(dotted), modules)
-                if problem:
-                    add(problem[0], f"line {node.lineno}: {problem[1]}")
-            elif node.attr in ENV_ATTR_NAMES:
-                add("reads-environment", f"line {node.lineno}: touches .{node.attr}")
-            elif node.attr in FORBIDDEN_ATTR_NAMES:
-                add("forbidden-api", f"line {node.lineno}: touches .{node.attr}")
-            if _is_dunder(node.attr) and node.attr not in ALLOWED_DUNDER_NAMES | {"__init__"}:
-                add("introspection", f"line {node.lineno}: touches {node.attr}")
-        elif isinstance(node, ast.Name) and _is_dunder(node.id) and node.id not in ALLOWED_DUNDER_NAMES:
-            add("introspection", f"line {node.lineno}: touches {node.id}")
+    found = _baseline_imports(nodes, baseline_module)
+    baseline = {m.split("imports ", 1)[1].split(":")[0] for _, m in found}  # said once, as imports-baseline
+    found += [(c, m) for c, m in check_surface(stripped, tree, nodes, HOST_COMPUTE_METHODS)
+              if not (c == "forbidden-import" and any(f"imports {name};" in m for name in baseline))]
+    found += _host_compute(nodes)
+    found += _stores(nodes, entry, aliases, resolve)
+    found += [("monkeypatch", f"line {line}: {what}: a kernel file may not set attributes (of torch, triton, or "
+               "anything else it did not define)") for line, what in _setattr_routes(nodes, resolve)]
+    found += _dunders(nodes)
+    found += _classes(nodes, resolve)
+    found += _entry_rules(tree, entry)
+    out: list[Violation] = []
+    for code, message in found:
+        if not any(v.code == code and v.message == message for v in out):
+            out.append(Violation(code=code, message=message))
+    return out
+
+
+def _baseline_imports(nodes: list[ast.AST], baseline_module: str | None) -> list[tuple[str, str]]:
+    found = []
+    for node in nodes:
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            ["." * node.level + (node.module or "")] if isinstance(node, ast.ImportFrom) else []
+        for name in names:
+            if "baseline" in name or (baseline_module and name.endswith(baseline_module)):
+                found.append(("imports-baseline", f"line {node.lineno}: imports {name!r}: the kernel may not use the "
+                              "reference implementation"))
+    return found
+
+
+def _host_compute(nodes: list[ast.AST]) -> list[tuple[str, str]]:
+    return [("host-compute", f"line {n.lineno}: .{n.func.attr}() moves data to the host; compute belongs in a Triton "
+             "kernel") for n in nodes
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in HOST_COMPUTE_METHODS]
+
+
+def _stores(nodes: list[ast.AST], entry: str, aliases: dict[str, str], resolve: Callable[[str], str]) -> list[tuple[str, str]]:
+    """Attribute stores on anything but `self` (an alias such as `t = torch` would otherwise hide the
+    module), item stores into anything reached from a module, and module-level rebinding of the entry."""
+    module_aliases = set(aliases)
+    found = []
+    for node in nodes:
+        if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            continue
+        targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+        flat: list[ast.AST] = []
+        for t in targets:
+            flat += list(ast.walk(t)) if isinstance(t, (ast.Tuple, ast.List, ast.Starred)) else [t]
+        for t in flat:
+            base = t.value if isinstance(t, (ast.Attribute, ast.Subscript)) else None
+            while isinstance(base, (ast.Attribute, ast.Subscript)):
+                base = base.value
+            attr_store = isinstance(t, ast.Attribute) and not (isinstance(base, ast.Name) and base.id == "self")
+            item_store = isinstance(t, ast.Subscript) and isinstance(base, ast.Name) and base.id in module_aliases
+            if attr_store or item_store:
+                what = _dotted(t) or f"an attribute of {getattr(base, 'id', 'an expression')}"
+                found.append(("monkeypatch", f"line {node.lineno}: changes {resolve(what) if '.' in what else what}: "
+                              "a kernel file may not set attributes (of torch, triton, or anything else but self)"))
+            elif isinstance(t, ast.Name) and t.id == entry and node.col_offset == 0:
+                found.append(("entry-rebound", f"line {node.lineno}: rebinds {entry!r} at module level"))
+    return found
+
+
+def _dunders(nodes: list[ast.AST]) -> list[tuple[str, str]]:
+    """Dunder names (`__file__`, `__builtins__`), dunder hooks a file defines, and any rebinding of
+    `__name__` (which would let a file enter its own __main__ block)."""
+    found = []
+    for node in nodes:
+        if isinstance(node, ast.Name) and _is_dunder(node.id) and node.id not in allowlist.ALLOWED_DUNDER_NAMES:
+            found.append(("introspection", f"line {node.lineno}: touches {node.id}"))
         if _binds_module_name(node):
-            add("introspection", f"line {getattr(node, 'lineno', '?')}: rebinds __name__")
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _is_dunder(node.name) and node.name not in ALLOWED_DUNDER_DEFS:
-            add("introspection", f"line {node.lineno}: defines {node.name}, a hook into Python's or PyTorch's machinery")
-        elif isinstance(node, ast.ClassDef):
-            for b in node.bases + [k.value for k in node.keywords]:
-                dotted = _dotted(b)
-                if dotted and resolve(dotted).split(".")[0] == "torch":
-                    add("tensor-subclass", f"line {node.lineno}: class {node.name} derives from {resolve(dotted)}")
-                elif dotted is None or dotted in {"type"}:
-                    add("introspection", f"line {node.lineno}: class {node.name} has an unusual base or metaclass")
+            found.append(("introspection", f"line {getattr(node, 'lineno', '?')}: rebinds __name__"))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _is_dunder(node.name) \
+                and node.name not in allowlist.ALLOWED_DUNDER_DEFS:
+            found.append(("introspection", f"line {node.lineno}: defines {node.name}, a hook into Python's or "
+                          "PyTorch's machinery"))
+        elif isinstance(node, ast.ImportFrom) and any(_is_dunder(a.name) for a in node.names):
+            found.append(("introspection", f"line {node.lineno}: imports a dunder name"))
+    return found
 
-    for line, what in _setattr_routes(tree, resolve):
-        add("monkeypatch", f"line {line}: {what}: a kernel file may not set attributes (of torch, triton, or anything else it did not define)")
 
+def _classes(nodes: list[ast.AST], resolve: Callable[[str], str]) -> list[tuple[str, str]]:
+    """A class of the file's own derives from its own classes, `object`, a builtin exception or typing's
+    NamedTuple / Generic; no metaclass or other keyword."""
+    own = {n.name for n in nodes if isinstance(n, ast.ClassDef)}
+    found = []
+    for node in nodes:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for b in node.bases + [k.value for k in node.keywords]:
+            dotted = _dotted(b)
+            name = resolve(dotted) if dotted else None
+            if name is not None and name.split(".")[0] == "torch":
+                found.append(("tensor-subclass", f"line {node.lineno}: class {node.name} derives from {name}"))
+            elif node.keywords or name is None or (name not in own and name not in ALLOWED_BASES):
+                found.append(("introspection", f"line {node.lineno}: class {node.name} derives from "
+                              f"{name or ast.unparse(b)}: a class of the file's own may derive only from its own "
+                              f"classes, {', '.join(sorted(ALLOWED_BASES))}, and takes no metaclass"))
+    return found
+
+
+def _entry_rules(tree: ast.Module, entry: str) -> list[tuple[str, str]]:
+    """The entry function: defined once, plain, launching a @triton.jit kernel, no try/except on its path."""
+    found: list[tuple[str, str]] = []
     funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == entry]
     if len(defs) > 1:
-        add("entry-rebound", f"{entry!r} is defined {len(defs)} times at module level")
+        found.append(("entry-rebound", f"{entry!r} is defined {len(defs)} times at module level"))
     kernels = {name for name, fn in funcs.items() if any(_is_jit_decorator(d) for d in fn.decorator_list)}
     if not kernels:
-        add("no-triton-kernel", "defines no @triton.jit kernel at module level")
+        found.append(("no-triton-kernel", "defines no @triton.jit kernel at module level"))
     if entry not in funcs:
-        add("no-entry-function", f"defines no function called {entry!r} at module level")
-        return found
+        return found + [("no-entry-function", f"defines no function called {entry!r} at module level")]
     if entry in kernels:
-        add("no-entry-function", f"{entry!r} must be a plain Python wrapper, not the @triton.jit kernel itself")
-        return found
+        return found + [("no-entry-function", f"{entry!r} must be a plain Python wrapper, not the @triton.jit kernel itself")]
     if funcs[entry].decorator_list:
-        add("entry-rebound", f"{entry!r} is decorated: the harness must call the function as written (a cache or wrapper could answer instead)")
+        found.append(("entry-rebound", f"{entry!r} is decorated: the harness must call the function as written (a cache "
+                      "or wrapper could answer instead)"))
+    reached = _reached(funcs, kernels, entry)
+    launches = False
+    for name in reached:
+        for n in ast.walk(funcs[name]):
+            # `kernel[grid](...)` is a launch
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) and isinstance(n.func.value, ast.Name) \
+                    and n.func.value.id in kernels:
+                launches = True
+            if isinstance(n, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+                found.append(("fallback-try-except", f"line {n.lineno}: try/except in {name}() could fall back to a "
+                              "non-Triton path"))
+    if kernels and not launches:
+        found.append(("kernel-not-launched", f"{entry}() never launches a @triton.jit kernel (expected "
+                      f"`{sorted(kernels)[0]}[grid](...)`)"))
+    return found
 
-    # Which plain functions does the entry reach (helpers it calls, transitively)?
+
+def _reached(funcs: dict[str, ast.FunctionDef], kernels: set[str], entry: str) -> set[str]:
+    """The plain functions the entry reaches (helpers it calls, transitively)."""
     reached, todo = set(), [entry]
     while todo:
         name = todo.pop()
         if name in reached or name not in funcs or name in kernels:
             continue
         reached.add(name)
-        for n in ast.walk(funcs[name]):
-            if isinstance(n, ast.Name) and n.id in funcs:
-                todo.append(n.id)
-
-    launches = False
-    for name in reached:
-        for n in ast.walk(funcs[name]):
-            # `kernel[grid](...)` is a launch; so is `kernel.run(...)` style with a known kernel name.
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) and isinstance(n.func.value, ast.Name):
-                if n.func.value.id in kernels:
-                    launches = True
-            if isinstance(n, (ast.Try, getattr(ast, "TryStar", ast.Try))):
-                add("fallback-try-except", f"line {n.lineno}: try/except in {name}() could fall back to a non-Triton path")
-    if kernels and not launches:
-        add("kernel-not-launched", f"{entry}() never launches a @triton.jit kernel (expected `{sorted(kernels)[0]}[grid](...)`)")
-    return found
+        todo += [n.id for n in ast.walk(funcs[name]) if isinstance(n, ast.Name) and n.id in funcs]
+    return reached

@@ -6,23 +6,34 @@ how long a call takes; then rounds of timing interleaved across the kernels (who
 per round, so none always runs after a cold cache or a clock change) until every median is as sharp
 as the keep rule can use (kernelgen.verify.adaptive). Every timing request is bounded by the judge's
 own clock (kernelgen.verify.judge.wallclock: a claim below it is `forged-timing`), every timed call counted
-for launches (the worker's claim: it can only count against it), the worker's queue checked empty
-after each request, and the last timed output compared again. The paired ratio of two kernels is
-taken per round and the median kept: both saw the same round's conditions.
+for launches (the worker's claim: it can only count against it), and the worker's queue checked empty
+after each request. The paired ratio of two kernels is taken per round and the median kept: both saw
+the same round's conditions.
+
+**Timed calls are checked.** Before every timing request the inputs change in place (`_Rotation`: each
+rolled by a random shift, same tensors, addresses and version counters), so a result cached on anything
+but the inputs' content is wrong in the next request. Every request keeps the outputs of calls the
+judge drew (all of them under the interpreter; one on a GPU, whose outputs are large), and after the
+request the judge decides whether to read them (`_Sampler`): always on the interpreter; on a GPU with
+probability READ_SHARE, and at least once per kernel per case. A kept output that differs from the
+baseline on the rolled inputs is `timed-output-wrong`. Which calls are kept, and whether they are read,
+the candidate cannot see: every timing request has the same structure, checked or not.
 """
 
 from __future__ import annotations
 
 import math
+import secrets
 import statistics
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from kernelgen.verify.judge import wallclock
 from kernelgen.verify.adaptive import Plan
-from kernelgen.verify.judge.compare import compare
+from kernelgen.spec import draw_inputs
+from kernelgen.verify.judge.compare import as_tuple, compare
 from kernelgen.verify.judge.devicelock import device_lock
+from kernelgen.verify.judge.inputs import DrawnInputs
 from kernelgen.verify.judge.judge import Judge, KernelSource
 from kernelgen.verify.poison import draw_fills
 from kernelgen.verify.protocol import OtherValue, Reply
@@ -32,13 +43,19 @@ from kernelgen.verify.timing import LoopCost, judge_clock, loop_cost, median, su
 DEFERRED_MS = 5.0  # a worker with nothing queued answers a sync in well under a millisecond
 HOST_CALLS = 50  # calls in the host-time request: far below the launch queue's depth (~1000)
 HOST_BUDGET_MS = 20.0  # ...fewer for long kernels: their device work drains after the request
+# On a GPU, a third of the timing requests have their kept output read back and compared (at least one
+# per kernel and case): reading and comparing a perf case's output costs about what the old check of
+# the last call did, once per request read (an 8 GiB output: ~2 s), while a kernel wrong in a share f of
+# its timed calls is caught with probability 1 - (1 - f / 3) ** requests.
+READ_SHARE = 1 / 3
+ROTATION_SEEDS = 1 << 31  # the seeds inputs are drawn anew with between timing requests (perf cases: PERF_SEED + i)
 
 
 @dataclass
 class KernelOnCase:
     """One kernel's result on one case."""
 
-    wrong: str = ""  # "" when its outputs matched the baseline here (spot check and last timed call)
+    wrong: str = ""  # "" when its outputs matched the baseline here (spot check and the timed calls read back)
     configs: list[str] = field(default_factory=list)  # its launches' kernel, grid and constants
     reps: list[float] = field(default_factory=list)  # every timed repetition, ms
     round_ms: list[float] = field(default_factory=list)  # each round's summary, ms
@@ -80,8 +97,10 @@ def _wrong(judge: Judge, worker: WorkerSession, values: list[Any] | None, expect
 class _Requests:
     """One kernel's requests on one case, each timing checked against the judge's clock."""
 
-    def __init__(self, judge: Judge, worker: WorkerSession, slot: str, key: str, res: KernelOnCase, cost: LoopCost):
+    def __init__(self, judge: Judge, worker: WorkerSession, slot: str, key: str, res: KernelOnCase, cost: LoopCost,
+                 checks: "_Checks | None" = None):
         self.worker, self.slot, self.key, self.res, self.cost = worker, slot, key, res, cost
+        self.checks = checks  # None: nothing rotated or kept
         self.cpu = judge.device.interpreter
         self.params = judge.spec.param_defaults
         self.now = judge_clock("cpu").now
@@ -125,12 +144,20 @@ class _Requests:
             self.host_call_ms = max(0.0, wall - self.rtt) / calls
             self.res.host_us = max(0.0, wall - self.empty_ms) / calls * 1e3
 
-    def time(self, reps: int, warmup: int, *, out_limit: int = 0) -> Reply:
-        """One timing request (`out_limit`: also return the last call's outputs; such a request carries
-        their copy-out, so its times are not bounded and not kept). Retried once when its answer came
-        with work still queued or below the judge's clock: a host hiccup happens once, a lie every time."""
+    def time(self, reps: int, warmup: int, *, read: bool | None = None) -> Reply:
+        """One timing request, on inputs rotated just before it, keeping the outputs of the calls the
+        judge drew; then those outputs read and compared, or released (`read`: drawn when None). Retried once when its answer came with work still queued or below the judge's
+        clock: a host hiccup happens once, a lie every time."""
+        held = self.checks.rotation.next(self.worker) if self.checks is not None else None
+        keep = self.checks.keep(reps + warmup) if self.checks is not None else []
         req = {"op": "time", "slot": self.slot, "key": self.key, "params": self.params, "reps": reps, "warmup": warmup,
-               "outputs": bool(out_limit), "out_offset": 0, "out_limit": out_limit}
+               "keep": keep}
+        reply = self._timed(req, reps, warmup)
+        if self.checks is not None and keep:
+            self.checks.kept(self, held or [], reply.ok, read)
+        return reply
+
+    def _timed(self, req: dict[str, Any], reps: int, warmup: int) -> Reply:
         for _ in range(2):
             t0 = self.now()
             reply = self.worker.request(req)
@@ -141,7 +168,7 @@ class _Requests:
             deferred = waited > DEFERRED_MS and not self.cpu
             seen = wallclock.Request(reps=reps, warmup=warmup, wall_ms=wall + max(0.0, waited - self.rtt),
                                      empty_ms=self.empty_ms, host_call_ms=self.host_call_ms)
-            forged = None if out_limit else self._forged(reply, seen)
+            forged = self._forged(reply, seen)
             if not (deferred or forged):
                 break
         if deferred:
@@ -153,17 +180,90 @@ class _Requests:
             self.res.violations.append(("timed-call-no-launch", f"{reply.calls} timed calls launched only "
                                         f"{reply.launches} Triton kernels: a call that launches nothing returned "
                                         "a cached or host-computed result"))
-        if not out_limit:
-            self.res.calls += reply.calls
-            self.res.launches += reply.launches
-            self.res.claimed_ms += wallclock.claimed_ms(reply.times_ms, warmup)
-            self.res.floor_ms += max(0.0, seen.wall_ms - wallclock.overhead_ms(seen, self.cost, cpu=self.cpu))
+        self.res.calls += reply.calls
+        self.res.launches += reply.launches
+        self.res.claimed_ms += wallclock.claimed_ms(reply.times_ms, warmup)
+        self.res.floor_ms += max(0.0, seen.wall_ms - wallclock.overhead_ms(seen, self.cost, cpu=self.cpu))
         return reply
 
     def _forged(self, reply: Reply, seen: wallclock.Request) -> str | None:
         if len(reply.times_ms) != seen.reps or any(not (t >= 0 and math.isfinite(t)) for t in reply.times_ms):
             return f"the worker answered {len(reply.times_ms)} timings for {seen.reps} timed calls, or timings that are no durations"
         return wallclock.check(reply.times_ms, seen, self.cost, cpu=self.cpu)
+
+
+class _Rotation:
+    """The case's inputs, drawn anew before every timing request (same recipe, a seed of the judge's) into
+    the buffers each worker holds: a result cached on anything but their content is wrong in the next
+    request. Inputs without a recipe (not drawn by `draw_inputs`) are not rotated."""
+
+    def __init__(self, judge: Judge, inputs: list[Any], key: str, *, enabled: bool):
+        self.judge, self.inputs, self.key = judge, inputs, key
+        # A search reads no timed output back (its winner is timed again in full): nothing to rotate for.
+        self.recipe = getattr(inputs, "recipe", None) if enabled else None
+        self.rotated: set[int] = set()  # id() of the workers whose buffers hold other inputs than the case's own
+
+    def next(self, worker: WorkerSession) -> list[Any]:
+        """Rotate `worker`'s inputs; the inputs it now holds (the judge's copy)."""
+        if self.recipe is None:
+            return self.inputs
+        case, dtype, _ = self.recipe
+        device = self.judge.device
+        seed = ROTATION_SEEDS + secrets.randbelow(1 << 30)  # the judge's: never known in advance
+        new = DrawnInputs(draw_inputs(self.judge.spec, case, dtype, seed, device.torch_device,
+                                      on_device=not device.interpreter), case, dtype, seed)
+        self.judge.redraw(worker, self.key, new)
+        self.rotated.add(id(worker))
+        return new  # the judge's copy lives as long as the request's check needs it
+
+    def restore(self, worker: WorkerSession) -> None:
+        """The case's own inputs back in `worker`'s buffers (a resident case is spot-checked on them next time)."""
+        if id(worker) in self.rotated and not worker.closed:
+            self.rotated.discard(id(worker))
+            with device_lock(exclusive=False, path=self.judge.device.lock):
+                self.judge.redraw(worker, self.key, self.inputs)
+
+
+class _Checks:
+    """What makes timed calls checked, for one case: the inputs rotated before each timing request, the
+    calls whose outputs each request keeps, and which requests' kept outputs are read and compared."""
+
+    def __init__(self, judge: Judge, inputs: list[Any], expected: tuple, key: str, dtype: str, *, read: bool):
+        self.judge, self.expected, self.dtype, self.may_read = judge, expected, dtype, read
+        self.rotation = _Rotation(judge, inputs, key, enabled=read)
+        self.interpreter = judge.device.interpreter
+        self.read_for: set[int] = set()  # id() of the results some request was read for
+        self._random = secrets.SystemRandom()
+
+    def keep(self, calls: int) -> list[int]:
+        """The calls (counted from the first warm-up call) whose outputs the worker keeps: every one under
+        the interpreter (small outputs), one on a GPU (a perf case's output can take GiBs)."""
+        if calls <= 0:
+            return []
+        return list(range(calls)) if self.interpreter else [self._random.randrange(calls)]
+
+    def kept(self, r: "_Requests", held: list[Any], ok: bool, read: bool | None) -> None:
+        """After a timing request: read its kept outputs and compare them, or release them."""
+        if read is None:
+            read = self.may_read and (self.interpreter or self._random.random() < READ_SHARE)
+        read = read and ok
+        reply = r.worker.request({"op": "kept", "slot": r.slot, "read": read, "out_offset": 0,
+                                  "out_limit": self.judge.arena_bytes // 2})
+        if not read:
+            return
+        self.read_for.add(id(r.res))
+        if not reply.ok:
+            r.res.wrong = f"its timed outputs could not be read: {_error_line(reply)}"
+            return
+        expected = self.expected if held is self.rotation.inputs else \
+            as_tuple(self.judge.baseline(*held, **self.judge.spec.param_defaults))
+        n = len(expected)
+        for call in range(max(1, len(reply.outputs) // max(n, 1))):
+            wrong = _wrong(self.judge, r.worker, reply.outputs[call * n:(call + 1) * n], expected, self.dtype, None)
+            if wrong:
+                r.res.violations.append(("timed-output-wrong", f"the output of a timed call the judge chose after the "
+                                         f"calls is wrong: {wrong}"))
+                return
 
 
 def _error_line(reply: Reply) -> str:
@@ -176,17 +276,19 @@ def time_case(judge: Judge, kernels: list[KernelSource], inputs: list[Any], expe
     `rounds`, `rep_ms`: at most that many interleaved rounds, within rounds x rep_ms of timed device
     time per kernel (kernelgen.verify.adaptive.Plan.paired). `key`: the inputs are a perf case the
     judge keeps resident (Judge.keep), so a worker that already holds them is not sent them again.
-    `check_last=False` (a search, whose winner is checked and timed again in full) skips reading back
-    the last timed call's outputs."""
+    `check_last=False` (a search, whose winner is checked and timed again in full) reads back no timed
+    call's outputs (every request still keeps some: they look alike)."""
     placed = [judge.load(k) for k in kernels]
     results = [KernelOnCase() for _ in kernels]
     resident = key is not None
     key = key or "timed-case"
     out_limit = judge.arena_bytes // 2
+    checks = _Checks(judge, inputs, expected, key, dtype, read=check_last)
+    workers = list({id(w): w for w, _ in placed}.values())
     # Everything but the timing holds the device lock shared: other KernelGen processes on this GPU
     # (a batch's --per-gpu workers) may check beside it, but none of them times while it runs.
     with device_lock(exclusive=False, path=judge.device.lock):
-        for worker in {id(w): w for w, _ in placed}.values():
+        for worker in workers:
             judge.place(worker, key, inputs, resident=resident)
     try:
         fill, _ = draw_fills()
@@ -202,28 +304,26 @@ def time_case(judge: Judge, kernels: list[KernelSource], inputs: list[Any], expe
                 res.wrong = _wrong(judge, worker, reply.outputs, expected, dtype, fill)
         live = [i for i, r in enumerate(results) if not r.wrong]
         with device_lock(exclusive=True, path=judge.device.lock):  # nothing else of ours on that device while timing
-            _time_rounds(judge, placed, results, live, key, rounds=rounds, rep_ms=rep_ms)
-            live = [i for i in live if not results[i].wrong]
-            last = {i: _last_outputs(judge, placed[i], results[i], key, out_limit) for i in live} if check_last else {}
-        with device_lock(exclusive=False, path=judge.device.lock):
-            for i, outputs in last.items():
-                wrong = _wrong(judge, placed[i][0], outputs, expected, dtype, None) if outputs is not None else ""
-                if wrong:
-                    results[i].violations.append(("timed-output-wrong", f"the output of the last timed call is wrong: {wrong}"))
+            _time_rounds(judge, placed, results, live, key, checks, rounds=rounds, rep_ms=rep_ms)
     finally:
-        for worker in {id(w): w for w, _ in placed}.values() if not resident else ():
-            if not worker.closed:
+        for worker in workers:
+            if worker.closed:
+                continue
+            if resident:
+                checks.rotation.restore(worker)
+            else:
                 judge.drop(worker, key)
     return results
 
 
 def _time_rounds(judge: Judge, placed: list[tuple[WorkerSession, str]], results: list[KernelOnCase], live: list[int],
-                 key: str, *, rounds: int, rep_ms: float) -> None:
-    """Host time and a probe per kernel, then interleaved rounds until the plan is done."""
+                 key: str, checks: _Checks, *, rounds: int, rep_ms: float) -> None:
+    """Host time and a probe per kernel, then interleaved rounds until the plan is done; then one more
+    request, read, for a kernel none of whose requests the draw picked to read."""
     cpu = judge.device.interpreter
     cost = loop_cost(judge_clock(judge.device.kind))
     plan = Plan.paired(len(live), rounds=rounds, round_ms=rep_ms, interpreter=cpu)
-    requests = {i: _Requests(judge, *placed[i], key, results[i], cost) for i in live}
+    requests = {i: _Requests(judge, *placed[i], key, results[i], cost, checks) for i in live}
     for i, r in requests.items():
         r.empty()
         if cpu:
@@ -244,6 +344,9 @@ def _time_rounds(judge: Judge, placed: list[tuple[WorkerSession, str]], results:
                 results[i].round_ms.append(summarize(reply.times_ms).ms)
         timing = [i for i in timing if not _stopped(results[i])]
         done += 1
+    for i in [i for i in live if checks.may_read and id(results[i]) not in checks.read_for and not _stopped(results[i])]:
+        r = requests[i]
+        _ok(r.time(plan.reps(r.est, cost.per_rep_ms), plan.warmup(r.est), read=True), results[i])
 
 
 def _ok(reply: Reply, res: KernelOnCase) -> bool:
@@ -260,9 +363,3 @@ def _ok(reply: Reply, res: KernelOnCase) -> bool:
 def _stopped(res: KernelOnCase) -> bool:
     """No more timing for a kernel that failed, or whose timings the judge's clock contradicts."""
     return bool(res.wrong) or any(code == "forged-timing" for code, _ in res.violations)
-
-
-def _last_outputs(judge: Judge, placed: tuple[WorkerSession, str], res: KernelOnCase, key: str, out_limit: int) -> Any:
-    """The outputs of one more timed call (not kept as a timing), for the judge to compare."""
-    reply = _Requests(judge, *placed, key, res, loop_cost(judge_clock(judge.device.kind))).time(1, 0, out_limit=out_limit)
-    return reply.outputs if _ok(reply, res) else None

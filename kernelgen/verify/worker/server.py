@@ -9,7 +9,7 @@ shared-memory arena (its fd comes through the handoff socket, so a worker can be
 judge knows how large the arena must be), load a kernel file from the bytes the judge
 sends, store inputs (or draw perf inputs from the judge's recipe and say their digest), call the
 entry function (guarded, plain, or with every Triton launch ablated, in the interpreter program order
-asked for), time it, and return the outputs' bytes — one request at a time or several in a batch. It
+asked for; or on meta tensors of a perf case's shapes, launches ablated), time it, and return the outputs' bytes — one request at a time or several in a batch. It
 decides nothing: the judge draws the inputs, runs the baseline, compares and writes the verdict.
 """
 
@@ -51,6 +51,7 @@ class Worker:
         self.slots: dict[str, Any] = {}
         self.store: dict[str, list[Any]] = {}
         self.calls: dict[tuple[str, str], int] = {}
+        self.kept: dict[str, list[Any]] = {}  # slot -> outputs of the timed calls the judge asked to keep
         self.torch: Any = None
         self.tamper: Any = None
 
@@ -87,6 +88,9 @@ class Worker:
         t = torch.ones(1 << 16, device=self.device)  # start the pools torch keeps, before threads are counted
         float((t * 2).sum())
         self.tamper = TamperSnapshot()
+        # what decides a reply, sealed before any candidate is imported (kernelgen.verify.worker.tamper)
+        for label, obj in (("the worker", self), ("the stopwatch", self.stopwatch), ("the timing seal", self.stopwatch.seal)):
+            self.tamper.seal(label, obj)
 
     # --- requests ------------------------------------------------------------------------------
     def serve(self) -> None:
@@ -119,15 +123,21 @@ class Worker:
             if isinstance(e, KeyboardInterrupt):
                 raise
             reply = {"ok": False, "error": _short_tb(e)}
-        changed = self.tamper.changed() if self.tamper is not None else []
-        if changed:
-            from kernelgen.verify.worker.tamper import describe
-
-            code, message = describe(changed, f"after the {op} request")
-            report = reply.setdefault("report", {})
-            report.setdefault("violations", []).append({"code": code, "message": message})
-            self.tamper.rebase()
+        tampered = self._tampered(f"after the {op} request")
+        if tampered:
+            reply.setdefault("report", {}).setdefault("violations", []).append(tampered)
         return reply
+
+    def _tampered(self, when: str) -> dict[str, str] | None:
+        """harness-tampering, if anything sealed changed since the last check (each change said once)."""
+        changed = self.tamper.changed() if self.tamper is not None else []
+        if not changed:
+            return None
+        from kernelgen.verify.worker.tamper import describe
+
+        code, message = describe(changed, when)
+        self.tamper.rebase()
+        return {"code": code, "message": message}
 
     def op_batch(self, req: dict[str, Any]) -> dict[str, Any]:
         """Several requests in one round trip (one accuracy seed: its inputs, then its four calls),
@@ -152,6 +162,8 @@ class Worker:
         if self.arena is not None:
             self.arena.close()
         self.arena = Arena.attach(fds[0])
+        if self.tamper is not None:
+            self.tamper.accept(self, "arena")
         return {"ok": True, "kind": "stored"}
 
     def op_load(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -184,14 +196,20 @@ class Worker:
 
         spec = OperatorSpec.model_validate(req["spec"])
         inputs = draw_inputs(spec, dict(req["case"]), str(req["dtype"]), int(req["seed"]), self.device, on_device=True)
-        self.store[str(req["key"])] = inputs
+        if req.get("refill"):  # into the buffers held under key, as op_refill does
+            for t, new in zip(self.store[str(req["key"])], inputs):
+                t.data.copy_(new)
+            self._sync()
+        else:
+            self.store[str(req["key"])] = inputs
         return {"ok": True, "kind": "stored", "info": {"digest": digest(inputs)}}
 
     def op_refill(self, req: dict[str, Any]) -> dict[str, Any]:
-        """New values into the same buffers (same addresses): a result cached by address goes stale."""
+        """New values into the same buffers: the same tensors, addresses and version counters (written
+        through `.data`), so a result cached by identity, address or `_version` goes stale."""
         refs = [TensorRef.model_validate(r) for r in req["tensors"]]
         for t, r in zip(self.store[str(req["key"])], refs):
-            t.copy_(self.arena.read(r, self.device, max_bytes=self.arena.size))
+            t.data.copy_(self.arena.read(r, self.device, max_bytes=self.arena.size))
         return {"ok": True, "kind": "stored"}
 
     def op_drop(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -238,6 +256,9 @@ class Worker:
                         out = fn(*inputs, **params)
             self._sync()
         violations = [{"code": c, "message": m} for c, m in (report.violations if report else [])]
+        tampered = self._tampered("during the call, before its outputs were written")
+        if tampered:
+            violations.append(tampered)
         if mode == "ablated":
             violations = [v for v in violations if v["code"] != "torch-compute-in-wrapper" or "inside a Triton launch" not in v["message"]]
         # The first call of a kernel on new inputs may compile, and the compiler keeps threads of its own.
@@ -255,25 +276,79 @@ class Worker:
                 "report": {"launches": report.launches if report else launches[0], "violations": violations,
                            "threads_started": threads[0], "fresh": fresh, "configs": report.configs if report else []}}
 
+    def op_probe(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The entry called on meta tensors (shapes, no memory) with every Triton launch a no-op: whether
+        its wrapper accepts a perf case's shapes (its shape guards run, its outputs are allocated)
+        without running the case. The judge reads only the outputs' shapes and dtypes."""
+        torch = self.torch
+        fn, params = self.slots[str(req["slot"])], dict(req.get("params") or {})
+        args = [torch.empty(list(s), dtype=getattr(torch, str(d)), device="meta") for s, d in zip(req["shapes"], req["dtypes"])]
+        with self.guard.ablated():
+            out = fn(*args, **params)
+        values = tuple(out) if type(out) in (tuple, list) else (out,)
+        outputs = [{"shape": list(v.shape), "dtype": str(v.dtype).removeprefix("torch.")} if type(v) is torch.Tensor
+                   else {"type": type(v).__name__} for v in values]
+        return {"ok": True, "kind": "probed", "info": {"outputs": outputs}}
+
     def op_time(self, req: dict[str, Any]) -> dict[str, Any]:
         """`reps` timed calls after `warmup` untimed ones, as the judge asks (it bounds the answer with
-        its own clock); the last call's outputs only when asked for."""
-        broken = self.stopwatch.broken()
-        if broken:
-            message = "the timing loop was changed after the worker started: " + ", ".join(broken)
-            return {"ok": False, "error": message, "report": {"violations": [{"code": "harness-tampering", "message": message}]}}
+        its own clock). The outputs of the calls listed in `keep` (counted from the first warm-up call)
+        stay here for the judge to read or release (op_kept): the judge chose them, and whether it reads
+        them is decided after the request, so every timing request looks alike to the candidate."""
+        refused = self._timing_refused("before")
+        if refused:
+            return refused
         slot, key = str(req["slot"]), str(req["key"])
         fn, inputs, params = self.slots[slot], self.store[key], dict(req.get("params") or {})
-        calls, last = [0], [None]
+        keep = {int(i) for i in req.get("keep") or ()}
+        last_kept = max(keep, default=-1)
+        self.kept.pop(slot, None)
+        calls, held, kept = [0], [None], []
 
         def timed() -> None:
+            n = calls[0]
             calls[0] += 1
-            last[0] = fn(*inputs, **params)
+            out = fn(*inputs, **params)
+            # Up to the last call kept, the latest output stays alive while the next call runs, and the kept
+            # one after it: one output besides the one being made, whichever call is kept (as the loop always
+            # held the previous call's), so the allocator sees the same pattern on every request.
+            if n <= last_kept:
+                held[0] = out
+            if n in keep:
+                kept.append(out)
 
         with self.guard.counting_launches() as launches:
             times = self.stopwatch.reps(timed, reps=int(req["reps"]), warmup=int(req["warmup"]))
-        outputs = self._outputs(last[0], int(req["out_offset"]), int(req["out_limit"]))[0] if req.get("outputs") else []
-        return {"ok": True, "kind": "timed", "times_ms": times, "calls": calls[0], "launches": launches[0], "outputs": outputs}
+        refused = self._timing_refused("after")
+        if refused:
+            return refused
+        held[0] = None
+        self.kept[slot] = kept
+        return {"ok": True, "kind": "timed", "times_ms": times, "calls": calls[0], "launches": launches[0],
+                "info": {"kept": len(kept)}}
+
+    def _timing_refused(self, when: str) -> dict[str, Any] | None:
+        """A refusal to time (or to answer with times) when the timing loop or anything sealed changed."""
+        broken = self.stopwatch.broken()
+        tampered = self._tampered(f"{when} the timed calls")
+        if not broken and not tampered:
+            return None
+        parts = [f"the timing loop was changed after the worker started: {', '.join(broken)}"] if broken else []
+        parts += [tampered["message"]] if tampered else []
+        message = "; ".join(parts)
+        return {"ok": False, "error": message, "report": {"violations": [{"code": "harness-tampering", "message": message}]}}
+
+    def op_kept(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The outputs the last timing request of `slot` kept, one call after another, when `read`;
+        released either way."""
+        kept = self.kept.pop(str(req["slot"]), [])
+        outputs: list[dict] = []
+        offset, end = int(req["out_offset"]), int(req["out_offset"]) + int(req["out_limit"])
+        for out in kept if req.get("read") else ():
+            refs, _ = self._outputs(out, offset, end - offset)
+            outputs += refs
+            offset += sum(-(-TensorRef.model_validate(r).nbytes // ALIGN) * ALIGN for r in refs if "span" in r)  # as _outputs laid them
+        return {"ok": True, "kind": "called", "outputs": outputs}
 
     def op_host(self, req: dict[str, Any]) -> dict[str, Any]:
         """`calls` calls without waiting for the device: the judge times this request on its own clock

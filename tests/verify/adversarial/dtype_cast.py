@@ -1,4 +1,5 @@
-# EXPECT: torch-compute-in-wrapper
+# EXPECT: forbidden-api
+# RUNTIME: torch-compute-in-wrapper
 # Hostile: casts to float32 in PyTorch and back.
 import torch
 import triton

@@ -1,4 +1,5 @@
-# EXPECT: elements differ
+# EXPECT: forbidden-api
+# RUNTIME: elements differ
 # Hostile: precomputes answers at import for the inputs it predicts and serves them by call count.
 import torch
 import triton

@@ -1,4 +1,5 @@
-# EXPECT: torch-compute-in-wrapper
+# EXPECT: forbidden-api
+# RUNTIME: torch-compute-in-wrapper
 # Hostile: Triton copies x, then an in-place PyTorch epilogue adds the bias.
 import torch
 import triton

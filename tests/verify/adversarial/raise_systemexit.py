@@ -1,4 +1,5 @@
-# EXPECT: SystemExit
+# EXPECT: forbidden-call
+# RUNTIME: SystemExit
 # Hostile: raises SystemExit(0) to end the harness with status 0.
 import torch
 import triton

@@ -1,0 +1,221 @@
+"""What a kernel file may touch: the one allowlist kernelgen.verify.judge.surface holds every candidate to.
+
+A kernel file may import the modules below, and on each use only the names its table lists; a name
+listed here that is itself a table (`torch.cuda`) is a namespace, whose own table says what may follow
+it, and which may not be handed around as a value (`b = torch.cuda` makes `b` another name for it,
+checked the same way; `f(torch.cuda)` is refused). After a listed name that is not a namespace (a
+function, a class, a dtype), and on every other value (a tensor, a list, a kernel, a launch's result),
+only the attribute names of VALUE_ATTRS may follow, and the file's own attribute names (its classes'
+fields and methods, `self.x`) where they are not also the name of something on the objects a kernel
+can hold (`shadowed`). No attribute starting with `_`, anywhere; only the builtins of BUILTINS.
+
+To extend it: add the name to its table with the reason a kernel needs it, and a test that an honest
+use of it passes (tests/verify/test_allowlist.py holds every entry to exist in the installed library
+and to pass in a kernel file). An entry is a promise that nothing reached through it leads back to the
+interpreter, the process, files, other frames or the worker's own objects; where its result is an
+object, the attributes used on it are VALUE_ATTRS, which hold for every object alike.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+
+
+def _rows(why: str, names: str) -> dict[str, str]:
+    """One reason for several table rows: {name: why} for each name in the whitespace-separated list."""
+    return {name: why for name in names.split()}
+
+
+# Every public name of a module the installed library defines, computed when a file first uses it:
+# the kernel language's extern math (198 functions in Triton 3.9's libdevice), pure device code.
+EVERY_PUBLIC = "every public function of the installed module"
+
+# namespace (a dotted path) -> {name: why a kernel needs it}
+NAMESPACES: dict[str, dict[str, str]] = {
+    "torch": {
+        **_rows("allocates an output or scratch buffer", "empty empty_like empty_strided zeros zeros_like ones "
+                "ones_like full full_like"),
+        **_rows("a dtype", "float32 float16 bfloat16 float64 float8_e4m3fn float8_e5m2 int8 int16 int32 int64 uint8 "
+                "bool half float double long int short complex64"),
+        **_rows("a type, for isinstance and annotations", "Tensor device dtype Size"),
+        **_rows("dtype and shape arithmetic, no data touched", "finfo iinfo promote_types result_type is_tensor "
+                "is_floating_point broadcast_shapes get_default_dtype"),
+        **_rows("no autograd around the wrapper", "no_grad inference_mode"),
+        **_rows("device and build queries (a namespace)", "cuda version backends"),
+    },
+    "torch.cuda": _rows("what a wrapper asks about its device", "is_available is_initialized current_device "
+                        "device_count get_device_properties get_device_capability get_device_name device"),
+    "torch.version": _rows("which build (ROCm or CUDA), to pick a launch shape", "cuda hip"),
+    "torch.backends": {**_rows("the matmul precision mode (a namespace)", "cuda"),
+                       **_rows("the convolution precision mode (a namespace)", "cudnn")},
+    "torch.backends.cuda": _rows("the matmul precision mode (a namespace)", "matmul"),
+    "torch.backends.cuda.matmul": _rows("reads the TF32 and reduced-precision settings (never sets them)",
+                                        "allow_tf32 allow_fp16_reduced_precision_reduction "
+                                        "allow_bf16_reduced_precision_reduction"),
+    "torch.backends.cudnn": _rows("reads the TF32 setting of float32 convolutions (never sets it)", "allow_tf32"),
+    "triton": {
+        **_rows("defines, tunes and configures a kernel", "jit autotune heuristics Config"),
+        **_rows("launch arithmetic", "cdiv next_power_of_2"),
+        "JITFunction": "isinstance checks on a kernel",
+        "set_allocator": "the scratch allocator device-side TMA descriptors (tl.make_tensor_descriptor) need",
+        **_rows("a namespace", "language runtime tools"),
+    },
+    "triton.runtime": _rows("a namespace", "driver"),
+    "triton.runtime.driver": _rows("the active GPU driver (a namespace)", "active"),
+    "triton.runtime.driver.active": _rows("the launcher and current device and stream, for launching a compiled "
+                                          "kernel directly", "launcher_cls get_current_device get_current_stream"),
+    "triton.tools": _rows("a namespace", "tensor_descriptor"),
+    "triton.tools.tensor_descriptor": _rows("host-side TMA descriptors", "TensorDescriptor"),
+    # the kernel language (Triton 3.9's public names; tests/verify/test_allowlist.py flags new ones)
+    "triton.language": {
+        **_rows("the kernel language", """
+            PropagateNan TRITON_MAX_TENSOR_NUMEL abs add aggregate_replace arange argmax argmin associative_scan assume
+            atomic_add atomic_and atomic_cas atomic_load atomic_max atomic_min atomic_or atomic_poll atomic_store
+            atomic_xchg atomic_xor bfloat16 bitonic_merge block_type broadcast broadcast_to cast cat cdiv ceil clamp
+            condition const constexpr constexpr_type cos cumprod cumsum debug_barrier device_assert device_print
+            div_rn dot dot_scaled dtype erf exp exp2 expand_dims expect_zero fdiv flip float16 float32 float64
+            float8e4b15 float8e4b8 float8e4nv float8e5 float8e5b16 floor fma full gather histogram
+            inline_asm_elementwise int1 int16 int32 int64 int8 interleave join load load_tensor_descriptor log log2
+            make_block_ptr make_tensor_descriptor map_elementwise max max_constancy max_contiguous maximum min
+            minimum mul multiple_of num_programs pair_uniform_to_normal permute philox philox_impl pi32_t pointer_type
+            program_id rand rand4x randint randint4x randn randn4x range ravel reduce reduce_or reshape rsqrt
+            sigmoid sin slice softmax sort split sqrt sqrt_rn squeeze static_assert static_print static_range store
+            store_tensor_descriptor str_to_ty sub sum swizzle2d tensor tensor_descriptor tensor_descriptor_type
+            to_tensor topk trans tuple tuple_type uint16 uint32 uint64 uint8 uint_to_uniform_float umulhi
+            unsqueeze view void where xor_sum zeros zeros_like"""),
+        **_rows("a namespace", "math extra PropagateNan"),
+    },
+    "triton.language.PropagateNan": _rows("how tl.maximum and tl.minimum treat NaN", "ALL NONE"),
+    "triton.language.math": _rows("the kernel language's math", "abs ceil cos div_rn erf exp exp2 fdiv floor fma "
+                                  "log log2 rsqrt sin sqrt sqrt_rn umulhi"),
+    "triton.language.extra": _rows("extern device math (a namespace)", "libdevice cuda"),
+    "triton.language.extra.cuda": _rows("extern device math (a namespace)", "libdevice"),
+    "triton.language.extra.libdevice": {"*": EVERY_PUBLIC},
+    "triton.language.extra.cuda.libdevice": {"*": EVERY_PUBLIC},
+    "math": {"*": EVERY_PUBLIC},  # pure functions of numbers
+    "functools": {
+        **_rows("memoises a launch configuration", "lru_cache cache"),
+        **_rows("builds a new callable or value; sets nothing on what it is given", "partial reduce cached_property"),
+        **_rows("copies attributes: only onto the file's own functions and classes (the monkeypatch rule)",
+                "wraps update_wrapper total_ordering"),
+    },
+    "typing": _rows("annotations", "Any Optional Union Tuple List Dict Set Callable Sequence Mapping Iterable "
+                    "Iterator NamedTuple Literal TYPE_CHECKING cast Final ClassVar Type Generic TypeVar overload"),
+    "dataclasses": _rows("a small config class of the file's own", "dataclass field replace fields"),
+    "itertools": _rows("loops over launch parameters", "product chain accumulate islice repeat count starmap "
+                       "combinations permutations zip_longest"),
+    "__future__": _rows("postponed annotations", "annotations"),
+}
+
+# What `import X` / `from X import ...` may name: the namespaces that are modules.
+IMPORTABLE = frozenset({
+    "torch", "torch.cuda", "triton", "triton.language", "triton.language.math", "triton.language.extra",
+    "triton.language.extra.libdevice", "triton.language.extra.cuda", "triton.language.extra.cuda.libdevice",
+    "triton.tools", "triton.tools.tensor_descriptor", "math", "functools", "typing", "dataclasses", "itertools",
+    "__future__",
+})
+
+# Attribute names that may follow any value: a tensor's shape, layout, views and allocation; a dtype's
+# properties; the kernel language's tensor methods; containers' and strings' methods; what launching
+# and tuning a kernel returns. None of them leads from any object to code, frames, modules or hooks.
+VALUE_ATTRS: frozenset[str] = frozenset(set().union(*[set(names.split()) for names in (
+    # torch.Tensor: shape, layout, views, allocation and in-place fills (no data read on the host)
+    "shape dtype device stride size numel dim ndim is_contiguous contiguous data_ptr element_size itemsize nbytes "
+    "storage_offset view view_as reshape expand expand_as permute transpose t T mT unsqueeze squeeze flatten "
+    "unflatten narrow select split chunk unbind movedim as_strided new_empty new_empty_strided new_zeros new_ones "
+    "new_full zero_ fill_ copy_ clone detach to is_cuda is_floating_point is_complex requires_grad layout",
+    # torch.device, torch.dtype, finfo/iinfo, device properties
+    "type index is_signed bits eps max min tiny multi_processor_count L2_cache_size total_memory name major minor "
+    "regs_per_multiprocessor warp_size max_threads_per_multi_processor shared_memory_per_block_optin",
+    # the kernel language's tensors, dtypes, descriptors and block pointers (inside @triton.jit)
+    "element_ty primitive_bitwidth scalar value is_floating is_int is_int_signed is_ptr is_fp16 is_bf16 is_fp32 "
+    "is_fp64 trans broadcast_to expand_dims ravel sum argmax argmin cumsum cumprod reduce associative_scan exp "
+    "exp2 log log2 sqrt rsqrt abs sigmoid softmax cast flip sort histogram gather logical_and logical_or "
+    "reduce_or xor_sum erf cos sin floor ceil sqrt_rn cdiv advance load store atomic_add atomic_max atomic_load atomic_poll atomic_store "
+    "atomic_min atomic_cas atomic_xchg atomic_and atomic_or atomic_xor block_shape base strides from_tensor",
+    # containers and strings
+    "append extend insert pop clear get items keys values setdefault update add discard remove copy count sort "
+    "reverse join format startswith endswith removeprefix removesuffix replace strip lower upper args",
+    # launching and tuning: a kernel, its compiled form, its configs (the lean launch of offline kernels)
+    "run arg_names src signature function packed_metadata kwargs num_warps num_stages num_ctas fn kernel params "
+    "cache_info cache_clear",
+)]))
+
+# Builtins a wrapper needs. Not here: those that run code (eval, exec, compile, __import__), open files
+# (open), reach namespaces or frames (globals, locals, vars, dir, breakpoint), set attributes (setattr,
+# delattr), tell objects apart by address (id, hash: a cache keyed on them skips work on inputs that
+# changed), or make classes at run time (type).
+BUILTINS: frozenset[str] = frozenset((
+    "range len min max abs sum any all sorted reversed enumerate zip map filter round divmod pow isinstance "
+    "issubclass callable iter next print repr format int float bool str tuple list dict set frozenset slice "
+    "object super property staticmethod classmethod getattr hasattr "
+    "Exception ValueError TypeError RuntimeError NotImplementedError AssertionError KeyError IndexError "
+    "ZeroDivisionError ArithmeticError OverflowError StopIteration"
+).split())
+
+# Dunder names a file may write: methods of its own small classes, and the `__main__` guard.
+ALLOWED_DUNDER_DEFS = frozenset({"__init__", "__post_init__", "__repr__", "__call__"})
+ALLOWED_DUNDER_ATTRS = frozenset({"__init__"})  # super().__init__(...)
+ALLOWED_DUNDER_NAMES = frozenset({"__name__"})
+
+
+def table(namespace: str) -> dict[str, str] | None:
+    """The names admitted on `namespace` ({name: why}), or None when it is not a namespace."""
+    rows = NAMESPACES.get(namespace)
+    if rows is None or "*" not in rows:
+        return rows
+    return _every_public(namespace)
+
+
+@functools.lru_cache(maxsize=None)
+def _every_public(namespace: str) -> dict[str, str]:
+    module = importlib.import_module(namespace)
+    return {n: EVERY_PUBLIC for n in dir(module) if not n.startswith("_") and not inspect.ismodule(getattr(module, n))}
+
+
+def where(namespace: str) -> str:
+    """How a refusal names the table a name was missing from."""
+    return f"the allowlist of {namespace} (kernelgen/verify/judge/allowlist.py)"
+
+
+@functools.lru_cache(maxsize=1)
+def shadowed() -> frozenset[str]:
+    """Attribute names of the objects a kernel file can hold (Python's functions, frames, generators,
+    code, modules, exceptions and containers; torch's tensors, devices and dtypes; Triton's kernels,
+    tuners, configs and compiled kernels, with the attributes their methods set): a file's own attribute
+    name is admitted on values only where it is none of these, or is in VALUE_ATTRS. A class with a field
+    called `gi_frame` would otherwise make `generator.gi_frame` pass as the file's own attribute."""
+    import builtins
+    import types
+
+    import torch
+
+    classes: list[type] = [t for t in vars(types).values() if isinstance(t, type)]
+    classes += [t for t in vars(builtins).values() if isinstance(t, type)]
+    classes += [torch.Tensor, torch.device, torch.dtype, torch.Size, torch.finfo, torch.iinfo]
+    classes += _triton_classes()
+    names: set[str] = set()
+    for cls in classes:
+        names.update(dir(cls))
+        for klass in getattr(cls, "__mro__", (cls,)):
+            for member in vars(klass).values():
+                code = getattr(member, "__code__", None)
+                names.update(code.co_names if code is not None else ())  # the attributes its methods set and read
+    return frozenset(n for n in names if not n.startswith("_"))
+
+
+def _triton_classes() -> list[type]:
+    try:
+        import triton
+        import triton.language as tl
+        from triton.compiler.compiler import CompiledKernel
+        from triton.runtime.autotuner import Autotuner, Heuristics
+        from triton.runtime.jit import JITFunction
+        from triton.tools.tensor_descriptor import TensorDescriptor
+    except ImportError:  # pragma: no cover - an older Triton: its classes are looked up where present
+        return []
+    return [JITFunction, Autotuner, Heuristics, CompiledKernel, triton.Config, TensorDescriptor, tl.tensor, tl.dtype,
+            tl.constexpr]
+

@@ -1,0 +1,261 @@
+"""The allowlist of what a kernel file may touch (kernelgen.verify.judge.allowlist, surface): every honest
+kernel the project has passes it unchanged; every entry exists in the installed library and passes in a
+kernel file; each way off it is refused with a message that names the construct, its line and the entry
+it missed."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import inspect
+import importlib
+from pathlib import Path
+
+import pytest
+
+from kernel_corpus import every_kernel
+from kernelgen.verify.judge import allowlist as al
+from kernelgen.verify.judge.staticcheck import check_source
+
+HONEST = (Path(__file__).parent / "adversarial" / "honest.py").read_text()
+
+
+def _shape(source: str) -> str:
+    """The file with its numbers and docstrings left out: two knob values of one template touch the
+    same names (1690 generated files have 140 shapes), and the allowlist reads no number."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and (isinstance(node.value, (int, float)) or node.value is None):
+            node.value = 0
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body[0].value.value = ""
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
+
+
+@pytest.mark.slow
+def test_every_honest_kernel_passes_the_allowlist_unchanged():
+    seen: dict[str, str] = {}
+    failures = []
+    count = 0
+    for kernel in every_kernel():
+        count += 1
+        shape = _shape(kernel.source)
+        if shape in seen:
+            continue
+        seen[shape] = kernel.label
+        found = check_source(kernel.source, kernel.entry)
+        if found:
+            failures.append(f"{kernel.label}: " + "; ".join(f"{v.code} {v.message}" for v in found))
+    assert count > 1000 and len(seen) > 100, (count, len(seen))  # the generator's whole range, not a sample
+    assert not failures, "\n".join(failures)
+
+
+def _uses(expr: str, imports: str = "") -> list[tuple[str, str]]:
+    """The violations of the honest kernel with `expr` evaluated in its wrapper."""
+    src = imports + "\n" + HONEST.replace("    return out\n", f"    _probe = {expr}\n    return out\n")
+    return [(v.code, v.message) for v in check_source(src, "broadcast")]
+
+
+def _resolve(path: str):
+    """The object `path` names; the active driver's names (no GPU driver here) from Triton's driver source."""
+    if path.startswith("triton.runtime.driver.active"):
+        from triton.backends.driver import GPUDriver
+        from triton.backends.nvidia.driver import CudaDriver
+
+        assert isinstance(inspect.getattr_static(type(_resolve("triton.runtime.driver")), "active"), property)
+        name = path.rsplit(".", 1)[-1]
+        assert name == "active" or name in inspect.getsource(GPUDriver) + inspect.getsource(CudaDriver), path
+        return None
+    root, *rest = path.split(".")
+    obj = importlib.import_module(root)
+    for i, part in enumerate(rest):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            obj = importlib.import_module(".".join([root, *rest[: i + 1]]))
+    return obj
+
+
+ENTRIES = [(ns, name) for ns, rows in al.NAMESPACES.items() for name in rows if name != "*"]
+# Names of newer releases than the installed one may be listed; none is today.
+OPTIONAL: set[tuple[str, str]] = set()
+
+
+@pytest.mark.parametrize("namespace, name", ENTRIES, ids=[f"{ns}.{n}" for ns, n in ENTRIES])
+def test_every_entry_exists_and_passes_in_a_kernel_file(namespace, name):
+    if (namespace, name) not in OPTIONAL:
+        obj = _resolve(f"{namespace}.{name}")
+        # a module is a namespace (a table of its own), never a value whose attributes go unchecked
+        assert f"{namespace}.{name}" in al.NAMESPACES or not inspect.ismodule(obj), f"{namespace}.{name} is a module"
+    root = namespace.split(".")[0]
+    imports = "" if root in ("torch", "triton") else f"import {root}"
+    if root == "__future__":
+        return  # `from __future__ import annotations` is a statement of its own, checked below
+    path = f"{namespace}.{name}"
+    if path in SETTER_USES:  # these copy attributes: used on the file's own objects only (the monkeypatch rule)
+        src = f"{imports}\n{HONEST}\n\n{SETTER_USES[path]}\n"
+        assert check_source(src, "broadcast") == [], check_source(src, "broadcast")
+        return
+    expr = f"{path}.ALL" if path in al.NAMESPACES and path.endswith("PropagateNan") else path
+    assert _uses(expr, imports) == []
+
+
+SETTER_USES = {
+    "functools.wraps": "def outer(f):\n    @functools.wraps(f)\n    def inner(*a):\n        return f(*a)\n    return inner",
+    "functools.update_wrapper": "def outer(f):\n    def inner(*a):\n        return f(*a)\n    return functools.update_wrapper(inner, f)",
+    "functools.total_ordering": "@functools.total_ordering\nclass Order:\n    def __init__(self):\n        self.v = 0",
+    "dataclasses.dataclass": "@dataclasses.dataclass\nclass Cfg:\n    block: int = 4",
+}
+
+
+def test_every_importable_module_imports():
+    for module in al.IMPORTABLE:
+        importlib.import_module(module)
+        assert module in al.NAMESPACES
+        assert check_source(f"import {module}\n" + HONEST, "broadcast") == []
+    assert check_source("from __future__ import annotations\n" + HONEST, "broadcast") == []
+
+
+@pytest.mark.parametrize("name", sorted(al.VALUE_ATTRS))
+def test_every_value_attribute_passes_on_a_value(name):
+    assert _uses(f"x.{name}") == []
+
+
+@pytest.mark.parametrize("name", sorted(al.BUILTINS))
+def test_every_builtin_exists_and_passes(name):
+    import builtins
+
+    assert hasattr(builtins, name)
+    call = f"{name}(x, '{'shape'}')" if name in ("getattr", "hasattr") else f"{name}"
+    assert _uses(call) == []
+
+
+def test_the_kernel_language_is_listed_whole():
+    """A Triton upgrade that adds public names to triton.language shows here: review, then list them."""
+    import triton.language as tl
+
+    public = {n for n in dir(tl) if not n.startswith("_") and not inspect.ismodule(getattr(tl, n))}
+    assert public <= set(al.NAMESPACES["triton.language"]), sorted(public - set(al.NAMESPACES["triton.language"]))
+    members = {n for n in dir(tl.tensor) if not n.startswith("_")} - {"item"}  # .item(): host-compute's name
+    assert members <= al.VALUE_ATTRS, sorted(members - al.VALUE_ATTRS)
+
+
+def test_libdevice_is_every_public_function_of_the_installed_module():
+    rows = al.table("triton.language.extra.libdevice")
+    assert rows is not None and len(rows) > 100 and "exp" in rows and "pow" in rows
+    assert _uses("libdevice.pow(1.0, 2.0)", "from triton.language.extra import libdevice") == []
+
+
+# --- refusals: the construct, its line, the entry it missed ---------------------------------------------
+@pytest.mark.parametrize("expr, imports, code, says", [
+    ("torch.sys.modules", "", "forbidden-api", ["torch.sys", "'sys' is not on the allowlist of torch"]),
+    ("torch.cuda.Stream()", "", "forbidden-api", ["'Stream' is not on the allowlist of torch.cuda"]),
+    ("torch.utils", "", "forbidden-api", ["'utils' is not on the allowlist of torch"]),
+    ("triton.runtime.driver.active.utils", "", "forbidden-api", ["'utils' is not on the allowlist of triton.runtime.driver.active"]),
+    ("x._version", "", "private-attribute", ["x._version", "'_version' starts with '_'"]),
+    ("x.untyped_storage()", "", "forbidden-api", [".untyped_storage is not an attribute a kernel may use on a value"]),
+    ("x.grad_fn.next_functions", "", "forbidden-api", [".grad_fn"]),
+    ("getattr(x, '_ver' + 'sion')", "", "forbidden-call", ["getattr() with a computed attribute name"]),
+    ("getattr(torch, 'sys')", "", "forbidden-api", ["'sys' is not on the allowlist of torch"]),
+    ("getattr(x, 'data')", "", "forbidden-api", [".data is not an attribute"]),
+    ("(lambda g=getattr: g)()", "", "forbidden-call", ["passes getattr as a value"]),
+    ("id(x)", "", "forbidden-call", ["the builtin 'id'"]),
+    ("hash(x)", "", "forbidden-call", ["the builtin 'hash'"]),
+    ("vars(x)", "", "forbidden-call", ["the builtin 'vars'"]),
+    ("type(x)", "", "forbidden-call", ["the builtin 'type'"]),
+    ("[torch][0].sys", "", "forbidden-api", ["uses torch (torch) as a value"]),
+    ("(lambda m=tl: m)()", "", "forbidden-api", ["uses triton.language (tl) as a value"]),
+    ("F.relu(x)", "import torch.nn.functional as F", "forbidden-import", ["imports 'torch.nn.functional'"]),
+    ("np.zeros(1)", "import numpy as np", "forbidden-import", ["imports 'numpy'"]),
+    ("lru", "from functools import _lru_cache_wrapper as lru", "private-attribute", ["_lru_cache_wrapper"]),
+    ("e", "from torch import empty as e, sys as s", "forbidden-api", ["from torch import sys: 'sys' is not on the allowlist of torch"]),
+])
+def test_each_way_off_the_allowlist_is_refused_by_name(expr, imports, code, says):
+    found = _uses(expr, imports)
+    messages = [m for c, m in found if c == code]
+    assert any(m.startswith("line ") and all(phrase in m for phrase in says) for m in messages), found
+
+
+def test_a_module_reaches_no_value_through_an_alias_of_an_alias_or_a_class_attribute():
+    """`torch.load` is not on the allowlist; `load` is an attribute a value may have (a descriptor's)."""
+    chained = HONEST + "\n\ndef helper(p):\n    c = b\n    return c.load(p)\n\n\nb = torch\n"
+    assert any("'load' is not on the allowlist of torch" in v.message for v in check_source(chained, "broadcast"))
+    in_class = HONEST + "\n\nclass Holder:\n    m = torch\n\n\ndef helper(p):\n    return Holder.m.load(p)\n"
+    assert any("uses torch (torch) as a value" in v.message for v in check_source(in_class, "broadcast"))
+
+
+def test_a_name_for_a_module_stays_one():
+    src = "import torch\n" + HONEST + "\n\ndef helper(y):\n    b = torch.cuda\n    return b.is_available(), b.Stream\n"
+    found = [(v.code, v.message) for v in check_source(src, "broadcast")]
+    assert any("'Stream' is not on the allowlist of torch.cuda" in m for _, m in found), found
+    rebound = HONEST + "\n\ndef helper(y):\n    torch = y\n    return torch.sys\n"
+    assert any("binds 'torch'" in v.message for v in check_source(rebound, "broadcast"))
+
+
+def test_own_attribute_names_may_not_shadow_what_a_kernel_can_hold():
+    own = HONEST + "\n\nclass Cfg:\n    def __init__(self):\n        self.block = 4\n        self.gi_frame = None\n"
+    found = check_source(own, "broadcast")
+    assert [v.code for v in found] == ["forbidden-api"] and "line 33: the file's own attribute 'gi_frame'" in found[0].message
+    ok = HONEST + "\n\nclass Cfg:\n    def __init__(self):\n        self.block = 4\n\n\ndef size(c):\n    return c.block\n"
+    assert check_source(ok, "broadcast") == []
+
+
+def test_builtins_follow_pythons_scoping():
+    local = HONEST + "\n\ndef helper(input):\n    id = input\n    return id\n"  # locals named like builtins
+    assert check_source(local, "broadcast") == []
+    hidden = HONEST + "\n\nif False:\n    open = print\n\n\ndef helper(p):\n    return open(p)\n"
+    codes = [v.code for v in check_source(hidden, "broadcast")]
+    assert "forbidden-call" in codes  # a module-level `open` that may not be bound falls through to the builtin
+
+
+def test_classes_derive_only_from_allowed_bases():
+    for base in ("triton.JITFunction", "torch.cuda.device", "dict"):
+        src = HONEST + f"\n\nclass K({base}):\n    pass\n"
+        assert {"introspection", "tensor-subclass"} & {v.code for v in check_source(src, "broadcast")}, base
+    ok = HONEST + "\n\nimport typing\n\n\nclass P(typing.NamedTuple):\n    block: int\n\n\nclass E(ValueError):\n    pass\n"
+    assert check_source(ok, "broadcast") == []
+
+
+def test_no_chain_of_admitted_names_reaches_the_worker_or_the_interpreter():
+    """From every importable module, following only admitted names (a namespace's table; VALUE_ATTRS on
+    anything else), four steps deep, in a process with the worker's launch hooks installed: no module
+    outside the tables (sys, gc, builtins, os, ...), no frame, code or generator, and nothing of
+    kernelgen's but the guard's launch hooks (plain functions, whose only attributes are dunders)."""
+    import types
+
+    from kernelgen.verify.worker import guard
+
+    guard.install_launch_hooks()
+    todo = [(m, importlib.import_module(m), 0) for m in sorted(al.IMPORTABLE) if m != "__future__"]
+    seen: set[int] = set()
+    bad = []
+    while todo:
+        path, obj, depth = todo.pop()
+        if id(obj) in seen or depth > 4:
+            continue
+        seen.add(id(obj))
+        rows = al.table(path) if path in al.NAMESPACES else None
+        for name in (rows if rows is not None else [n for n in al.VALUE_ATTRS if n in _names(obj)]):
+            try:
+                value = getattr(obj, name)
+            except Exception:  # noqa: BLE001 - a property that needs a GPU (the active driver) reaches nothing here
+                continue
+            where = f"{path}.{name}"
+            module = getattr(value, "__module__", None) or ""
+            if inspect.ismodule(value) and where not in al.NAMESPACES:
+                bad.append(f"{where} is the module {value.__name__}")
+            elif isinstance(value, (types.FrameType, types.CodeType, types.GeneratorType, types.TracebackType)):
+                bad.append(f"{where} is a {type(value).__name__}")
+            elif module.startswith("kernelgen") and not (module == guard.__name__ and inspect.isroutine(value)):
+                bad.append(f"{where} is kernelgen's {value!r}")
+            else:
+                todo.append((where, value, depth + 1))
+    assert len(seen) > 500 and not bad, bad
+
+
+def _names(obj) -> set[str]:  # noqa: ANN001
+    try:
+        return set(dir(obj))
+    except Exception:  # noqa: BLE001 - an object whose __dir__ fails offers no attribute to follow
+        return set()
