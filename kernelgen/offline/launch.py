@@ -1,7 +1,8 @@
 """What every family's launch model shares (each family's launch.py mirrors its generated file's
 launch helper in Python, for the pruning rules, which reason about a value before anything is
-compiled): one launch of a tiled kernel, the arithmetic its helpers use, and the matmul tile table
-both the matmul family's file (_launch_config) and nd's (_matmul_config) write."""
+compiled): one launch of a tiled kernel, the arithmetic its helpers use, the matmul tile table
+both the matmul family's file (_launch_config) and nd's (_matmul_config) write, and the convolution
+tiles of a file with a convolution stage (_conv_config, _conv_launch)."""
 
 from __future__ import annotations
 
@@ -79,3 +80,42 @@ def fp32_tiles(m: int, n: int, k: int | None, kmajor: bool, tf32: bool) -> tuple
     if tf32:
         return 128, 256, 32, 8, 3  # one TF32 product: 350 TFLOP/s at 4096^3 (cuBLAS TF32: 414)
     return 128, 128, 64, 8, 3
+
+
+@dataclass(frozen=True)
+class ConvTiles:
+    """What a convolution stage launches at one case (the generated _conv_config and _conv_launch)."""
+
+    form: str  # forward | transposed | direct
+    block_m: int
+    block_n: int
+    block_k: int  # unused by the direct form
+    group: int
+    num_warps: int
+    num_stages: int
+    flat: bool  # K as (channel, tap) pairs
+    rows: int  # M: output pixels (of one stride phase, transposed)
+    cols: int  # N: output channels per group (direct: all of them)
+    k: int  # input channels per group x taps
+    programs: int  # the grid, both axes
+
+    @property
+    def tiles(self) -> tuple[int, int, int, int, int, int]:
+        return self.block_m, self.block_n, self.block_k, self.group, self.num_warps, self.num_stages
+
+
+def conv_tiles(knobs: Any, form: str, rows: int, cols: int, cin_g: int, taps: int, grid_y: int, fp32: bool) -> ConvTiles:
+    """The generated file's convolution tiles at M=`rows` x N=`cols`, `cin_g` input channels per group,
+    `taps` kernel positions, `grid_y` programs along the grid's second axis (groups x stride phases)."""
+    if form == "direct":
+        bm, bn, bk, warps, stages, flat = 128, min(next_pow2(cols), 32), 16, 4, 2, False
+    else:
+        flat = form == "forward" and (knobs.FLAT_K if knobs.FLAT_K is not None else cin_g < 16)
+        bn = min(max(next_pow2(cols), 16), 128)
+        bk = 32 if flat or fp32 else min(max(next_pow2(cin_g), 16), 64)
+        bm = 128 if rows >= 128 * 264 else 64
+        warps, stages = (8 if bm * bn >= 128 * 128 else 4), (3 if fp32 else 4)
+    bm, bn, bk = knobs.BLOCK_M or bm, knobs.BLOCK_N or bn, knobs.BLOCK_K or bk
+    warps, stages = knobs.num_warps or warps, knobs.num_stages or stages
+    programs = cdiv(rows, bm) * cdiv(cols, bn) * grid_y
+    return ConvTiles(form, bm, bn, bk, knobs.GROUP_SIZE_M, warps, stages, flat, rows, cols, cin_g * taps, programs)

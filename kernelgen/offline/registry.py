@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from kernelgen.offline.conv.family import ConvFamily
 from kernelgen.offline.family import Family, Refused, Served
 from kernelgen.offline.frontend.trace import traced_spec
 from kernelgen.offline.matmul.family import MatmulFamily
@@ -25,9 +26,9 @@ FAMILIES: tuple[Family, ...] = (
     PointwiseFamily(),  # elementwise over the broadcast frame
     RowsFamily(),  # reductions over the last dim: row reductions, softmax, layer and RMS norms
     MatmulFamily(),  # a 2-D matmul with a pointwise epilogue
-    # The convolution family goes here (kernelgen/offline/convolution/): before nd, whose only
-    # convolutions are 1x1 ones seen as batched matmuls, so that its refusal of a convolution it
-    # does not serve ("a convolution with groups=2") is the reason a user is told.
+    # before nd, which refuses convolutions (its only ones are 1x1 with stride 1, batched matmuls), so
+    # that this family's refusal of a convolution it does not serve is the reason a user is told
+    ConvFamily(),  # convolutions (1-3 spatial dims, transposed, grouped, depthwise) with the chain after them
     NdFamily(),  # reductions, norms, scans, pooling, attention, batched matmuls over any dims
 )
 

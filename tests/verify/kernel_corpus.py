@@ -1,6 +1,6 @@
 """Every honest kernel file the project has, for the static allowlist to be held to: what the offline
-generator writes (every example spec of operator_specs/ and every spec of tests/offline/nd_specs.py,
-with the default knobs, each value of each knob one at a time, and round 0's dispatch table), the
+generator writes (every example spec of operator_specs/ and every spec of tests/offline/nd_specs.py
+and conv_specs.py, with the default knobs, each value of each knob one at a time, and round 0's dispatch table), the
 checked-in snapshots, the example and test kernels (tests/data, tests/verify/adversarial/honest.py,
 the KernelBench end-to-end kernel) and the kernels the LLM tests build from them."""
 
@@ -43,6 +43,7 @@ def _generated(spec, label: str) -> Iterator[Honest]:
 
 
 def offline_kernels() -> Iterator[Honest]:
+    from conv_specs import ALL as CONV
     from kernelgen.spec import load_spec
     from nd_specs import ALL
 
@@ -50,6 +51,8 @@ def offline_kernels() -> Iterator[Honest]:
         yield from _generated(load_spec(path), path.name)
     for name, spec in sorted(ALL.items()):
         yield from _generated(spec, f"nd_specs {name}")
+    for name, spec in sorted(CONV.items()):
+        yield from _generated(spec, f"conv_specs {name}")
 
 
 def _entry_of(source: str) -> str:

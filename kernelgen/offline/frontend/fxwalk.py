@@ -117,6 +117,7 @@ class IRBuilder:
                 returns_tuple = isinstance(ret, (tuple, list))
                 for r in (ret if returns_tuple else (ret,)):
                     outputs.append(self.operand(r))
+        self.pin_sizes()
         graph = Graph(self.values, outputs, returns_tuple, self.symbols)
         for i in graph.live():
             for e in self.values[i].shape:
@@ -124,6 +125,21 @@ class IRBuilder:
                 if missing:
                     unsupported(f"a size ({e}) that no input dimension gives")
         return graph
+
+    def pin_sizes(self) -> None:
+        """Sizes the trace's own guards pin to a number, written as that number. A size over several
+        symbols that the reference requires to equal a constant -- a transposed convolution's width
+        (2*s33 + s71 - 4) that a LayerNorm(64) after it must see as 64 -- stays an expression in the
+        traced shapes (PyTorch only replaces single symbols), so a [64] weight would not fit the
+        frame it broadcasts over. Inputs keep their own symbols (the wrapper binds them)."""
+        pinned = _pinned(self.gm)
+        if not pinned:
+            return
+        for v in self.values:
+            if v.op != "input":
+                v.shape = tuple(pinned.get(d, d) for d in v.shape)
+            if v.op == "size":
+                v.attrs["expr"] = v.attrs["expr"].xreplace(pinned)
 
     def call(self, n: Any) -> Any:
         if n.target is operator.getitem:
@@ -149,3 +165,18 @@ class IRBuilder:
             unsupported(f"the op {ns}.{base}.{n.target._overloadname}")
         got = rule(self, Call(n, base, n.target._overloadname, list(n.args), dict(n.kwargs), dtype_name(n.meta.get("val"))))
         return Multi(got) if isinstance(got, list) else got
+
+
+def _pinned(gm: Any) -> dict[sympy.Expr, sympy.Expr]:
+    """expression -> number, for every guard Eq(expression over two or more symbols, number) of the
+    trace's shape environment."""
+    env = next((d.node.shape_env for n in gm.graph.nodes if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)
+                for d in n.meta["val"].shape if isinstance(d, torch.SymInt)), None)
+    out: dict[sympy.Expr, sympy.Expr] = {}
+    for guard in getattr(env, "guards", []):
+        e = guard.expr
+        if isinstance(e, sympy.Eq):
+            for a, b in ((e.lhs, e.rhs), (e.rhs, e.lhs)):
+                if b.is_Integer and len(a.free_symbols) >= 2:
+                    out[a] = b
+    return out

@@ -4,7 +4,7 @@ the handler that lowers it into the IR -- the one place an op is added.
 A pointwise op is a row of kernelgen.offline.frontend.exprs (its IR name, the ATen names that lower
 to it and its Triton expression): the rows below are made from that table. Any other op is one row
 here, naming its handler (lower_pointwise.py, lower_views.py, lower_reduce.py, lower_anchors.py,
-lower_pool.py, lower_attention.py). An ATen op with no row is refused, named ("the op
+lower_conv.py, lower_pool.py, lower_attention.py). An ATen op with no row is refused, named ("the op
 aten.sort.default"). The families then decide which IR they serve (kernelgen.offline.registry).
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from kernelgen.offline.frontend import lower_anchors as anchors
+from kernelgen.offline.frontend import lower_conv as conv
 from kernelgen.offline.frontend import lower_pointwise as pw
 from kernelgen.offline.frontend import lower_reduce as red
 from kernelgen.offline.frontend import lower_views as views
@@ -69,7 +70,9 @@ OPS: dict[str, Handler] = {
     **_rows(("any", "all"), red.any_or_all),
     # anchors of their own
     **_rows(("mm", "bmm"), anchors.matmul),
-    "convolution": anchors.convolution,
+    "convolution": conv.convolution,
+    "constant_pad_nd": conv.constant_pad_nd,
+    **_rows([f"{kind}_pad{d}d" for kind in conv.PAD_MODES for d in (1, 2, 3)], conv.refused_pad),
     **_rows(("cumsum", "cumprod"), anchors.scan),
     "gather": anchors.gather,
     "cat": anchors.cat,

@@ -11,7 +11,7 @@ from kernelgen.offline.dispatch import DispatchEntry, FirstChoice, routes
 from kernelgen.offline.family import Family, Refused, Served, Verdict
 from kernelgen.offline.knobs import KnobsModel
 from kernelgen.offline.nd.knobs import NdKnobs
-from kernelgen.offline.nd.program import analyse_nd_cached, dispatch_key, generate_nd_source
+from kernelgen.offline.nd.program import analyse_nd_cached, dispatch_key, generate_nd_source, has_conv
 from kernelgen.offline.nd.pruning import nd_case, prune_nd
 from kernelgen.offline.nd.round0 import first_choices as nd_first_choices
 from kernelgen.offline.unsupported import NotServed
@@ -23,6 +23,8 @@ class NdFamily(Family):
     knobs_model = NdKnobs
 
     def examine(self, spec: OperatorSpec) -> Verdict:
+        if has_conv(spec.model_dump_json()):
+            return Refused(self.name, "a convolution (the conv family's)", scope="outside")
         try:
             analysis = analyse_nd_cached(spec.model_dump_json())
         except NotServed as e:

@@ -102,7 +102,8 @@ class _Solver:
                 if self.maps.get(v.id) and self.maps[v.id][o] is not None:
                     changed |= self.put(src.id, i, self.maps[v.id][o])
             return changed
-        if v.op in ("reduce", "gather", "input", "param", "const", "size", "full", "iota", "view", "mm", "scan", "cat", "pad"):
+        if v.op in ("reduce", "gather", "input", "param", "const", "size", "full", "iota", "view", "mm", "conv", "scan", "cat",
+                    "pad"):
             return False
         for a in v.args:
             if a not in self.members:
@@ -237,7 +238,7 @@ def groups(stage: Stage, accesses: list[tuple]) -> list[list[int]]:
         if out:
             prev = out[-1][-1]
             same_role = (prev in red) == (f in red) and not (stage.kind == "scan" and (f in red or prev in red))
-            if same_role and prev not in stage.unmergeable and f not in stage.unmergeable and stage.kind != "matmul":
+            if same_role and prev not in stage.unmergeable and f not in stage.unmergeable and stage.kind not in ("matmul", "conv"):
                 if all(st is not None and S.same(st[prev], st[f] * stage.frame[f]) for st in accesses):
                     out[-1].append(f)
                     continue

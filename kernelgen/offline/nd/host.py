@@ -120,6 +120,8 @@ def context(g: Graph, prog: Program, input_names: list[str], kernels: list[Any])
             entry["batch"] = k.batch
             entry["moves"] = list(k.moves)
             entry["k_size"] = py(g[g[st.anchor].args[0]].shape[-1])
+        elif st.kind == "conv":
+            entry.update(_conv_entry(g, prog, st, k))
         else:
             entry["k_groups"] = k.k_groups
             entry["r_groups"] = k.r_groups
@@ -127,6 +129,16 @@ def context(g: Graph, prog: Program, input_names: list[str], kernels: list[Any])
     return {"binds": binds, "checks": checks, "temps": temps,
             "outputs": [{"name": b.name, "shape": py_shape(b.shape)} for b in outputs],
             "stages": stages, "returns": [_returned(name, views) for name, views in prog.returns]}
+
+
+def _conv_entry(g: Graph, prog: Program, st: Any, k: Any) -> dict[str, Any]:
+    """A convolution stage's operands and geometry, as the plan's _conv_launch takes them."""
+    a = g[st.anchor].attrs
+    geometry = "(" + ", ".join(py_shape(a[k]) for k in ("stride", "padding", "dilation")) + ")"
+    return {"operands": [access_literal(Access(o.buffer, o.views, ())) for o in st.operands],
+            "operand_buffers": [o.buffer for o in st.operands],
+            "operand_dtypes": [_dtype_of(prog, o.buffer) for o in st.operands],
+            "moves": list(k.moves), "form": k.form, "geometry": geometry, "conv_groups": py(a["groups"])}
 
 
 def _dtype_of(prog: Program, buffer: str) -> str:
@@ -164,6 +176,11 @@ def describe(g: Graph, st: Any) -> str:
     frame = ", ".join(py(d) for d in st.frame)
     if st.kind == "matmul":
         return f"matmul [{frame}] with its epilogue"
+    if st.kind == "conv":
+        a = g[st.anchor].attrs
+        what = ("transposed " if a["transposed"] else "") + f"{a['n']}-D convolution"
+        geo = ", ".join(f"{k}={py_shape(a[k])}" for k in ("stride", "padding", "dilation"))
+        return f"{what} [{frame}] ({geo}, groups={py(a['groups'])}) with its epilogue"
     if st.kind == "reduce":
         kinds = sorted({g[u].attrs.get("kind", "gather") for u in st.values if g[u].op in ("reduce", "gather")})
         return f"{', '.join(kinds)} over dims {list(st.reduced)} of [{frame}]"

@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import sympy
 
-from kernelgen.offline.launch import Launch, cdiv, default_warps, matmul_tiles, next_pow2
+from kernelgen.offline.launch import ConvTiles, Launch, cdiv, conv_tiles, default_warps, matmul_tiles, next_pow2
 
 # Launch heuristics of the generated file (its _tile_config): a reduction whose elements fit 16384
 # (64 KB of fp32 per program) is read once into registers; a step of a tile stage holds 4096
@@ -41,10 +41,11 @@ class StageLaunch:
     """One stage's launch at a case: a tile stage's Launch, or a matmul stage's tiles at M x N x K."""
 
     stage: int
-    kind: str  # pointwise | reduce | scan | matmul
+    kind: str  # pointwise | reduce | scan | matmul | conv
     launch: Optional[Launch] = None  # tile stages: block_r = BLOCK_K (kept), block_c = BLOCK_R (reduced)
-    tiles: Optional[tuple[int, int, int, int, int, int]] = None  # matmul: BLOCK_M, N, K, GROUP_SIZE_M, warps, stages
+    tiles: Optional[tuple[int, int, int, int, int, int]] = None  # matmul, conv: BLOCK_M, N, K, GROUP_SIZE_M, warps, stages
     mnk: Optional[tuple[int, int, int]] = None
+    conv: Optional[ConvTiles] = None  # a convolution stage's launch
 
 
 def split_per_sm(split: Any) -> int:
@@ -134,6 +135,22 @@ def _k_contig(analysis: Any, st: Any, kernel: Any, binding: dict[str, int]) -> b
     return bool(dims) and _size(strides[dims[-1]], binding) == 1
 
 
+def _conv_launch(analysis: Any, st: Any, form: str, knobs: Any, binding: dict[str, int], fp32: bool) -> ConvTiles:
+    """A convolution stage's tiles at a case, as the generated _conv_launch works them out."""
+    g = analysis.traced.graph
+    v = g[st.anchor]
+    x, w = ([_size(d, binding) for d in g[a].shape] for a in v.args)
+    outs = [_size(d, binding) for d in st.frame]
+    groups, stride = _size(v.attrs["groups"], binding), v.attrs["stride"]
+    if form == "transposed":
+        rows = outs[0] * math.prod(cdiv(o, s) for o, s in zip(outs[2:], stride))
+    else:
+        rows = outs[0] * math.prod(outs[2:])
+    cols = outs[1] if form == "direct" else outs[1] // groups
+    grid_y = 1 if form == "direct" else groups * (math.prod(stride) if form == "transposed" else 1)
+    return conv_tiles(knobs, form, rows, cols, x[1] // groups, math.prod(w[2:]), grid_y, fp32)
+
+
 def stage_launches(analysis: Any, knobs: Any, shapes: dict[str, list[int]], input_names: list[str],
                    fp32: bool, sms: int = 132) -> list[StageLaunch]:
     """Every stage's launch under `knobs` at the case `shapes` (input name -> shape)."""
@@ -141,6 +158,10 @@ def stage_launches(analysis: Any, knobs: Any, shapes: dict[str, list[int]], inpu
     out = []
     for st, kernel in zip(analysis.program.stages, analysis.kernels):
         sizes = _group_sizes(st, binding)
+        if st.kind == "conv":
+            ct = _conv_launch(analysis, st, kernel.form, knobs, binding, fp32)
+            out.append(StageLaunch(st.id, "conv", tiles=ct.tiles, mnk=(ct.rows, ct.cols, ct.k), conv=ct))
+            continue
         if st.kind == "matmul":
             m, n = sizes[kernel.batch], sizes[kernel.batch + 1]
             k = _size(analysis.traced.graph[analysis.traced.graph[st.anchor].args[0]].shape[-1], binding)

@@ -105,7 +105,7 @@ class _Scheduler:
         if v.op == "reduce" or v.op == "gather":
             self.place_reduce(v)
             return
-        if v.op == "mm":
+        if v.op in ("mm", "conv"):  # a matmul or a convolution: its operands are read from buffers
             for a in v.args:
                 if a in self.access:
                     continue
@@ -113,7 +113,7 @@ class _Scheduler:
                     self.compute_prologue(a)
                 else:
                     self.loadify(a)
-            st = self.new_stage("matmul", v.shape, anchor=v.id)
+            st = self.new_stage("matmul" if v.op == "mm" else "conv", v.shape, anchor=v.id)
             self.stage_of[v.id] = st.id
             return
         if v.op == "scan":
@@ -326,7 +326,7 @@ class _Scheduler:
             val = self.v(u)
             if self.stage_of.get(u) == st.id:
                 for a in val.args:
-                    if not (val.op == "mm"):
+                    if val.op not in ("mm", "conv"):
                         visit(a)
                 members.append(u)
             elif u in self.leafish:
@@ -342,11 +342,11 @@ class _Scheduler:
 
         for u, _ in st.stores:
             visit(u)
-        if st.kind == "matmul":
+        if st.kind in ("matmul", "conv"):
             st.operands = [self.access[a] for a in self.v(st.anchor).args]
         members.sort()
         st.values = members
-        if st.kind == "matmul":
+        if st.kind in ("matmul", "conv"):
             seeds = [st.anchor]
         elif st.kind == "scan":
             seeds = [st.anchor, self.v(st.anchor).args[0]]

@@ -36,18 +36,18 @@ class Access:
 @dataclass
 class Stage:
     id: int
-    kind: str  # pointwise | reduce | matmul | scan
+    kind: str  # pointwise | reduce | matmul | scan | conv
     frame: tuple  # sympy exprs: the iteration space
     reduced: tuple[int, ...] = ()  # frame dims reduced over (reduce), or the scanned dim (scan)
     values: list[int] = field(default_factory=list)  # IR values computed here, in order (leaves included)
     loads: dict[int, Access] = field(default_factory=dict)  # leaf value -> its buffer access
     maps: dict[int, Map] = field(default_factory=dict)  # every value here -> its frame map
     stores: list[tuple[int, Access]] = field(default_factory=list)  # value -> where it is written
-    anchor: int = -1  # the mm or scan value
+    anchor: int = -1  # the mm, conv or scan value
     unmergeable: set[int] = field(default_factory=set)  # frame dims whose own index the kernel needs
     spaces: dict[int, str] = field(default_factory=dict)  # value -> full | row | scalar (kernelgen.offline.nd.frames)
     groups: list[list[int]] = field(default_factory=list)  # frame dims merged into one loop dim, in order
-    operands: list[Access] = field(default_factory=list)  # a matmul's a and b
+    operands: list[Access] = field(default_factory=list)  # a matmul's a and b; a convolution's input and weight
 
 
 @dataclass

@@ -67,7 +67,7 @@ class _Expected:
         try:
             with matmul_precision(tf32_enabled()):
                 self.eager = as_tuple(judge.baseline(*[_same_layout_copy(t) for t in inputs], **params))
-            with matmul_precision(False):  # a float32 truth (no float64 kernel) is IEEE float32
+            with matmul_precision(False, conv_tf32=False):  # a float32 truth (no float64 kernel) is IEEE float32
                 self.truth, self.oracle = oracle.truth(judge.baseline, inputs, params, self.eager)
         except Exception as e:  # noqa: BLE001 - the reference's own failure, whatever it is
             what = _where(check, seed, "reference")

@@ -48,11 +48,13 @@ NAMESPACES: dict[str, dict[str, str]] = {
     "torch.cuda": _rows("what a wrapper asks about its device", "is_available is_initialized current_device "
                         "device_count get_device_properties get_device_capability get_device_name device"),
     "torch.version": _rows("which build (ROCm or CUDA), to pick a launch shape", "cuda hip"),
-    "torch.backends": _rows("the matmul precision mode (a namespace)", "cuda"),
+    "torch.backends": {**_rows("the matmul precision mode (a namespace)", "cuda"),
+                       **_rows("the convolution precision mode (a namespace)", "cudnn")},
     "torch.backends.cuda": _rows("the matmul precision mode (a namespace)", "matmul"),
     "torch.backends.cuda.matmul": _rows("reads the TF32 and reduced-precision settings (never sets them)",
                                         "allow_tf32 allow_fp16_reduced_precision_reduction "
                                         "allow_bf16_reduced_precision_reduction"),
+    "torch.backends.cudnn": _rows("reads the TF32 setting of float32 convolutions (never sets it)", "allow_tf32"),
     "triton": {
         **_rows("defines, tunes and configures a kernel", "jit autotune heuristics Config"),
         **_rows("launch arithmetic", "cdiv next_power_of_2"),

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kernelgen.fsutil import atomic_write
 from kernelgen.verify.judge.peaks import cache_dir
-from kernelgen.verify.judge.precision import tf32_enabled
+from kernelgen.verify.judge.precision import conv_tf32_enabled, tf32_enabled
 from kernelgen.verify.results import KernelTiming
 
 Kind = Literal["eager", "compile", "peers"]
@@ -71,8 +71,9 @@ def precision_settings() -> dict[str, Any]:
             "bf16_reduced": torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
             "fp16_reduced": torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
             "triton_f32_default": os.environ.get("TRITON_F32_DEFAULT", ""),
-            # The judge times float32 baselines inside matmul_precision(KERNELGEN_TF32), not the globals above.
-            "kernelgen_tf32": tf32_enabled()}
+            # The judge times float32 baselines inside matmul_precision(KERNELGEN_TF32), not the globals above,
+            # its convolutions in KERNELGEN_CONV_TF32's mode.
+            "kernelgen_tf32": tf32_enabled(), "kernelgen_conv_tf32": conv_tf32_enabled()}
 
 
 def device_identity(kind: str) -> dict[str, str]:

@@ -1,0 +1,32 @@
+"""The convolution family's knobs, baked into its file's _KNOBS (None: the file's heuristic;
+kernelgen.offline.knobs says how knobs work).
+
+The convolution stage reads the tiles (BLOCK_M output pixels x BLOCK_N output channels x BLOCK_K of
+the reduction), GROUP_SIZE_M, num_warps, num_stages and FLAT_K; the stages after it (reductions over
+pixels or channels: norms, pooling, softmax) read MAX_SINGLE_PASS and ROW_TILE as nd's do, and
+num_warps too. The names match the matmul and nd families' where they mean the same, so the
+planner's hypotheses about them apply here too."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import StrictBool
+
+from kernelgen.offline.knobs import Count, KnobsModel, Pow2, candidates
+
+
+class ConvKnobs(KnobsModel):
+    BLOCK_M: Optional[Pow2] = candidates(None, 64, 128, 256)  # output pixels per tile
+    # output channels per tile: a group's channels are often few (16 for KernelBench's level 2)
+    BLOCK_N: Optional[Pow2] = candidates(None, 16, 32, 64, 128)
+    BLOCK_K: Optional[Pow2] = candidates(None, 16, 32, 64)
+    GROUP_SIZE_M: Count = candidates(8, 1, 4, 16)  # pixel-blocks sharing the weight's columns in L2
+    num_warps: Optional[Pow2] = candidates(None, 2, 4, 8)
+    num_stages: Optional[Count] = candidates(None, 2, 3, 4, 5)
+    # K as flattened (channel, tap) pairs (True) or a loop over taps of BLOCK_K channels (False);
+    # None: flattened where a group has fewer than 16 input channels (forward convolutions)
+    FLAT_K: Optional[StrictBool] = candidates(None, False, True)
+    # the later stages, as the nd family's knobs of the same names
+    MAX_SINGLE_PASS: Optional[Count] = candidates(None, 4096, 8192, 32768)
+    ROW_TILE: Optional[Pow2] = candidates(None, 1024, 2048, 8192, 16384)

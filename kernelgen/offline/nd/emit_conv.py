@@ -1,0 +1,304 @@
+"""Kernel text of a convolution stage: an implicit GEMM over the input -- no im2col buffer: each
+program gathers its [BLOCK_M output pixels, BLOCK_K] tile of the input through the convolution's
+index arithmetic, masks standing for the zero padding -- then the stage's epilogue on the fp32
+accumulator tile and one rounding store per output (as a matmul stage's: emit_matmul.py).
+
+Rows (M) are output pixels (batch and output positions, the last spatial dim fastest: coalesced
+along a row of an NCHW output), columns (N) output channels of one group, K the group's input
+channels times the kernel's taps. Three forms, by what the trace fixes:
+  forward     grid (M tiles x N tiles, groups). K as a loop over the taps (tap indices and masks
+              once per tap), BLOCK_K channels at a time -- or, where a group has fewer than 16
+              channels (FLAT_K: a tap's step would be mostly padding for tl.dot's K >= 16), the
+              (channel, tap) pairs flattened into K, each lane decomposing its own pair.
+  transposed  the data-gradient (gather) form, split by stride phase: the grid's second axis is
+              (group, phase), a phase being one residue of the output position per stride; only
+              the taps with (o + pad - tap * dilation) divisible by the stride reach it, and a
+              program loops over those alone (1 in stride**dims taps: 1 in 8 for a 3-D stride 2).
+  direct      one input channel per group (depthwise, and any single-channel input): no tl.dot --
+              its K would be the taps alone, padded to 16 -- but per-tap fp32 multiply-adds on a
+              [BLOCK_M pixels, BLOCK_N channels] tile, every output channel in one grid axis.
+fp32 operands multiply in the precision the wrapper names (`PRECISION`: "tf32" where PyTorch lets
+cuDNN use TF32 for convolutions, torch.backends.cudnn.allow_tf32, its default; else "tf32x3").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernelgen.offline.frontend import shapes as S
+from kernelgen.offline.frontend.ir import Graph
+from kernelgen.offline.nd.access import MOVES, Port, ports
+from kernelgen.offline.nd.emit_values import is_scalar_leaf, pointwise, var
+from kernelgen.offline.nd.stages import Buffer, Stage
+
+DIM_NAMES = {1: ("l",), 2: ("h", "w"), 3: ("d", "h", "w")}
+
+
+@dataclass
+class ConvKernel:
+    name: str
+    kind: str
+    form: str  # forward | transposed | direct
+    params: list[tuple[str, str]]
+    body: list[str]
+    ports: list[Port]
+    dims: tuple[str, ...]  # the spatial dims' names: ("h", "w")
+    moves: tuple[bool, bool]  # x, w: their views may move the start (an offset argument)
+    sizes: list[int]
+    params_used: list[str]
+
+
+def conv_form(g: Graph, st: Stage) -> str:
+    v = g[st.anchor]
+    if v.attrs["transposed"]:
+        return "transposed"
+    return "direct" if S.is_one(g[v.args[1]].shape[1]) else "forward"
+
+
+def conv_kernel(g: Graph, st: Stage, buffers: dict[str, Buffer], name: str) -> ConvKernel:
+    ps = ports(g, st, buffers)
+    v = g[st.anchor]
+    dims = DIM_NAMES[v.attrs["n"]]
+    form = conv_form(g, st)
+    moves = tuple(any(s[0] in MOVES for s in acc.views) for acc in st.operands)
+    body = _rows(form, dims) + _bases(form, moves) + _k_loop(form, dims) + _epilogue(g, st, ps, buffers, dims)
+    used = sorted({g[u].attrs["name"] for u in st.values if g[u].op == "param"})
+    sizes = [u for u in st.values if g[u].op == "size"]
+    return ConvKernel(name, "conv", form, _params(g, st, ps, form, dims, moves, used, sizes), body, ps, dims, moves,
+                      sizes, used)
+
+
+def _decompose(index: str, parts: list[tuple[str, str]], last: str) -> list[str]:
+    """`index` split into mixed-radix digits, the last listed fastest: [(digit, radix), ..] + the rest."""
+    L, rest = [], index
+    for i, (digit, radix) in enumerate(reversed(parts)):
+        L.append(f"{digit} = {rest} % {radix}")
+        nxt = "rest" if i < len(parts) - 1 else last
+        L.append(f"{nxt} = {rest} // {radix}")
+        rest = nxt
+    return L
+
+
+def _rows(form: str, dims: tuple[str, ...]) -> list[str]:
+    """The program's tile: the grouped program order, its rows' output pixels, its channels."""
+    outs = [f"n{2 + j}" for j in range(len(dims))]
+    L: list[str] = []
+    if form == "transposed":
+        L += ["# the grid's second axis: (group, stride phase); a phase fixes o % stride along every dim",
+              "g = tl.program_id(1) // PHASES", "phase = tl.program_id(1) % PHASES"]
+        L += _decompose("phase", [(f"r_{d}", f"STRIDE_{d.upper()}") for d in dims], "_")[:-1]
+        L += [f"qn_{d} = tl.cdiv({o}, STRIDE_{d.upper()})  # output positions of this phase along {d}"
+              for d, o in zip(dims, outs)]
+        L.append("M = n0 * " + " * ".join(f"qn_{d}" for d in dims))
+    else:
+        L += ["g = tl.program_id(1)" if form == "forward" else "# every output channel on the grid's first axis",
+              "M = n0 * " + " * ".join(outs)]
+    cols = "n1" if form == "direct" else "COUT_G"
+    L += ["pid = tl.program_id(0)", "num_pid_m = tl.cdiv(M, BLOCK_M)", f"num_pid_n = tl.cdiv({cols}, BLOCK_N)",
+          "num_pid_in_group = GROUP_SIZE_M * num_pid_n", "group_id = pid // num_pid_in_group",
+          "first_pid_m = group_id * GROUP_SIZE_M", "group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)",
+          "pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)",
+          "pid_n = (pid % num_pid_in_group) // group_size_m",
+          "rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)", "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+          "if I64:", "    rm = rm.to(tl.int64)", "    rn = rn.to(tl.int64)",
+          f"n_ok = rn < {cols}"]
+    if form == "transposed":
+        L += ["# each row's output pixel: its batch, and its position q within the phase (o = r + q * stride)"]
+        L += _decompose("rm", [(f"q_{d}", f"qn_{d}") for d in dims], "nb")
+        L += [f"o_{d} = r_{d} + q_{d} * STRIDE_{d.upper()}" for d in dims]
+        L.append("m_ok = (rm < M) & " + " & ".join(f"(o_{d} < {o})" for d, o in zip(dims, outs)))
+    else:
+        L += ["# each row's output pixel: its batch and its position"]
+        L += _decompose("rm", [(f"o_{d}", o) for d, o in zip(dims, outs)], "nb")
+        L.append("m_ok = rm < M")
+    L.append("co = rn" if form == "direct" else "co = g * COUT_G + rn  # output channels")
+    return L
+
+
+def _bases(form: str, moves: tuple[bool, ...]) -> list[str]:
+    x = "x_ptr" + (" + x_off" if moves[0] else "")
+    w = "w_ptr" + (" + w_off" if moves[1] else "")
+    if form == "direct":
+        return [f"x_rows = {x} + nb * x_sn  # [BLOCK_M]",
+                "x_cols = (co // COUT_G) * x_sc  # [BLOCK_N]: the one input channel of each output channel's group",
+                f"w_cols = {w} + co * w_s0"]
+    if form == "transposed":  # the weight is [C_in, C_out / groups, taps..]
+        return [f"x_rows = {x} + nb * x_sn + (g * CIN_G) * x_sc", f"w_cols = {w} + (g * CIN_G) * w_s0 + rn * w_s1",
+                "rk = tl.arange(0, BLOCK_K)"]
+    return [f"x_rows = {x} + nb * x_sn + (g * CIN_G) * x_sc", f"w_cols = {w} + co * w_s0", "rk = tl.arange(0, BLOCK_K)"]
+
+
+def _taps(index: str, dims: tuple[str, ...]) -> list[str]:
+    """A tap number split into its position along each spatial dim (the last dim fastest)."""
+    if len(dims) == 1:
+        return [f"t_{dims[0]} = {index}"]
+    *outer, last = dims
+    L = [f"t_{last} = {index} % KS_{last.upper()}"]
+    if len(outer) == 1:
+        return L + [f"t_{outer[0]} = {index} // KS_{last.upper()}"]
+    return L + [f"t_dh = {index} // KS_{last.upper()}", f"t_h = t_dh % KS_H", "t_d = t_dh // KS_H"]
+
+
+def _in_bounds(dims: tuple[str, ...]) -> str:
+    return " & ".join(f"(i_{d} >= 0) & (i_{d} < in_{d})" for d in dims)
+
+
+def _dot(a: str, b: str, mask_a: str, mask_b: str, depth: str) -> list[str]:
+    return [f"{depth}a = tl.load({a}, mask={mask_a}, other=0.0)",
+            f"{depth}b = tl.load({b}, mask={mask_b}, other=0.0)",
+            f"{depth}if UPCAST:  # operands of two dtypes (an fp32 buffer between stages), or bf16 under the CPU interpreter",
+            f"{depth}    a = a.to(tl.float32)", f"{depth}    b = b.to(tl.float32)",
+            f"{depth}acc = tl.dot(a, b, acc=acc, input_precision=PRECISION)"]
+
+
+def _k_loop(form: str, dims: tuple[str, ...]) -> list[str]:
+    """The reduction over (input channel, tap) into the fp32 accumulator."""
+    x_sp = " + ".join(f"i_{d} * x_s{d}" for d in dims)
+    w_sp = " + ".join(f"t_{d} * w_s{d}" for d in dims)
+    geo = {d: (f"STRIDE_{d.upper()}", f"PAD_{d.upper()}", f"DIL_{d.upper()}") for d in dims}
+    L = ["acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"]
+    if form == "direct":
+        L += ["for t in range(0, TAPS):", *["    " + s for s in _taps("t", dims)]]
+        L += [f"    i_{d} = o_{d} * {s} - {p} + t_{d} * {dl}" for d, (s, p, dl) in geo.items()]
+        L += [f"    ok = m_ok & {_in_bounds(dims)}",
+              f"    xv = tl.load(x_rows[:, None] + x_cols[None, :] + ({x_sp})[:, None], mask=ok[:, None] & n_ok[None, :], other=0.0)",
+              f"    wv = tl.load(w_cols + {w_sp}, mask=n_ok, other=0.0)",
+              "    acc += xv.to(tl.float32) * wv.to(tl.float32)[None, :]"]
+        return L
+    if form == "transposed":
+        return L + _phase_taps(dims, x_sp, w_sp)
+    L += ["if FLAT_K:  # few channels per group: (channel, tap) pairs flattened into K, each lane its own",
+          "    for k0 in range(0, CIN_G * TAPS, BLOCK_K):", "        k = k0 + rk", "        k_ok = k < CIN_G * TAPS",
+          "        c = k // TAPS", "        tap = k % TAPS", *["        " + s for s in _taps("tap", dims)],
+          "        # each lane's tap is its own here: the input index is [BLOCK_M, BLOCK_K]"]
+    L += [f"        i_{d} = o_{d}[:, None] * {s} - {p} + t_{d}[None, :] * {dl}" for d, (s, p, dl) in geo.items()]
+    L += _dot(f"x_rows[:, None] + c[None, :] * x_sc + {x_sp}",
+              "w_cols[None, :] + c[:, None] * w_s1 + " + " + ".join(f"t_{d}[:, None] * w_s{d}" for d in dims),
+              f"m_ok[:, None] & k_ok[None, :] & {_in_bounds(dims)}", "k_ok[:, None] & n_ok[None, :]", "        ")
+    L += ["else:  # a loop over the taps, BLOCK_K input channels at a time",
+          "    for t in range(0, TAPS):", *["        " + s for s in _taps("t", dims)]]
+    L += [f"        i_{d} = o_{d} * {s} - {p} + t_{d} * {dl}" for d, (s, p, dl) in geo.items()]
+    L += [f"        ok = m_ok & {_in_bounds(dims)}", f"        x_tap = x_rows + {x_sp}", f"        w_tap = w_cols + {w_sp}",
+          "        for c0 in range(0, CIN_G, BLOCK_K):", "            c = c0 + rk", "            c_ok = c < CIN_G"]
+    L += _dot("x_tap[:, None] + c[None, :] * x_sc", "w_tap[None, :] + c[:, None] * w_s1",
+              "ok[:, None] & c_ok[None, :]", "c_ok[:, None] & n_ok[None, :]", "            ")
+    return L
+
+
+def _phase_taps(dims: tuple[str, ...], x_sp: str, w_sp: str) -> list[str]:
+    """The taps that reach this program's stride phase, and only those: along a dim, o + pad - tap *
+    dilation must divide by the stride, which holds for every TSTEP-th tap (stride / gcd(stride,
+    dilation)) from the first that does -- found in a loop of TSTEP steps, KS (none) if no tap does."""
+    L = ["# the taps that reach this phase: o + pad - tap * dilation divisible by the stride, every TSTEP-th"]
+    for d in dims:
+        D = d.upper()
+        L += [f"t0_{d} = KS_{D}", f"for t in range(0, TSTEP_{D}):",
+              f"    t0_{d} = tl.where(((r_{d} + PAD_{D} - t * DIL_{D}) % STRIDE_{D} == 0) & (t0_{d} == KS_{D}), t, t0_{d})"]
+    depth = ""
+    for d in dims:
+        D = d.upper()
+        L.append(f"{depth}for t_{d} in range(t0_{d}, KS_{D}, TSTEP_{D}):")
+        depth += "    "
+        L.append(f"{depth}i_{d} = q_{d} + (r_{d} + PAD_{D} - t_{d} * DIL_{D}) // STRIDE_{D}  # exact: o = i * stride - pad + tap * dilation")
+    L += [f"{depth}ok = m_ok & {_in_bounds(dims)}", f"{depth}x_tap = x_rows + {x_sp}", f"{depth}w_tap = w_cols + {w_sp}",
+          f"{depth}for c0 in range(0, CIN_G, BLOCK_K):", f"{depth}    c = c0 + rk", f"{depth}    c_ok = c < CIN_G"]
+    return L + _dot("x_tap[:, None] + c[None, :] * x_sc", "w_tap[None, :] + c[:, None] * w_s0",
+                    "ok[:, None] & c_ok[None, :]", "c_ok[:, None] & n_ok[None, :]", depth + "    ")
+
+
+def _index(f: int, dims: tuple[str, ...]) -> str:
+    """A frame dim's index on the [BLOCK_M, BLOCK_N] tile."""
+    return "nb[:, None]" if f == 0 else "co[None, :]" if f == 1 else f"o_{dims[f - 2]}[:, None]"
+
+
+def _address(st: Stage, p: Port, dims: tuple[str, ...]) -> str:
+    """An epilogue access's [BLOCK_M, BLOCK_N] of addresses (broadcast where it runs along pixels or
+    channels only). Every frame dim is a group of its own: the wrapper merges none of a conv's."""
+    parts = [f"{p.name}_ptr"] + ([f"{p.name}_off"] if p.offset else [])
+    walked = [st.groups[gi][-1] for gi in p.groups]
+    parts += [f"{_index(f, dims)} * {p.stride(gi)}" for gi, f in zip(p.groups, walked)]
+    addr = " + ".join(parts)
+    if 1 not in walked or not any(f != 1 for f in walked):
+        addr = f"tl.broadcast_to({addr}, [BLOCK_M, BLOCK_N])"
+    return addr
+
+
+def _epilogue(g: Graph, st: Stage, ps: list[Port], buffers: dict[str, Buffer], dims: tuple[str, ...]) -> list[str]:
+    """The stage's values on the accumulator tile, then one rounding store per output."""
+    load_port = {p.value: p for p in ps if not p.store}
+    L = ["# epilogue on the fp32 accumulator, then one rounding store per output",
+         "mask = m_ok[:, None] & n_ok[None, :]"]
+    for u in st.values:
+        v = g[u]
+        if u == st.anchor:
+            L.append(f"v{u} = acc")
+        elif u in load_port:
+            up = ".to(tl.float32)" if v.is_float else ""
+            L.append(f"v{u} = tl.load({_address(st, load_port[u], dims)}, mask=mask, other=0){up}")
+        elif is_scalar_leaf(v):
+            continue
+        elif v.op == "iota":
+            f = next(f for f in st.maps[u] if f is not None)
+            L.append(f"v{u} = {_index(f, dims)}")
+        elif v.op == "view":
+            L.append(f"v{u} = {var(g, v.args[0])}")
+        else:
+            L.append(f"v{u} = {pointwise(g, v)}")
+    for p in ps:
+        if not p.store:
+            continue
+        val = var(g, p.value)
+        if st.spaces.get(p.value) != "full" or is_scalar_leaf(g[p.value]):
+            val = f"tl.broadcast_to({val}, [BLOCK_M, BLOCK_N])"
+        if buffers[p.buffer].kind == "temp":
+            # an fp32 buffer for a later stage, rounded as the reference materialises the convolution's
+            # result in the call's 16-bit dtype (a norm after it divides that rounding by a deviation)
+            L.append(f"{p.name}_val = {val}")
+            L.append(f"if ROUND == 1:\n        {p.name}_val = {p.name}_val.to(tl.float16).to(tl.float32)")
+            L.append(f"if ROUND == 2:\n        {p.name}_val = {p.name}_val.to(tl.bfloat16).to(tl.float32)")
+            val = f"{p.name}_val"
+        L.append(f"tl.store({_address(st, p, dims)}, {val}.to({p.name}_ptr.dtype.element_ty), mask=mask)")
+    return L
+
+
+def _params(g: Graph, st: Stage, ps: list[Port], form: str, dims: tuple[str, ...], moves: tuple[bool, ...],
+            used: list[str], sizes: list[int]) -> list[tuple[str, str]]:
+    """The kernel's arguments, each with its comment."""
+    w_layout = "[C_in, C_out / groups, taps..]" if form == "transposed" else "[C_out, C_in / groups, taps..]"
+    params = [("x_ptr", "the input [N, C_in, " + ", ".join(dims) + "]"), ("w_ptr", f"the weight {w_layout}")]
+    params += [(f"{p.name}_ptr", f"{p.buffer}, {'written' if p.store else 'read'} by the epilogue") for p in ps]
+    params += [(n, f"scalar param {n}") for n in used]
+    params += [(f"c{u}", f"the size {g[u].attrs['expr']}, as a number") for u in sizes]
+    params += [("n0", "N: the batch"), ("n1", "output channels")]
+    params += [(f"n{2 + j}", f"output size along {d}") for j, d in enumerate(dims)]
+    params += [(f"in_{d}", "input sizes along the spatial dims" if j == 0 else "") for j, d in enumerate(dims)]
+    params += [("CIN_G", "input channels per group"), ("COUT_G", "output channels per group")]
+    params += [(f"{o}_off", f"{o}: element offset of its view") for o, m in zip(("x", "w"), moves) if m]
+    params += [("x_sn", "input strides: batch, channel, spatial"), ("x_sc", "")] + [(f"x_s{d}", "") for d in dims]
+    params += [("w_s0", "weight strides"), ("w_s1", "")] + [(f"w_s{d}", "") for d in dims]
+    for p in ps:
+        if p.offset:
+            params.append((f"{p.name}_off", f"{p.name}: element offset of its view"))
+        for gi in p.groups:
+            params.append((p.stride(gi), f"{p.name}: element strides over the frame" if gi == p.groups[0] else ""))
+    for what, key in (("stride", "STRIDE"), ("padding (low side)", "PAD"), ("dilation", "DIL"), ("kernel size", "KS")):
+        params += [(f"{key}_{d.upper()}: tl.constexpr", f"{what} along {', '.join(dims)}" if j == 0 else "")
+                   for j, d in enumerate(dims)]
+    if form == "transposed":
+        params += [(f"TSTEP_{d.upper()}: tl.constexpr", "taps between two that reach one phase: stride / gcd(stride, "
+                    "dilation)" if j == 0 else "") for j, d in enumerate(dims)]
+        params.append(("PHASES: tl.constexpr", "stride phases: the product of the strides"))
+    else:
+        params.append(("TAPS: tl.constexpr", "kernel positions: the product of the kernel sizes"))
+    params += [("BLOCK_M: tl.constexpr", "output pixels per tile"), ("BLOCK_N: tl.constexpr", "output channels per tile")]
+    if form != "direct":
+        params.append(("BLOCK_K: tl.constexpr", "reduction step (input channels, or (channel, tap) pairs)"))
+    params.append(("GROUP_SIZE_M: tl.constexpr", "pixel-blocks per group of programs (L2 reuse of the weight)"))
+    if form == "forward":
+        params.append(("FLAT_K: tl.constexpr", "K as flattened (channel, tap) pairs rather than a loop over taps"))
+    if form != "direct":
+        params += [("PRECISION: tl.constexpr", 'fp32 products: "tf32", "tf32x3" or "ieee"'),
+                   ("UPCAST: tl.constexpr", "multiply in fp32: operands of two dtypes, or bf16 under the CPU interpreter")]
+    params += [("ROUND: tl.constexpr", "results kept for a later stage rounded to float16 (1), bfloat16 (2), or not (0)"),
+               ("I64: tl.constexpr", "64-bit offsets (a buffer of 2**31 elements or more)")]
+    return params

@@ -1,0 +1,169 @@
+"""The convolution family (kernelgen.offline.conv), kind by kind, through the public `generate_kernel`:
+every spec of tests/offline/conv_specs.py is served by it, and its kernel is as close to the float64
+truth as the dtype's tolerance (never further than eager's own float16 error allows) under the
+runtime guard, in float32 and float16 (the interpreter has no bfloat16 arithmetic), on contiguous,
+channels-last and sliced inputs. One spec per kind is kept as a snapshot
+(tests/offline/snapshots/conv_<kind>_<name>.py)."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import difflib  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from conv_specs import ALL, CHAIN_STAGES, KINDS  # noqa: E402
+from kernelgen.offline import first_choices, generate_kernel, knob_space, prune  # noqa: E402
+from kernelgen.spec import draw_inputs  # noqa: E402
+from kernelgen.spec.reference import load_reference  # noqa: E402
+from offline_check import import_source, run_guarded  # noqa: E402
+
+pytestmark = pytest.mark.slow
+SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
+REFRESH = "KERNELGEN_UPDATE_SNAPSHOTS"
+
+
+def _relaid(t: torch.Tensor, how: str) -> torch.Tensor:
+    """The same values in another layout: channels last (a 4-D or 5-D input), or every other element of
+    a buffer twice as long along the last dim."""
+    if t.dim() < 3 or not t.dtype.is_floating_point:
+        return t
+    if how == "channels_last":
+        perm = (0, *range(2, t.dim()), 1)
+        return t.permute(*perm).contiguous().permute(0, t.dim() - 1, *range(1, t.dim() - 1))
+    wide = torch.empty(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype)
+    wide[..., ::2] = t
+    return wide[..., ::2]
+
+
+def _check(name: str, layout: str, dtypes: tuple[str, ...], tmp_path: Path, knobs: dict | None = None) -> str:
+    spec = ALL[name]
+    kern = generate_kernel(spec, knobs)
+    assert kern.family == "conv", f"{name} is served by the {kern.family} family now"
+    fn = getattr(import_source(spec.name, kern.source, tmp_path), spec.name)
+    ref = load_reference(spec)
+    for ci, case in enumerate(spec.test_cases):
+        for dtype in dtypes:
+            inputs = [_relaid(t, layout) for t in draw_inputs(spec, case, dtype, 11 + ci, "cpu")]
+            assert layout == "contiguous" or not inputs[0].is_contiguous()
+            truth = ref(*[t.double() if t.is_floating_point() else t for t in inputs])
+            eager = ref(*inputs)
+            got = run_guarded(fn, inputs)
+            assert got.shape == eager.shape and got.dtype == eager.dtype, (got.shape, got.dtype, eager.shape, eager.dtype)
+            tol = spec.tolerance_for(dtype)
+            where = f"{name} case {ci} {dtype} {layout}"
+            # within the dtype's tolerance of the truth; float16 eager itself is further than that on
+            # some transposed convolutions (CPU rounding per tap): 0.0195 where the kernel is at 0.0046
+            err, eager_err = (got.double() - truth).abs().max().item(), (eager.double() - truth).abs().max().item()
+            assert err <= max(tol.atol + tol.rtol * truth.abs().max().item(), 2 * eager_err), \
+                f"{where}: {err:.3g} from the float64 truth (eager: {eager_err:.3g})"
+            torch.testing.assert_close(got.double(), truth, atol=max(tol.atol, 2 * eager_err), rtol=tol.rtol,
+                                       msg=lambda m: f"{where}: {m}")
+    return kern.source
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_contiguous_inputs_in_float32_and_float16(name: str, tmp_path: Path) -> None:
+    _check(name, "contiguous", ("float32", "float16"), tmp_path)
+
+
+@pytest.mark.parametrize("name", sorted(n for k in ("forward2d", "forward3d", "depthwise", "transposed", "chain")
+                                        for n in [KINDS[k][0].name]))
+def test_channels_last_and_sliced_inputs(name: str, tmp_path: Path) -> None:
+    _check(name, "channels_last", ("float32",), tmp_path)
+    _check(name, "sliced", ("float16",), tmp_path)
+
+
+@pytest.mark.parametrize("name", sorted(CHAIN_STAGES))
+def test_a_chain_is_fused_into_the_convolutions_epilogue_and_few_stages(name: str) -> None:
+    kern = generate_kernel(ALL[name])
+    assert kern.summary.startswith(f"conv: {CHAIN_STAGES[name]} stage(s) (conv"), kern.summary
+    assert kern.source.count("@triton.jit") == CHAIN_STAGES[name]
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_one_kernel_per_kind_matches_its_snapshot(kind: str) -> None:
+    spec = KINDS[kind][0]
+    source = generate_kernel(spec).source
+    path = SNAPSHOTS / f"conv_{kind}_{spec.name}.py"
+    if os.environ.get(REFRESH) == "1":
+        path.write_text(source)
+        return
+    want = path.read_text() if path.exists() else ""
+    if source != want:
+        diff = "".join(difflib.unified_diff(want.splitlines(True), source.splitlines(True),
+                                            f"snapshots/{path.name} (checked in)", f"{spec.name} (generated now)"))
+        pytest.fail(f"the generated {spec.name} kernel differs from its snapshot:\n{diff}\n"
+                    f"If intended: {REFRESH}=1 python3 -m pytest tests/offline/test_conv_family.py -k snapshot",
+                    pytrace=False)
+
+
+def test_every_conv_snapshot_has_a_kind() -> None:
+    want = {f"conv_{kind}_{specs[0].name}" for kind, specs in KINDS.items()}
+    stale = sorted({p.stem for p in SNAPSHOTS.glob("conv_*.py")} - want)
+    assert not stale, f"conv snapshots no kind writes (delete them): {stale}"
+
+
+def test_each_form_is_the_kernel_its_kind_needs() -> None:
+    """Depthwise: direct multiply-adds, no tl.dot; transposed: a stride-phase grid; forward: both K walks."""
+    direct = generate_kernel(ALL["depthwise2d"]).source
+    assert "tl.dot(" not in direct and "acc += xv.to(tl.float32) * wv.to(tl.float32)" in direct
+    transposed = generate_kernel(ALL["conv_transpose2d_groups"]).source
+    assert "PHASES: tl.constexpr" in transposed and "% STRIDE_H == 0" in transposed
+    forward = generate_kernel(ALL["conv2d_bias_relu"]).source
+    assert "if FLAT_K:" in forward and "for t in range(0, TAPS):" in forward
+    assert "im2col" not in forward.split('"""', 2)[2]  # no materialised im2col buffer: one launch, no temporaries
+    # a 1x1 convolution with stride 1 stays a batched matmul (nd), strided it is a convolution
+    from nd_specs import ALL as ND
+    assert generate_kernel(ND["conv1x1"]).family == "nd"
+    assert generate_kernel(ALL["conv2d_pointwise_strided"]).family == "conv"
+
+
+@pytest.mark.parametrize("knobs", [{"FLAT_K": False, "BLOCK_N": 16, "BLOCK_K": 16}, {"FLAT_K": True, "BLOCK_M": 32}])
+def test_the_knobs_reach_the_file_and_stay_correct(knobs: dict, tmp_path: Path) -> None:
+    base = generate_kernel(ALL["conv2d_many_channels"]).source
+    source = _check("conv2d_many_channels", "contiguous", ("float32",), tmp_path, knobs)
+    assert source != base and all(f'"{k}": {v!r}' in source for k, v in knobs.items())
+
+
+def test_knob_space_pruning_and_round_zero_speak_of_the_convolution() -> None:
+    spec = ALL["conv_relu_group_norm"]
+    space = knob_space(spec)
+    assert {"BLOCK_M", "BLOCK_N", "BLOCK_K", "FLAT_K", "MAX_SINGLE_PASS"} <= set(space)
+    shapes = {"x": [64, 3, 130, 130], "w": [16, 3, 3, 3], "b": [16], "gw": [16], "gb": [16]}
+    got = {p.value: p for p in prune(spec, "BLOCK_N", space["BLOCK_N"], {}, shapes, "float32", 132)}
+    assert got[None].kept and "base setting" in got[None].reason
+    assert not got[128].kept and "87% of every tile is padding" in got[128].reason  # 16 output channels
+    got_k = {p.value: p for p in prune(spec, "BLOCK_K", [None, 16, 64], {}, shapes, "float16", 132)}
+    assert got_k[16].kept and "K=27" in got_k[16].reason
+    dw = {p.value: p for p in prune(ALL["depthwise2d"], "BLOCK_K", [None, 32], {}, {"x": [8, 64, 99, 99], "w": [64, 1, 3, 3]},
+                                    "float32", 132)}
+    assert not dw[32].kept and "direct" in dw[32].reason
+    big = {p.value: p for p in prune(spec, "num_stages", [None, 5], {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64}, shapes,
+                                     "float32", 132)}
+    assert not big[5].kept and "shared memory" in big[5].reason
+    (choice,) = first_choices(spec.model_copy(update={"perf_cases": [shapes], "dtypes": ["float32"]}), 132)
+    assert "conv 1048576x16" in choice.reason and "(channel, tap) pairs" in choice.reason, choice.reason
+
+
+def test_the_kernel_names_its_own_precision_from_cudnns_tf32_flag(tmp_path: Path) -> None:
+    """fp32 convolutions follow torch.backends.cudnn.allow_tf32 (eager's switch, on by default), never
+    the matmul switch; 16-bit inputs do not ask."""
+    module = import_source("conv2d_bias_relu", generate_kernel(ALL["conv2d_bias_relu"]).source, tmp_path)
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    before = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = True
+        assert module._conv_precision(torch.float32, cuda) == "tf32"
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = True
+        assert module._conv_precision(torch.float32, cuda) == "tf32x3"
+        assert module._conv_precision(torch.float32, cpu) == "ieee"
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
