@@ -24,6 +24,7 @@ from kernelgen import __version__
 from kernelgen.errors import ProblemFileError, SpecError
 from kernelgen.render import render
 from kernelgen.spec.kernelbench.checks import check_deterministic, runnable_dtypes
+from kernelgen.spec.kernelbench.extents import roomy
 from kernelgen.spec.kernelbench.lift import Observation, ScalarInput, TensorInput, mutated, observe
 from kernelgen.spec.kernelbench.fixed import fixed_dims, held_names
 from kernelgen.spec.kernelbench.shrink import fitting_cases, small_cases
@@ -102,9 +103,13 @@ def _meta_run(fn: Callable[..., Any], obs: Observation) -> Any:
     return fn(*[torch.empty(t.shape, dtype=getattr(torch, t.dtype), device="meta") for t in obs.inputs])
 
 
-def _fits(fn: Callable[..., Any]) -> Callable[[Observation], bool]:
+def _fits(fn: Callable[..., Any], room: bool = False) -> Callable[[Observation], bool]:
+    """Whether a case runs through the module built at KernelBench's sizes; with `room`, also whether it
+    leaves every convolution room (extents.py: a 1-wide output makes the trace specialise the input)."""
     def fits(obs: Observation) -> bool:
         try:
+            if room:
+                return roomy(lambda: _meta_run(fn, obs))
             _meta_run(fn, obs)
         except NotImplementedError:
             return True  # an op without a meta kernel: the CPU run below checks for real
@@ -161,15 +166,22 @@ def _validate(src: ProblemSource, text: str) -> OperatorSpec:
         raise ProblemFileError(src.path, "the derived spec does not validate: " + "; ".join(map(str, e.problems))) from None
 
 
-def _own_module_fits(obs: Observation) -> bool:
-    """Whether `obs`'s inputs run through the module built at `obs`'s own sizes (on meta tensors)."""
+def _own_module_fits(obs: Observation, room: bool = False) -> bool:
+    """Whether `obs`'s inputs run through the module built at `obs`'s own sizes (on meta tensors); with
+    `room`, also whether every convolution keeps room (as _fits)."""
     import torch
 
     tensors = {t.name: torch.empty(t.shape, dtype=getattr(torch, t.dtype), device="meta") for t in obs.inputs}
     given = tensors | {s.name: s.value for s in obs.scalars}
+
+    def run() -> Any:
+        return torch.func.functional_call(obs.model, {t.key: tensors[t.name] for t in obs.inputs if t.key},
+                                          tuple(given[n] for n in obs.forward))
+
     try:
-        torch.func.functional_call(obs.model, {t.key: tensors[t.name] for t in obs.inputs if t.key},
-                                   tuple(given[n] for n in obs.forward))
+        if room:
+            return roomy(run)
+        run()
     except NotImplementedError:
         return True
     except Exception:  # noqa: BLE001 - these sizes do not fit the problem's own module
@@ -183,7 +195,8 @@ def _sized_reference(src: ProblemSource, name: str, perf: Observation) -> tuple[
     shrink get_init_inputs()'s sizes with the dims (LayerNorm over 7x9x11), and the reference builds
     Model once per size, picked by the shapes of its lifted parameters: KernelBench's own at the perf case."""
     lifted = any(t.key for t in perf.inputs)
-    cases = small_cases(src, perf, _own_module_fits, set()) if lifted else []
+    cases = (small_cases(src, perf, lambda o: _own_module_fits(o, room=True), set())
+             or small_cases(src, perf, _own_module_fits, set())) if lifted else []
     shapes = {_lifted_shapes(o): o.init for o in [perf, *cases]}
     if not cases or any(shapes[_lifted_shapes(o)] != o.init for o in [perf, *cases]):
         raise ProblemFileError(src.path, "no small test case runs on the module built at KernelBench's sizes "
@@ -202,7 +215,9 @@ def derive_spec(path: str | Path) -> DerivedSpec:
     fn = _entry(reference, name)
     outputs = _outputs(src, fn, perf)
     held = held_names(src, perf, _fits(fn))
-    cases = fitting_cases(src, perf, _fits(fn), held)
+    # cases leaving every convolution room first; only where none does, any case that runs (a module
+    # whose own sizes leave a convolution 1 wide)
+    cases = fitting_cases(src, perf, _fits(fn, room=True), held) or fitting_cases(src, perf, _fits(fn), held)
     fixed: dict[str, list[int]] = {}
     if cases:
         fixed = fixed_dims(src, perf, cases, held)
