@@ -83,3 +83,58 @@ def test_new_builds_a_transposed_convolution_that_passes(tmp_path: Path) -> None
     assert "PASS" in r.output
     source = (out / "deconv" / "deconv_triton.py").read_text()
     assert "Family: conv (1 launch)" in source and "transposed 2-D convolution" in source
+
+
+# A depthwise 3x3 convolution whose batch x channels (16 x 64 = 1,024) leaves a shrunk input of at most
+# 23 pixels under the derivation's 24,000-element budget: before, the shrink took a 3x3 input, the
+# convolution's output was 1x1, the trace equated the input's height with the kernel's, and the kernel
+# refused every other case (`conv2d_weight.shape[2] is 3; the reference needs x_2 there`; level 1's 82).
+DEPTHWISE = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    """A depthwise 3x3 convolution over a square input."""
+    def __init__(self, in_channels, kernel_size):
+        super().__init__()
+        self.conv2d = nn.Conv2d(in_channels, in_channels, kernel_size, groups=in_channels, bias=False)
+
+    def forward(self, x):
+        return self.conv2d(x)
+
+batch_size = 16
+in_channels = 64
+kernel_size = 3
+height = width = 32
+
+def get_inputs():
+    return [torch.rand(batch_size, in_channels, height, width)]
+
+def get_init_inputs():
+    return [in_channels, kernel_size]
+'''
+
+
+def _depthwise(tmp_path: Path) -> Path:
+    path = tmp_path / "level1" / "1082_conv_depthwise_2D.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(DEPTHWISE)
+    return path
+
+
+def test_shrunk_cases_leave_the_convolution_room(tmp_path: Path) -> None:
+    from kernelgen.spec.kernelbench import derive_spec
+
+    spec = derive_spec(_depthwise(tmp_path)).spec
+    assert spec.test_cases
+    for case in spec.test_cases:
+        # a 3x3 kernel at stride 1: an input of 4 or more leaves an output of 2 or more
+        assert min(case["x"][2:]) >= 4, case
+
+
+def test_new_builds_a_depthwise_convolution_that_passes_every_shape(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    r = CliRunner().invoke(app, ["new", str(_depthwise(tmp_path)), "--out", str(out), "--backend", "offline", "--no-bench"])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "Accuracy: PASS" in text and "the reference needs" not in text, text
