@@ -30,3 +30,7 @@ class ConvKnobs(KnobsModel):
     # the later stages, as the nd family's knobs of the same names
     MAX_SINGLE_PASS: Optional[Count] = candidates(None, 4096, 8192, 32768)
     ROW_TILE: Optional[Pow2] = candidates(None, 1024, 2048, 8192, 16384)
+    # the later stages' split reductions (per-channel statistics over a batch of feature maps leave
+    # few kept blocks), as the nd family's knobs of the same names: the file's reduction stages read them
+    split: Optional[StrictBool] = candidates(None, False, True)
+    SPLIT_PER_SM: Optional[Count] = candidates(None, 2, 8, 16)

@@ -6,9 +6,10 @@ Family: conv (2 launches). Traced: conv: 2 stage(s) (conv, reduce) over 5 input(
   stage 1: sum, var over dims [2, 3] of [x_0, 2, w_0 // 2, (1 + x_2 + ((-1)*w_2))*(1 + x_3 + ((-1)*w_3))]
 Memory traffic: each stage reads its inputs once per pass and writes its outputs once; values between
 stages go through fp32 buffers.
-Knobs: BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_warps=auto, num_stages=auto, FLAT_K=auto, MAX_SINGLE_PASS=auto, ROW_TILE=auto
+Knobs: BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_warps=auto, num_stages=auto, FLAT_K=auto, MAX_SINGLE_PASS=auto, ROW_TILE=auto, split=auto, SPLIT_PER_SM=auto
 """
 
+import functools
 import math
 import typing
 
@@ -215,9 +216,9 @@ def _conv_relu_group_norm_stage1_kernel(
     else:
         # pass 1: v12 = sum, v15 = var
         acc12 = tl.zeros([BLOCK_K, BLOCK_R], tl.float32)
-        cnt15 = tl.zeros([BLOCK_K, 1], tl.float32)
-        mean15 = tl.zeros([BLOCK_K, 1], tl.float32)
-        m215 = tl.zeros([BLOCK_K, 1], tl.float32)
+        cnt15 = tl.zeros([1, BLOCK_R], tl.float32)
+        mean15 = tl.zeros([BLOCK_K, BLOCK_R], tl.float32)
+        m215 = tl.zeros([BLOCK_K, BLOCK_R], tl.float32)
         for ro in range(0, n2):
             rest_r = ro
             r2 = (rest_r % n2).to(tl.int64)
@@ -234,16 +235,16 @@ def _conv_relu_group_norm_stage1_kernel(
                     rr = rr.to(tl.int64)
                 v11 = tl.load(t0_ptr + t0_kb + t0_rb + kk[:, None] * t0_s1 + rr[None, :] * t0_s3, mask=mask, other=0).to(tl.float32)
                 acc12 += tl.where(mask, v11, 0)
-                b_cnt = tl.sum(mask.to(tl.float32), 1)[:, None]
-                b_mean = tl.sum(tl.where(mask, v11, 0.0), 1)[:, None] / tl.maximum(b_cnt, 1.0)
-                b_dev = tl.where(mask, v11 - b_mean, 0.0)
-                b_m2 = tl.sum(b_dev * b_dev, 1)[:, None]
-                b_new = tl.maximum(cnt15 + b_cnt, 1.0)
-                b_delta = b_mean - mean15
-                mean15 = mean15 + b_delta * b_cnt / b_new
-                m215 = m215 + b_m2 + b_delta * b_delta * cnt15 * b_cnt / b_new
-                cnt15 = cnt15 + b_cnt
+                cnt15 = cnt15 + rmask[None, :].to(tl.float32)
+                d15 = tl.where(mask, v11 - mean15, 0.0)
+                mean15 = mean15 + d15 * (1.0 / tl.maximum(cnt15, 1.0))
+                m215 = m215 + d15 * tl.where(mask, v11 - mean15, 0.0)
         v12 = tl.sum(acc12, 1)[:, None]
+        tot15 = tl.sum(cnt15, 1)[:, None]
+        mu15 = tl.sum(cnt15 * mean15, 1)[:, None] / tl.maximum(tot15, 1.0)
+        m215 = tl.sum(m215 + cnt15 * (mean15 - mu15) * (mean15 - mu15), 1)[:, None]
+        cnt15 = tot15
+        mean15 = mu15
         v15 = m215 / (cnt15 - 0.0)
         v14 = (v12 / c13)
         v17 = (v15 + 1e-05)
@@ -271,6 +272,136 @@ def _conv_relu_group_norm_stage1_kernel(
                 v23 = (v20 * v21)
                 v24 = (v23 + v22)
                 tl.store(out_ptr + out_kb + out_rb + kk[:, None] * out_s1 + rr[None, :] * out_s3, v24.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _conv_relu_group_norm_stage1_split_kernel(
+    t0_ptr,  # t0, read through reshape
+    gw_ptr,  # gw, read through reshape
+    gb_ptr,  # gb, read through reshape
+    out_ptr,  # out, written through reshape
+    c13,  # the size (-s24 + s7 + 1)*(-s91 + s92 + 1)*((s57//2)), as a number
+    n0,  # kept group 0: frame dims [0]
+    n1,  # kept group 1: frame dims [1]
+    n2,  # reduced group 2: frame dims [2]
+    n3,  # reduced group 3: frame dims [3]
+    t0_s0,  # t0: element stride along group 0
+    t0_s1,
+    t0_s2,
+    t0_s3,
+    gw_s1,  # gw: element stride along group 1
+    gw_s2,
+    gb_s1,  # gb: element stride along group 1
+    gb_s2,
+    out_s0,  # out: element stride along group 0
+    out_s1,
+    out_s2,
+    out_s3,
+    ws_ptr,  # fp32 workspace: partials [slot, split, kept position]
+    n_split,  # programs sharing each kept block's reduced elements
+    steps,  # BLOCK_R steps per program
+    BLOCK_K: tl.constexpr,  # kept positions per program (the last kept group)
+    BLOCK_R: tl.constexpr,  # reduced elements per step (the last reduced group)
+    PHASE: tl.constexpr,  # 1..1: a level's partials; 2: combine and write
+    SPLIT_BLOCK: tl.constexpr,  # n_split rounded up to a power of two
+    I64: tl.constexpr,  # 64-bit offsets (a buffer of 2**31 elements or more)
+):
+    pid = tl.program_id(0)
+    num_kb = tl.cdiv(n1, BLOCK_K)
+    kb = pid % num_kb
+    rest = pid // num_kb
+    k0 = (rest % n0).to(tl.int64)
+    rest = rest // n0
+    t0_kb = k0 * t0_s0
+    out_kb = k0 * out_s0
+    kk = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+    kmask = kk < n1
+    if I64:  # a buffer of 2**31 elements or more: offsets in 64 bits
+        kk = kk.to(tl.int64)
+    sid = tl.program_id(1)  # this program's share of the reduced elements
+    wk = pid * BLOCK_K + tl.arange(0, BLOCK_K)  # the kept positions' place in the workspace
+    kp = tl.num_programs(0) * BLOCK_K
+    ss = tl.arange(0, SPLIT_BLOCK)
+    smask = ss < n_split
+    nrb = tl.cdiv(n3, BLOCK_R)
+    t_lo = sid * steps  # steps of BLOCK_R elements, over n2 x nrb
+    t_hi = tl.minimum(t_lo + steps, n2 * nrb)
+    if PHASE == 1:
+        # partials of v12 = sum, v15 = var
+        acc12 = tl.zeros([BLOCK_K, BLOCK_R], tl.float32)
+        cnt15 = tl.zeros([1, BLOCK_R], tl.float32)
+        mean15 = tl.zeros([BLOCK_K, BLOCK_R], tl.float32)
+        m215 = tl.zeros([BLOCK_K, BLOCK_R], tl.float32)
+        for t in range(t_lo, t_hi):
+            ro = t // nrb
+            rest_r = ro
+            r2 = (rest_r % n2).to(tl.int64)
+            rest_r = rest_r // n2
+            t0_rb = r2 * t0_s2
+            gw_rb = r2 * gw_s2
+            gb_rb = r2 * gb_s2
+            out_rb = r2 * out_s2
+            rs = (t % nrb) * BLOCK_R
+            if I64:
+                rs = (t % nrb).to(tl.int64) * BLOCK_R
+            rr = rs + tl.arange(0, BLOCK_R)
+            rmask = rr < n3
+            mask = kmask[:, None] & rmask[None, :]
+            if I64:
+                rr = rr.to(tl.int64)
+            v11 = tl.load(t0_ptr + t0_kb + t0_rb + kk[:, None] * t0_s1 + rr[None, :] * t0_s3, mask=mask, other=0).to(tl.float32)
+            acc12 += tl.where(mask, v11, 0)
+            cnt15 = cnt15 + rmask[None, :].to(tl.float32)
+            d15 = tl.where(mask, v11 - mean15, 0.0)
+            mean15 = mean15 + d15 * (1.0 / tl.maximum(cnt15, 1.0))
+            m215 = m215 + d15 * tl.where(mask, v11 - mean15, 0.0)
+        v12 = tl.sum(acc12, 1)[:, None]
+        tl.store(ws_ptr + (0 * n_split + sid) * kp + wk[:, None], v12, mask=kmask[:, None])
+        tot15 = tl.sum(cnt15, 1)[:, None]
+        mu15 = tl.sum(cnt15 * mean15, 1)[:, None] / tl.maximum(tot15, 1.0)
+        m215 = tl.sum(m215 + cnt15 * (mean15 - mu15) * (mean15 - mu15), 1)[:, None]
+        cnt15 = tot15
+        mean15 = mu15
+        tl.store(ws_ptr + (1 * n_split + sid) * kp + wk[:, None], cnt15 + tl.zeros([BLOCK_K, 1], tl.float32), mask=kmask[:, None])
+        tl.store(ws_ptr + (2 * n_split + sid) * kp + wk[:, None], mean15 + tl.zeros([BLOCK_K, 1], tl.float32), mask=kmask[:, None])
+        tl.store(ws_ptr + (3 * n_split + sid) * kp + wk[:, None], m215 + tl.zeros([BLOCK_K, 1], tl.float32), mask=kmask[:, None])
+    if PHASE == 2:
+        v12 = tl.sum(tl.load(ws_ptr + (0 * n_split + ss[None, :]) * kp + wk[:, None], mask=kmask[:, None] & smask[None, :], other=0.0), 1)[:, None]
+        pc15 = tl.load(ws_ptr + (1 * n_split + ss[None, :]) * kp + wk[:, None], mask=kmask[:, None] & smask[None, :], other=0.0)
+        pm15 = tl.load(ws_ptr + (2 * n_split + ss[None, :]) * kp + wk[:, None], mask=kmask[:, None] & smask[None, :], other=0.0)
+        pq15 = tl.load(ws_ptr + (3 * n_split + ss[None, :]) * kp + wk[:, None], mask=kmask[:, None] & smask[None, :], other=0.0)
+        tot15 = tl.sum(pc15, 1)[:, None]
+        mu15 = tl.sum(pc15 * pm15, 1)[:, None] / tl.maximum(tot15, 1.0)
+        v15 = tl.sum(pq15 + pc15 * (pm15 - mu15) * (pm15 - mu15), 1)[:, None] / (tot15 - 0.0)
+        v14 = (v12 / c13)
+        v17 = (v15 + 1e-05)
+        v18 = tl.rsqrt(v17)
+        # the write pass over this program's share
+        for t in range(t_lo, t_hi):
+            ro = t // nrb
+            rest_r = ro
+            r2 = (rest_r % n2).to(tl.int64)
+            rest_r = rest_r // n2
+            t0_rb = r2 * t0_s2
+            gw_rb = r2 * gw_s2
+            gb_rb = r2 * gb_s2
+            out_rb = r2 * out_s2
+            rs = (t % nrb) * BLOCK_R
+            if I64:
+                rs = (t % nrb).to(tl.int64) * BLOCK_R
+            rr = rs + tl.arange(0, BLOCK_R)
+            rmask = rr < n3
+            mask = kmask[:, None] & rmask[None, :]
+            if I64:
+                rr = rr.to(tl.int64)
+            v11 = tl.load(t0_ptr + t0_kb + t0_rb + kk[:, None] * t0_s1 + rr[None, :] * t0_s3, mask=mask, other=0).to(tl.float32)
+            v19 = (v11 - v14)
+            v20 = (v19 * v18)
+            v21 = tl.load(gw_ptr + gw_rb + kk[:, None] * gw_s1, mask=mask, other=0).to(tl.float32)
+            v22 = tl.load(gb_ptr + gb_rb + kk[:, None] * gb_s1, mask=mask, other=0).to(tl.float32)
+            v23 = (v20 * v21)
+            v24 = (v23 + v22)
+            tl.store(out_ptr + out_kb + out_rb + kk[:, None] * out_s1 + rr[None, :] * out_s3, v24.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 def _contiguous(shape):
@@ -398,16 +529,32 @@ _KNOBS = {
     "FLAT_K": None,
     "MAX_SINGLE_PASS": None,
     "ROW_TILE": None,
+    "split": None,
+    "SPLIT_PER_SM": None,
 }
 
 
-def _tile_config(kind, n_kt, n_ko, n_rt, n_ro, k_contig):
+@functools.lru_cache(maxsize=16)
+def _sm_count(device):
+    """The device's SM count, read once: a split reduction aims at SPLIT_PER_SM programs per SM."""
+    if device.type == "cuda":  # ROCm reports as CUDA too
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4  # the interpreter runs one program at a time; another device: a small guess
+
+
+def _tile_config(kind, n_kt, n_ko, n_rt, n_ro, k_contig, one_pass, split_sm, sms):
     """Launch constants of a pointwise, reduce or scan stage: BLOCK_K kept positions (contiguous ones
     in a wide tile) by BLOCK_R reduced elements; a reduction whose elements per kept position fit
     MAX_SINGLE_PASS (16384: 64 KB of fp32) is read once into registers, and a step holds
-    ROW_TILE elements (4096: ~16 KB of fp32 loads in flight per program)."""
+    ROW_TILE elements (4096: ~16 KB of fp32 loads in flight per program). The third value:
+    None, or how a reduction with too few kept blocks to fill the SMs shares each block's elements
+    among n_split programs (n_split, steps of BLOCK_R per program, n_split rounded up to a power of 2):
+    split_sm is 0 for a stage with no split form, else the programs per SM it aims at unless
+    SPLIT_PER_SM says otherwise (4, or 16 where a write pass follows)."""
     single_max = _KNOBS["MAX_SINGLE_PASS"] or 16384
     tile_max = _KNOBS["ROW_TILE"] or 4096
+    split_knob = _KNOBS["split"] if split_sm else False
+    split = None
     if kind == "pointwise":
         block_k = min(triton.next_power_of_2(n_kt), tile_max)
         meta, tile = dict(BLOCK_K=block_k), block_k
@@ -416,7 +563,11 @@ def _tile_config(kind, n_kt, n_ko, n_rt, n_ro, k_contig):
         block_k = max(1, min(triton.next_power_of_2(n_kt), tile_max // block_r))
         meta, tile = dict(BLOCK_K=block_k, BLOCK_R=block_r), block_k * block_r
     else:
-        single = n_ro == 1 and n_rt <= single_max
+        single = n_ro == 1 and n_rt <= single_max and split_knob is not True
+        if single and k_contig and one_pass and n_kt >= 32 and \
+                single_max // triton.next_power_of_2(n_rt) < 32:
+            single = False  # a narrow tile reads a few contiguous kept positions per reduced row: whole
+            # sectors only when the loop runs wide along them
         if single:
             block_r = triton.next_power_of_2(n_rt)
             block_k = max(1, min(triton.next_power_of_2(n_kt), single_max // block_r, 256))
@@ -427,17 +578,45 @@ def _tile_config(kind, n_kt, n_ko, n_rt, n_ro, k_contig):
             block_r = min(triton.next_power_of_2(n_rt), tile_max)
             block_k = max(1, min(triton.next_power_of_2(n_kt), tile_max // block_r))
         meta, tile = dict(BLOCK_K=block_k, BLOCK_R=block_r, SINGLE=single), block_k * block_r
+        if not single and split_knob is not False:
+            split = _split(n_ko * triton.cdiv(n_kt, block_k), n_ro * triton.cdiv(n_rt, block_r), block_k, block_r, sms,
+                           split_knob, _KNOBS["SPLIT_PER_SM"] or split_sm)
     meta["num_warps"] = _KNOBS["num_warps"] or (4 if tile <= 2048 else (8 if tile <= 8192 else 16))
     if _KNOBS["num_stages"]:
         meta["num_stages"] = _KNOBS["num_stages"]
-    return meta, (n_ko * triton.cdiv(n_kt, meta["BLOCK_K"]),)
+    return meta, (n_ko * triton.cdiv(n_kt, meta["BLOCK_K"]),), split
 
 
-def _matmul_config(M, N, K, fp32):
+def _split(kept, steps_all, block_k, block_r, sms, forced, per_sm):
+    """(n_split, steps per program, n_split rounded up to a power of 2), or None: a reduction over
+    `kept` blocks of `steps_all` steps each, shared until ~per_sm programs run per SM, each keeping
+    at least 8 steps (forced: one step each, and at least 2 programs), at most
+    8192 // BLOCK_K programs (the combine holds one partial of each). Unless forced: only
+    below 2 kept blocks per SM (more already fill the SMs) and from 1048576 elements (below,
+    a second launch costs more than idle SMs do)."""
+    if not forced and (kept >= 2 * sms or kept * steps_all * block_k * block_r < 1048576):
+        return None
+    most = min(steps_all if forced else steps_all // 8, max(2, 8192 // block_k))
+    n_split = min(max(triton.cdiv(per_sm * sms, kept), 2 if forced else 1), most)
+    if n_split < 2:
+        return None
+    steps = triton.cdiv(steps_all, n_split)
+    n_split = triton.cdiv(steps_all, steps)
+    return n_split, steps, triton.next_power_of_2(n_split)
+
+
+def _matmul_config(M, N, K, fp32, kmajor, tf32):
     """(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_SIZE_M, num_warps, num_stages) for one problem size: the
-    heuristic below, where a knob is None."""
-    if fp32:
-        bm, bn, bk, warps, stages = (128, 128, 32, 8, 3) if M * N >= 1 << 20 else (64, 64, 32, 4, 3)
+    heuristic below, where a knob is None (fp32: kernelgen.offline.launch.fp32_tiles has the
+    measurements: Hopper's wgmma reads 32-bit operands only K-major)."""
+    if fp32 and M * N < 1 << 20:
+        bm, bn, bk, warps, stages = 64, 64, 32, 4, 3  # small outputs: enough programs to fill the SMs
+    elif fp32 and (not kmajor or (K <= 64 and not tf32)):
+        bm, bn, bk, warps, stages = 128, 64, 32, 4, 4
+    elif fp32 and tf32:
+        bm, bn, bk, warps, stages = 128, 256, 32, 8, 3  # one TF32 product from K-major operands
+    elif fp32:
+        bm, bn, bk, warps, stages = 128, 128, 64, 8, 3  # three TF32 products from K-major operands
     elif M * N >= 1 << 24:
         bm, bn, bk, warps, stages = 128, 256, 64, 8, 3  # the Hopper config of Triton's matmul tutorial
     elif M * N >= 1 << 20:
@@ -446,6 +625,42 @@ def _matmul_config(M, N, K, fp32):
         bm, bn, bk, warps, stages = 64, 64, 32, 4, 4  # small outputs: enough programs to fill the SMs
     return (_KNOBS["BLOCK_M"] or bm, _KNOBS["BLOCK_N"] or bn, _KNOBS["BLOCK_K"] or bk, _KNOBS["GROUP_SIZE_M"],
             _KNOBS["num_warps"] or warps, _KNOBS["num_stages"] or stages)
+
+
+def _packing(batch, K, knob, *operands):
+    """Per matmul operand (offset, batch strides, row stride, K stride, rows, fp32, transposed): None,
+    or how _pack copies it to [batch.., rows, K] with K contiguous and rows padded to 16 bytes, where it
+    is not so already (pack None: fp32 operands, which Hopper's wgmma reads only K-major; True: any
+    dtype; False: none); with the strides the kernel then takes. A batch dim the operand broadcasts
+    along stays one copy (stride 0)."""
+    hows, strides = [], []
+    for off, sb, s_row, s_k, rows, fp32, mt in operands:
+        if (knob or (knob is None and fp32)) and not (s_k == 1 and s_row % 4 == 0):
+            size = [b if st else 1 for b, st in zip(batch, sb)]
+            kp = -(-K // 4) * 4
+            packed = _contiguous(size + [rows, kp])
+            hows.append((tuple(size) + ((K, rows) if mt else (rows, K)), tuple(sb) + ((s_k, s_row) if mt else (s_row, s_k)),
+                         off, mt, K))
+            strides.append((0, tuple(st if d != 1 else 0 for st, d in zip(packed[:-2], size)), kp, 1))
+        else:
+            hows.append(None)
+            strides.append((off, sb, s_row, s_k))
+    return (tuple(hows) if any(h is not None for h in hows) else None), strides
+
+
+def _pack(packed, *operands):
+    """The matmul operands copied as _packing says (the padding never read)."""
+    out = []
+    for t, how in zip(operands, packed):
+        if how is not None:
+            size, stride, offset, mt, k = how
+            view = t.as_strided(size, stride, t.storage_offset() + offset)
+            view = view.mT if mt else view
+            dst = torch.empty((*view.shape[:-1], -(-k // 4) * 4), dtype=t.dtype, device=t.device)
+            dst.narrow(-1, 0, k).copy_(view)
+            t = dst
+        out.append(t)
+    return out
 
 
 def _precision(dtype, device):
@@ -533,6 +748,8 @@ class _Plan(typing.NamedTuple):
     grids: tuple  # per stage
     args: tuple  # per stage: the launch arguments after the buffers and scalar params
     metas: tuple  # per stage: constexprs, num_warps
+    splits: tuple  # per stage: None, or a split reduction's (workspace elements, ((grid, meta) per phase), (n_split, steps))
+    packs: tuple  # per stage: None, or how a matmul's fp32 operands are copied K-major first (_packing)
     device: torch.device
 
 
@@ -603,7 +820,7 @@ def _plan(x_shape, x_stride, x_dtype, w_shape, w_stride, w_dtype, b_shape, b_str
             raise AssertionError(f"conv_relu_group_norm: a buffer of its own ({bad}) has a layout the plan did not expect")
         copies.add(bad)  # a layout no stage can walk as merged dims: copied contiguous (same dtype)
         layouts[bad] = (layouts[bad][0], _contiguous(layouts[bad][0]))
-    grids, args, metas = [], [], []
+    grids, args, metas, splits, packs = [], [], [], [], []
     # stage 0: 2-D convolution [x_0, w_0, 1 + x_2 + ((-1)*w_2), 1 + x_3 + ((-1)*w_3)] (stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1) with its epilogue
     sizes, acc, _ = lay0
     (x_shape, x_strides, x_off), (w_shape, w_strides, w_off) = [op for _, op in ops0]
@@ -615,17 +832,28 @@ def _plan(x_shape, x_stride, x_dtype, w_shape, w_stride, w_dtype, b_shape, b_str
                 UPCAST=(device.type == "cpu" and x_dtype == torch.bfloat16) or x_dtype != w_dtype)
     meta.update(ROUND={"float16": 1, "bfloat16": 2}.get(str(x_dtype).removeprefix("torch."), 0), I64=big)
     metas.append(meta)
+    splits.append(None)
+    packs.append(None)
     # stage 1: sum, var over dims [2, 3] of [x_0, 2, w_0 // 2, (1 + x_2 + ((-1)*w_2))*(1 + x_3 + ((-1)*w_3))]
     sizes, acc, _ = lay1
     k_contig = acc[0][1][1] == 1
-    meta, grid = _tile_config("reduce", sizes[1], math.prod(sizes[g] for g in [0]),
-                              sizes[3], math.prod(sizes[g] for g in [2]), k_contig)
+    meta, grid, split = _tile_config("reduce", sizes[1], math.prod(sizes[g] for g in [0]),
+                                     sizes[3], math.prod(sizes[g] for g in [2]), k_contig,
+                                     False, 16, _sm_count(device))
     meta["I64"] = big
+    if split is not None:  # 2 launches on (kept blocks, n_split) grids: the partials, then combine and write
+        n_split, steps, block = split
+        phase_meta = {k: v for k, v in meta.items() if k != "SINGLE"}
+        launches = tuple(((grid[0], n_split if phase < 2 or True else 1),
+                          dict(phase_meta, PHASE=phase, SPLIT_BLOCK=block)) for phase in range(1, 3))
+        split = (4 * n_split * grid[0] * meta["BLOCK_K"], launches, (n_split, steps))
+    splits.append(split)
+    packs.append(None)
     grids.append(grid)
     args.append((float((1 + x_2 + ((-1)*w_2))*(1 + x_3 + ((-1)*w_3))*(w_0 // 2)), *sizes, acc[0][1][0], acc[0][1][1], acc[0][1][2], acc[0][1][3],  acc[1][1][1], acc[1][1][2],  acc[2][1][1], acc[2][1][2],  acc[3][1][0], acc[3][1][1], acc[3][1][2], acc[3][1][3], ))
     metas.append(meta)
     return _Plan(tuple(n in copies for n in _INPUTS), out_shapes, _OUT_DTYPES[x_dtype], temp_shapes,
-                 tuple(grids), tuple(args), tuple(metas), device)
+                 tuple(grids), tuple(args), tuple(metas), tuple(splits), tuple(packs), device)
 
 
 def conv_relu_group_norm(x, w, b, gw, gb):
@@ -647,7 +875,13 @@ def conv_relu_group_norm(x, w, b, gw, gb):
     out = torch.empty(plan.out_shapes[0], dtype=plan.out_dtypes[0], device=plan.device)
     t0 = torch.empty(plan.temp_shapes[0], dtype=torch.float32, device=plan.device)
     _conv_relu_group_norm_stage0_kernel[plan.grids[0]](x, w, b, t0, *plan.args[0], **plan.metas[0])
-    _conv_relu_group_norm_stage1_kernel[plan.grids[1]](t0, gw, gb, out, *plan.args[1], **plan.metas[1])
+    split = plan.splits[1]
+    if split is None:
+        _conv_relu_group_norm_stage1_kernel[plan.grids[1]](t0, gw, gb, out, *plan.args[1], **plan.metas[1])
+    else:
+        ws = torch.empty(split[0], dtype=torch.float32, device=plan.device)
+        for grid, meta in split[1]:
+            _conv_relu_group_norm_stage1_split_kernel[grid](t0, gw, gb, out, *plan.args[1], ws, *split[2], **meta)
     return out
 
 

@@ -5,9 +5,10 @@ Family: conv (1 launch). Traced: conv: 1 stage(s) (conv) over 3 input(s)
   stage 0: 2-D convolution [x_0, w_0, 2 + ((x_2 + ((-1)*w_2)) // 2), 2 + ((x_3 + ((-1)*w_3)) // 2)] (stride=(2, 2), padding=(1, 1), dilation=(1, 1), groups=1) with its epilogue
 Memory traffic: each stage reads its inputs once per pass and writes its outputs once; values between
 stages go through fp32 buffers.
-Knobs: BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_warps=auto, num_stages=auto, FLAT_K=auto, MAX_SINGLE_PASS=auto, ROW_TILE=auto
+Knobs: BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_warps=auto, num_stages=auto, FLAT_K=auto, MAX_SINGLE_PASS=auto, ROW_TILE=auto, split=auto, SPLIT_PER_SM=auto
 """
 
+import functools
 import math
 import typing
 
@@ -260,16 +261,32 @@ _KNOBS = {
     "FLAT_K": None,
     "MAX_SINGLE_PASS": None,
     "ROW_TILE": None,
+    "split": None,
+    "SPLIT_PER_SM": None,
 }
 
 
-def _tile_config(kind, n_kt, n_ko, n_rt, n_ro, k_contig):
+@functools.lru_cache(maxsize=16)
+def _sm_count(device):
+    """The device's SM count, read once: a split reduction aims at SPLIT_PER_SM programs per SM."""
+    if device.type == "cuda":  # ROCm reports as CUDA too
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4  # the interpreter runs one program at a time; another device: a small guess
+
+
+def _tile_config(kind, n_kt, n_ko, n_rt, n_ro, k_contig, one_pass, split_sm, sms):
     """Launch constants of a pointwise, reduce or scan stage: BLOCK_K kept positions (contiguous ones
     in a wide tile) by BLOCK_R reduced elements; a reduction whose elements per kept position fit
     MAX_SINGLE_PASS (16384: 64 KB of fp32) is read once into registers, and a step holds
-    ROW_TILE elements (4096: ~16 KB of fp32 loads in flight per program)."""
+    ROW_TILE elements (4096: ~16 KB of fp32 loads in flight per program). The third value:
+    None, or how a reduction with too few kept blocks to fill the SMs shares each block's elements
+    among n_split programs (n_split, steps of BLOCK_R per program, n_split rounded up to a power of 2):
+    split_sm is 0 for a stage with no split form, else the programs per SM it aims at unless
+    SPLIT_PER_SM says otherwise (4, or 16 where a write pass follows)."""
     single_max = _KNOBS["MAX_SINGLE_PASS"] or 16384
     tile_max = _KNOBS["ROW_TILE"] or 4096
+    split_knob = _KNOBS["split"] if split_sm else False
+    split = None
     if kind == "pointwise":
         block_k = min(triton.next_power_of_2(n_kt), tile_max)
         meta, tile = dict(BLOCK_K=block_k), block_k
@@ -278,7 +295,11 @@ def _tile_config(kind, n_kt, n_ko, n_rt, n_ro, k_contig):
         block_k = max(1, min(triton.next_power_of_2(n_kt), tile_max // block_r))
         meta, tile = dict(BLOCK_K=block_k, BLOCK_R=block_r), block_k * block_r
     else:
-        single = n_ro == 1 and n_rt <= single_max
+        single = n_ro == 1 and n_rt <= single_max and split_knob is not True
+        if single and k_contig and one_pass and n_kt >= 32 and \
+                single_max // triton.next_power_of_2(n_rt) < 32:
+            single = False  # a narrow tile reads a few contiguous kept positions per reduced row: whole
+            # sectors only when the loop runs wide along them
         if single:
             block_r = triton.next_power_of_2(n_rt)
             block_k = max(1, min(triton.next_power_of_2(n_kt), single_max // block_r, 256))
@@ -289,17 +310,45 @@ def _tile_config(kind, n_kt, n_ko, n_rt, n_ro, k_contig):
             block_r = min(triton.next_power_of_2(n_rt), tile_max)
             block_k = max(1, min(triton.next_power_of_2(n_kt), tile_max // block_r))
         meta, tile = dict(BLOCK_K=block_k, BLOCK_R=block_r, SINGLE=single), block_k * block_r
+        if not single and split_knob is not False:
+            split = _split(n_ko * triton.cdiv(n_kt, block_k), n_ro * triton.cdiv(n_rt, block_r), block_k, block_r, sms,
+                           split_knob, _KNOBS["SPLIT_PER_SM"] or split_sm)
     meta["num_warps"] = _KNOBS["num_warps"] or (4 if tile <= 2048 else (8 if tile <= 8192 else 16))
     if _KNOBS["num_stages"]:
         meta["num_stages"] = _KNOBS["num_stages"]
-    return meta, (n_ko * triton.cdiv(n_kt, meta["BLOCK_K"]),)
+    return meta, (n_ko * triton.cdiv(n_kt, meta["BLOCK_K"]),), split
 
 
-def _matmul_config(M, N, K, fp32):
+def _split(kept, steps_all, block_k, block_r, sms, forced, per_sm):
+    """(n_split, steps per program, n_split rounded up to a power of 2), or None: a reduction over
+    `kept` blocks of `steps_all` steps each, shared until ~per_sm programs run per SM, each keeping
+    at least 8 steps (forced: one step each, and at least 2 programs), at most
+    8192 // BLOCK_K programs (the combine holds one partial of each). Unless forced: only
+    below 2 kept blocks per SM (more already fill the SMs) and from 1048576 elements (below,
+    a second launch costs more than idle SMs do)."""
+    if not forced and (kept >= 2 * sms or kept * steps_all * block_k * block_r < 1048576):
+        return None
+    most = min(steps_all if forced else steps_all // 8, max(2, 8192 // block_k))
+    n_split = min(max(triton.cdiv(per_sm * sms, kept), 2 if forced else 1), most)
+    if n_split < 2:
+        return None
+    steps = triton.cdiv(steps_all, n_split)
+    n_split = triton.cdiv(steps_all, steps)
+    return n_split, steps, triton.next_power_of_2(n_split)
+
+
+def _matmul_config(M, N, K, fp32, kmajor, tf32):
     """(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_SIZE_M, num_warps, num_stages) for one problem size: the
-    heuristic below, where a knob is None."""
-    if fp32:
-        bm, bn, bk, warps, stages = (128, 128, 32, 8, 3) if M * N >= 1 << 20 else (64, 64, 32, 4, 3)
+    heuristic below, where a knob is None (fp32: kernelgen.offline.launch.fp32_tiles has the
+    measurements: Hopper's wgmma reads 32-bit operands only K-major)."""
+    if fp32 and M * N < 1 << 20:
+        bm, bn, bk, warps, stages = 64, 64, 32, 4, 3  # small outputs: enough programs to fill the SMs
+    elif fp32 and (not kmajor or (K <= 64 and not tf32)):
+        bm, bn, bk, warps, stages = 128, 64, 32, 4, 4
+    elif fp32 and tf32:
+        bm, bn, bk, warps, stages = 128, 256, 32, 8, 3  # one TF32 product from K-major operands
+    elif fp32:
+        bm, bn, bk, warps, stages = 128, 128, 64, 8, 3  # three TF32 products from K-major operands
     elif M * N >= 1 << 24:
         bm, bn, bk, warps, stages = 128, 256, 64, 8, 3  # the Hopper config of Triton's matmul tutorial
     elif M * N >= 1 << 20:
@@ -308,6 +357,42 @@ def _matmul_config(M, N, K, fp32):
         bm, bn, bk, warps, stages = 64, 64, 32, 4, 4  # small outputs: enough programs to fill the SMs
     return (_KNOBS["BLOCK_M"] or bm, _KNOBS["BLOCK_N"] or bn, _KNOBS["BLOCK_K"] or bk, _KNOBS["GROUP_SIZE_M"],
             _KNOBS["num_warps"] or warps, _KNOBS["num_stages"] or stages)
+
+
+def _packing(batch, K, knob, *operands):
+    """Per matmul operand (offset, batch strides, row stride, K stride, rows, fp32, transposed): None,
+    or how _pack copies it to [batch.., rows, K] with K contiguous and rows padded to 16 bytes, where it
+    is not so already (pack None: fp32 operands, which Hopper's wgmma reads only K-major; True: any
+    dtype; False: none); with the strides the kernel then takes. A batch dim the operand broadcasts
+    along stays one copy (stride 0)."""
+    hows, strides = [], []
+    for off, sb, s_row, s_k, rows, fp32, mt in operands:
+        if (knob or (knob is None and fp32)) and not (s_k == 1 and s_row % 4 == 0):
+            size = [b if st else 1 for b, st in zip(batch, sb)]
+            kp = -(-K // 4) * 4
+            packed = _contiguous(size + [rows, kp])
+            hows.append((tuple(size) + ((K, rows) if mt else (rows, K)), tuple(sb) + ((s_k, s_row) if mt else (s_row, s_k)),
+                         off, mt, K))
+            strides.append((0, tuple(st if d != 1 else 0 for st, d in zip(packed[:-2], size)), kp, 1))
+        else:
+            hows.append(None)
+            strides.append((off, sb, s_row, s_k))
+    return (tuple(hows) if any(h is not None for h in hows) else None), strides
+
+
+def _pack(packed, *operands):
+    """The matmul operands copied as _packing says (the padding never read)."""
+    out = []
+    for t, how in zip(operands, packed):
+        if how is not None:
+            size, stride, offset, mt, k = how
+            view = t.as_strided(size, stride, t.storage_offset() + offset)
+            view = view.mT if mt else view
+            dst = torch.empty((*view.shape[:-1], -(-k // 4) * 4), dtype=t.dtype, device=t.device)
+            dst.narrow(-1, 0, k).copy_(view)
+            t = dst
+        out.append(t)
+    return out
 
 
 def _precision(dtype, device):
@@ -395,6 +480,8 @@ class _Plan(typing.NamedTuple):
     grids: tuple  # per stage
     args: tuple  # per stage: the launch arguments after the buffers and scalar params
     metas: tuple  # per stage: constexprs, num_warps
+    splits: tuple  # per stage: None, or a split reduction's (workspace elements, ((grid, meta) per phase), (n_split, steps))
+    packs: tuple  # per stage: None, or how a matmul's fp32 operands are copied K-major first (_packing)
     device: torch.device
 
 
@@ -455,7 +542,7 @@ def _plan(x_shape, x_stride, x_dtype, w_shape, w_stride, w_dtype, b_shape, b_str
             raise AssertionError(f"conv2d_bias_relu: a buffer of its own ({bad}) has a layout the plan did not expect")
         copies.add(bad)  # a layout no stage can walk as merged dims: copied contiguous (same dtype)
         layouts[bad] = (layouts[bad][0], _contiguous(layouts[bad][0]))
-    grids, args, metas = [], [], []
+    grids, args, metas, splits, packs = [], [], [], [], []
     # stage 0: 2-D convolution [x_0, w_0, 2 + ((x_2 + ((-1)*w_2)) // 2), 2 + ((x_3 + ((-1)*w_3)) // 2)] (stride=(2, 2), padding=(1, 1), dilation=(1, 1), groups=1) with its epilogue
     sizes, acc, _ = lay0
     (x_shape, x_strides, x_off), (w_shape, w_strides, w_off) = [op for _, op in ops0]
@@ -467,8 +554,10 @@ def _plan(x_shape, x_stride, x_dtype, w_shape, w_stride, w_dtype, b_shape, b_str
                 UPCAST=(device.type == "cpu" and x_dtype == torch.bfloat16) or x_dtype != w_dtype)
     meta.update(ROUND={"float16": 1, "bfloat16": 2}.get(str(x_dtype).removeprefix("torch."), 0), I64=big)
     metas.append(meta)
+    splits.append(None)
+    packs.append(None)
     return _Plan(tuple(n in copies for n in _INPUTS), out_shapes, _OUT_DTYPES[x_dtype], temp_shapes,
-                 tuple(grids), tuple(args), tuple(metas), device)
+                 tuple(grids), tuple(args), tuple(metas), tuple(splits), tuple(packs), device)
 
 
 def conv2d_bias_relu(x, w, b):
