@@ -38,7 +38,7 @@ def _holds(label: str, value: int, cases: list[Case]) -> bool:
 
 def _declared(spec: OperatorSpec) -> list[FixedSize]:
     cases = list(spec.test_cases) + list(spec.perf_cases)
-    return [FixedSize(label=f"{inp.name}[{d}]", value=cases[0][inp.name][d], why="the spec fixes it")
+    return [FixedSize(label=f"{inp.name}[{d}]", value=cases[0][inp.name][d], why="the spec's fixed_dims")
             for inp in spec.inputs for d in inp.fixed_dims if cases and d < len(cases[0][inp.name])]
 
 
@@ -99,7 +99,7 @@ def fixed_sizes(spec: OperatorSpec) -> list[FixedSize]:
     every test and performance case."""
     cases = list(spec.test_cases) + list(spec.perf_cases)
     seen: dict[str, FixedSize] = {}
-    for f in _declared(spec) + _pinned(spec) + _kernel_sizes(spec) + _draw_ranges(spec):
+    for f in _pinned(spec) + _kernel_sizes(spec) + _draw_ranges(spec) + _declared(spec):  # the most specific reason first
         if f.label not in seen and _holds(f.label, f.value, cases):
             seen[f.label] = f
     order = {inp.name: i for i, inp in enumerate(spec.inputs)}
