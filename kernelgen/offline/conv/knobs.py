@@ -34,3 +34,5 @@ class ConvKnobs(KnobsModel):
     # few kept blocks), as the nd family's knobs of the same names: the file's reduction stages read them
     split: Optional[StrictBool] = candidates(None, False, True)
     SPLIT_PER_SM: Optional[Count] = candidates(None, 2, 8, 16)
+    # a 1x1 convolution after another (depthwise-separable) is a matmul stage: it reads pack as nd's do
+    pack: Optional[StrictBool] = candidates(None, False, True)

@@ -17,8 +17,9 @@ channels times the kernel's taps. Three forms, by what the trace fixes:
   direct      one input channel per group (depthwise, and any single-channel input): no tl.dot --
               its K would be the taps alone, padded to 16 -- but per-tap fp32 multiply-adds on a
               [BLOCK_M pixels, BLOCK_N channels] tile, every output channel in one grid axis.
-fp32 operands multiply in the precision the wrapper names (`PRECISION`: "tf32" where PyTorch lets
-cuDNN use TF32 for convolutions, torch.backends.cudnn.allow_tf32, its default; else "tf32x3").
+fp32 operands multiply in the precision the wrapper names (`PRECISION`: "tf32x3" on NVIDIA GPUs, as
+accurate as cuDNN's IEEE algorithms, which it picks for many shapes even with TF32 allowed; "ieee"
+elsewhere).
 """
 
 from __future__ import annotations
