@@ -21,7 +21,10 @@ from kernelgen.offline.pointwise.pruning import prune_pointwise
 from kernelgen.spec import OperatorSpec
 
 
-BIG_FRAME = 1 << 24  # elements from which a float32 frame takes 64 KB tiles (first_choices)
+# elements from which a float32 frame takes 64 KB tiles (first_choices): at 1.6G elements they won 2%
+# (below), at 65M-134M they lost 18-41% (gelu 16384x8192 261 -> 368 us, scale_shift 65536x1000 134 -> 184,
+# broadcast 65536x1000 134 -> 157; H200, Triton 3.6, benchmarks/trees.py, 2026-11-26)
+BIG_FRAME = 1 << 30
 
 
 class PointwiseFamily(FrameFamily):
@@ -39,7 +42,7 @@ class PointwiseFamily(FrameFamily):
         return render_file("pointwise", spec, plan.view, served.label, served.summary, knobs, names, context)
 
     def first_choices(self, spec: OperatorSpec, served: Served, sm_count: int) -> list[FirstChoice]:
-        """float32 frames of 16M elements or more take 64 KB per program (16384 elements, 16 warps):
+        """float32 frames of 1G elements or more take 64 KB per program (16384 elements, 16 warps):
         on an H200 (2026-11-25, [4096, 393216], eager at 99% of a 4.28 TB/s copy) sigmoid, leaky ReLU
         and hardsigmoid took 3.07-3.10 ms against 3.13-3.15 at the file's 16 KB; 16-bit frames keep
         the file's tile (a flat bf16 kernel was fastest at 2048 elements, 4 warps: 1.00-1.12x eager)."""
