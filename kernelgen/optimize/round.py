@@ -140,9 +140,19 @@ def run_round(op: OperatorDir, state: OpState, k: int, proposer: Proposer, diag:
         atomic_write(rdir / fname, text)
     _apply(record, chosen, best_source, best.kernel_file, op)
     save_state(op.path, state)
+    decision = _judge_candidate(op, state, record, chosen, _origin(proposer), best, best_kernel, device, judge, on_step)
+    return _finish(op, state, record, proposer, ctx, chosen, decision, on_step)
+
+
+def _judge_candidate(op: OperatorDir, state: OpState, record: RoundRecord, chosen: Proposal, origin: str,
+                     best: RoundRecord, best_kernel: KernelSource, device: DeviceInfo, judge: Judge,
+                     on_step: Step) -> KeepDecision:
+    """The chosen candidate's accuracy (every planned check, unless its proposer already ran them on
+    these bytes), then, where it passed on a device, its timing against the best round's: keep or not."""
     # An LLM proposer has already checked (and repaired) its candidate with the trusted judge; the
     # planner's is checked here. Either way there is one repair loop, the LLM's.
-    candidate = KernelSource(chosen.source, name, _origin(proposer))
+    name, rdir = op.file("triton").name, op.round_dir(record.round)
+    candidate = KernelSource(chosen.source, name, origin)
     if chosen.checked is not None and chosen.checked.accuracy and chosen.checked.accuracy.kernel_sha256 == candidate.sha256:
         record.accuracy = chosen.checked
     else:
@@ -173,7 +183,7 @@ def run_round(op: OperatorDir, state: OpState, k: int, proposer: Proposer, diag:
         record.cases = case_results(perf) if perf else []
         decision = decide_cases(record.cases, measured=True) if perf and record.performance.passed else KeepDecision(
             keep=False, threshold=1 + MIN_NOISE, reason=f"the timing run failed: {_first_line(record.performance.describe())}")
-    return _finish(op, state, record, proposer, ctx, chosen, decision, on_step)
+    return decision
 
 
 def _finish(op: OperatorDir, state: OpState, record: RoundRecord, proposer: Proposer, ctx: RoundContext,
