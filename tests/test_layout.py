@@ -140,6 +140,17 @@ def test_modules_are_small():
     assert not long
 
 
+MAX_FUNCTION_LINES = 80  # a function a reader takes in at once; STYLE.md
+
+
+def test_functions_are_short():
+    long = sorted(f"{path.relative_to(PKG.parent)}:{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+                  for path in MODULES.values() for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES)
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: split them: {long}"
+
+
 def test_the_command_line_only_parses_and_calls():
     """cli.py turns arguments into one library call per command and results into messages and exit
     codes: no file writes, no subprocesses, no kernels, no loops over operators of its own."""
