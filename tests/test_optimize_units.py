@@ -148,6 +148,15 @@ def test_hypotheses_follow_the_numbers_not_a_fixed_order():
     assert first.knob == "BLOCK_SIZE" and first.cases == ["16384x4096 bfloat16"]  # only the case behind
 
 
+def test_a_reduction_with_few_kept_outputs_gets_the_split_wherever_its_family_offers_one():
+    spec = validate_spec_data(SPEC, run_reference=False)
+    loss = [_view("1x1073741824 float32", 1, 1 << 30, "float32", 0.01)]  # a loss down to a scalar: one kept output
+    nd_space = {"split": [None, False, True], "SPLIT_PER_SM": [None, 2, 8, 16], "ROW_TILE": [None, 1024]}
+    split = [h for h in hypotheses(spec, "nd", nd_space, loss, 132) if h.knob == "split"]
+    assert split and "1 kept outputs for 132 SMs" in split[0].problem and "nd kernel" in split[0].problem
+    assert not [h for h in hypotheses(spec, "pointwise", SPACE, loss, 132) if h.knob in ("split", "algorithm")]
+
+
 class _Kern:
     def __init__(self, knobs, dispatch=None):  # noqa: ANN001
         self.knobs = dict(knobs)

@@ -97,9 +97,17 @@ def hypotheses(spec: OperatorSpec, family: str, space: dict[str, list[Any]], cas
     `source`: the best kernel's file (whether it computes an erf)."""
     behind = [c for c in cases if c.frac is None or c.frac < AT_CEILING]
     found: list[Hypothesis] = []
-    rows_family = family not in ("pointwise", "matmul")
-
-    few = [c for c in behind if rows_family and sm_count and c.rows < FEW_ROWS * sm_count]
+    # What a family can change is its knob space, not its name: a row-splitting `algorithm` (rows) or a
+    # reduction `split` (nd, conv) is what answers few rows; `family` names it in the text only.
+    few = [c for c in behind if sm_count and c.rows < FEW_ROWS * sm_count]
+    if few and "split" in space and "algorithm" not in space:
+        c = few[0]
+        found.append(Hypothesis(
+            knob="split", cases=[x.label for x in few],
+            problem=f"{c.label}: {c.rows} kept outputs for {sm_count} SMs in the {family} kernel's reduction: "
+                    f"one program per kept block leaves SMs idle" + (f"; {100 * c.frac:.0f}% of the ceiling" if c.frac else ""),
+            idea="share each kept block's reduced elements among several programs (partials, then a combining launch)",
+            expected=f"every SM busy; {_gain(few)}"))
     if few and "algorithm" in space:
         c = few[0]
         found.append(Hypothesis(
@@ -110,7 +118,7 @@ def hypotheses(spec: OperatorSpec, family: str, space: dict[str, list[Any]], cas
             expected=f"every SM busy instead of {min(c.rows, sm_count)}/{sm_count}; {_gain(few)}"
                      + ("; the search tries the online and looped variants too (rows longer than a register block)"
                         if c.cols > ROW_BLOCK else "")))
-    long_rows = [c for c in behind if rows_family and c.cols > ROW_BLOCK]
+    long_rows = [c for c in behind if c.cols > ROW_BLOCK]
     if long_rows and "algorithm" in space:
         c = long_rows[0]
         found.append(Hypothesis(
