@@ -23,9 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from trees import load_entry, write_kernels  # benchmarks/ is this script's folder, first on sys.path
-
-REPO = Path(__file__).resolve().parent.parent
+from common import load_entry, use_this_tree  # benchmarks/ is this script's folder, first on sys.path
+from trees import write_kernels
 
 _SPLIT = [{"split": True, "SPLIT_PER_SM": n} for n in (2, 8, 16)]
 _ROWS = [{"ROW_TILE": 2048}, {"ROW_TILE": 8192}, {"ROW_TILE": 16384}]
@@ -91,9 +90,7 @@ def _kernels(spec, old: dict, args: argparse.Namespace, number: int, sms: int, w
             notes[label] = "same as " + next(k for k, v in sources.items() if v == src)
             continue
         sources[label] = src
-        file = work / f"{spec.name}_{len(sources)}.py"
-        file.write_text(src)
-        fns[label] = load_entry(file, spec.name)
+        fns[label] = load_entry(src, spec.name, work)
     return fns, notes
 
 
@@ -138,7 +135,7 @@ def main() -> int:
         import os
 
         os.environ["TRITON_INTERPRET"] = "1"
-    sys.path.insert(0, str(REPO))
+    use_this_tree()
     import torch
     import triton
 

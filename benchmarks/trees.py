@@ -30,7 +30,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from common import REPO, load_entry, tree_env, use_this_tree  # benchmarks/ is this script's folder, first on sys.path
 
 # Run in a child with one tree first on the path: write every spec's round-0 kernel into OUT.
 _WRITE = r"""
@@ -56,21 +56,12 @@ print(json.dumps(done))
 def write_kernels(tree: Path, specs: list[Path], out: Path, sm_count: int) -> dict[str, dict]:
     """Every spec's round-0 kernel as `tree` writes it: {spec path: {"name", "file"} or {"error"}}."""
     out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)}
+    # stdout apart from stderr (not run_python): the last line of stdout is the JSON, warnings go to stderr
     proc = subprocess.run([sys.executable, "-c", _WRITE, str(out), str(sm_count), *map(str, specs)],
-                          env=env, capture_output=True, text=True, cwd=tree)
+                          env=tree_env(tree), capture_output=True, text=True, cwd=tree)
     if proc.returncode != 0:
         raise SystemExit(f"{tree}: writing kernels failed:\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def load_entry(path: Path, name: str):  # noqa: ANN201 - the kernel's entry function
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(f"{name}_{path.parent.name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, name)
 
 
 def main() -> int:
@@ -83,7 +74,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.dry_run:
         os.environ["TRITON_INTERPRET"] = "1"
-    sys.path.insert(0, str(REPO))
+    use_this_tree()
     import torch
 
     from kernelgen.spec import draw_inputs, load_reference

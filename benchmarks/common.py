@@ -1,0 +1,91 @@
+"""What every benchmark script needs, in one place: the repository's path, this checkout first on the
+import path, another tree's environment, `python -m kernelgen` run as a user runs it, and a generated
+kernel imported from its file or its text.
+
+A script under benchmarks/ runs as `python benchmarks/X.py`, so this folder is first on sys.path and
+`from common import ...` finds this file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Mapping
+
+REPO = Path(__file__).resolve().parent.parent
+_LOADS = itertools.count()  # one module name per load: two kernels of one name never share one
+
+
+def use_this_tree(tree: Path = REPO) -> Path:
+    """Put `tree` (default: this checkout) first on sys.path, so its kernelgen is the one imported
+    whatever else is installed."""
+    sys.path.insert(0, str(tree))
+    return tree
+
+
+def use_tests(*parts: str) -> Path:
+    """Put tests/PARTS first on sys.path: for the scripts that run the test suite's own spec lists or
+    helpers on a GPU (the CPU tests cannot run bfloat16 or time anything)."""
+    folder = REPO.joinpath("tests", *parts)
+    sys.path.insert(0, str(folder))
+    return folder
+
+
+def tree_env(tree: Path | None, base_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`base_env` (default: this process's environment) with `tree` first on PYTHONPATH, then the
+    caller's PYTHONPATH: a GPU machine carries wheels (pydantic, openai) there, which a child of
+    another tree still needs. No tree: the environment unchanged."""
+    env = dict(os.environ if base_env is None else base_env)
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tree), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def run_python(argv: list[str], *, tree: Path | None = None, env: Mapping[str, str] | None = None,
+               cwd: Path | None = None, timeout: float | None = None, echo: bool = False) -> tuple[int, str, float]:
+    """`python ARGV` in a child process: (exit code, stdout + stderr, seconds). `tree` first on its
+    PYTHONPATH and, unless `cwd` says otherwise, its working folder: `python -m` and `-c` put the
+    working folder first on the path, so a child run in this checkout would import this checkout's
+    kernelgen whatever PYTHONPATH says. `env`: the whole environment (default: this process's).
+    `echo`: the child's output goes to this process's (a long batch shows progress), "" comes back."""
+    child_env = tree_env(tree, env)
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, *argv], env=child_env, cwd=cwd or tree or REPO, timeout=timeout,
+                       capture_output=not echo, text=True)
+    return p.returncode, "" if echo else p.stdout + p.stderr, time.monotonic() - t0
+
+
+def kernelgen(*args: str, tree: Path | None = None, env: Mapping[str, str] | None = None, cwd: Path | None = None,
+              timeout: float | None = None, echo: bool = False) -> tuple[int, str, float]:
+    """`python -m kernelgen ARGS` as a user types it: (exit code, stdout + stderr, seconds); the
+    arguments as run_python's."""
+    return run_python(["-m", "kernelgen", *args], tree=tree, env=env, cwd=cwd, timeout=timeout, echo=echo)
+
+
+def load_module(path_or_source: Path | str, name: str, tmp: Path | None = None) -> ModuleType:
+    """A generated kernel imported as a module of a name of its own: from its file (a Path), or from
+    its source text (a str), written first to NAME_triton.py in a new folder under `tmp` (default: a
+    new temporary folder). Triton's JIT reads a kernel's source back from its file, so text must land
+    in one; a new folder per load, because a file rewritten in place within one second, at the same
+    size, can be imported from its stale __pycache__ entry."""
+    if isinstance(path_or_source, Path):
+        path = path_or_source
+    else:
+        path = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=tmp)) / f"{name}_triton.py"
+        path.write_text(path_or_source)
+    spec = importlib.util.spec_from_file_location(f"{name}_triton_{next(_LOADS)}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_entry(path_or_source: Path | str, name: str, tmp: Path | None = None):  # noqa: ANN201 - the kernel's function
+    """The entry function `name` of a generated kernel, loaded as load_module loads it."""
+    return getattr(load_module(path_or_source, name, tmp), name)
