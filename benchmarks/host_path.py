@@ -13,29 +13,18 @@ it: an empty call (`lambda *a: None`) and one eager op on the same tensor.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
-import sys
 import tempfile
 import timeit
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from common import REPO, load_entry, use_this_tree  # benchmarks/ is this script's folder, first on sys.path
+
 os.environ.pop("TRITON_INTERPRET", None)  # the real JIT's launch path, with its run() mocked out
 
 
-def load_kernel(name: str, source: str, folder: Path):
-    """The entry function of a generated kernel file, imported from `folder` (launch_overhead.py too)."""
-    path = folder / f"{name}_triton.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(f"{name}_triton_host", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, name)
-
-
 def main() -> int:
-    sys.path.insert(0, str(REPO))
+    use_this_tree()
     import torch
     from triton.runtime.jit import JITFunction
 
@@ -55,7 +44,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.specs:
             spec = load_spec(REPO / "operator_specs" / f"{name}.yaml")
-            fn = load_kernel(name, generate_kernel(spec).source, Path(tmp))
+            fn = load_entry(generate_kernel(spec).source, name, Path(tmp))
             inputs = draw_inputs(spec, spec.test_cases[0], "float32", 0, "cpu")
             fn(*inputs)  # the first call analyses the signature
             shapes = ", ".join(str(list(t.shape)) for t in inputs)

@@ -12,6 +12,7 @@ a batch sharing the GPU inflates every number here. Prints one table, the empty 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -19,10 +20,10 @@ from pathlib import Path
 import triton
 import triton.language as tl
 
-from host_path import load_kernel  # benchmarks/ is this script's folder, first on sys.path
+from common import REPO, load_entry, use_this_tree  # benchmarks/ is this script's folder, first on sys.path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+os.environ.pop("TRITON_INTERPRET", None)  # host time of the real JIT's launch: triton.jit reads it below
+use_this_tree()
 
 
 @triton.jit
@@ -51,7 +52,7 @@ def main() -> int:
     folder = Path(tempfile.mkdtemp(prefix="kg-launch-"))
     for path in sorted(args.specs.glob("*.yaml")):
         spec = load_spec(path)
-        fn = load_kernel(spec.name, generate_kernel(spec).source, folder)
+        fn = load_entry(generate_kernel(spec).source, spec.name, folder)
         case, dtype = spec.test_cases[0], spec.dtypes[0]
         inputs = draw_inputs(spec, case, dtype, 0, "cuda", on_device=True)
         params = spec.param_defaults

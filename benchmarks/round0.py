@@ -30,11 +30,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from host_path import load_kernel  # benchmarks/ is this script's folder, first on sys.path
-from launch_overhead import _empty  # the empty launch every host time is read against
+from common import REPO, load_entry, use_this_tree  # benchmarks/ is this script's folder, first on sys.path
+from launch_overhead import _empty  # the empty launch every host time is read against (and no interpreter)
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+use_this_tree()
 
 EXTRA_CASES = {"softmax": [{"x": [32, 32000]}]}  # the few-rows case, beside the spec's own
 DECODE = {"rms_norm": {"x": [1, 4096], "weight": [4096]}, "swiglu": {"gate": [32, 11008], "up": [32, 11008]},
@@ -75,17 +74,14 @@ class _Bench:
     def __init__(self, rep_ms: float):
         self.rep_ms = rep_ms
         self.folder = Path(tempfile.mkdtemp(prefix="kg-round0-"))
-        self.count = itertools.count()
 
     def ms(self, fn) -> float:  # noqa: ANN001
         from kernelgen.verify.timing import rep_times, summarize
 
         return summarize(rep_times(fn, "cuda", warmup_ms=10, rep_ms=self.rep_ms)).ms
 
-    def load(self, name: str, source: str):  # noqa: ANN201 - each file in a folder of its own
-        sub = self.folder / str(next(self.count))
-        sub.mkdir()
-        return load_kernel(name, source, sub)
+    def load(self, name: str, source: str):  # noqa: ANN201 - each file in a folder of its own (load_entry's)
+        return load_entry(source, name, self.folder)
 
 
 def peers_ms(spec, todo: list[tuple[int, dict, str]]) -> dict[tuple[int, str], dict[str, float]]:  # noqa: ANN001
