@@ -19,7 +19,6 @@ A problem's failure is one row; the run goes on. `--only` takes problem numbers 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import math
 import os
 import sys
@@ -27,18 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # this checkout's kernelgen, whatever else is installed
-sys.path.insert(0, str(REPO / "tests" / "offline"))  # the specs: conv_specs.py and its helper
+from common import REPO, load_entry, use_tests, use_this_tree  # benchmarks/ is this script's folder, first on sys.path
 
-
-def _import(name: str, source: str, tmp: Path):
-    path = tmp / f"{name}_triton.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(f"{name}_triton_{abs(hash(source))}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, name)
+use_this_tree()  # this checkout's kernelgen, whatever else is installed
+use_tests("offline")  # the specs: conv_specs.py and its helper
 
 
 def _channels_last(t):
@@ -74,7 +65,7 @@ def run_specs(device: str, tmp: Path) -> int:
         for spec in specs:
             fails, total = [], 0
             try:
-                fn = _import(spec.name, generate_kernel(spec).source, tmp)
+                fn = load_entry(generate_kernel(spec).source, spec.name, tmp)
             except Exception as e:  # noqa: BLE001 - reported per spec, the run goes on
                 print(f"{kind:<11} {spec.name:<28} build failed: {type(e).__name__}: {e}", flush=True)
                 bad += 1
@@ -111,7 +102,7 @@ def run_problem(path: Path, device: str, tmp: Path, truth_dtype: str) -> dict:
 
     spec = derive_spec(path).spec
     kern = first_kernel(spec, torch.cuda.get_device_properties(0).multi_processor_count if device == "cuda" else None)
-    fn = _import(spec.name, kern.source, tmp)
+    fn = load_entry(kern.source, spec.name, tmp)
     ref = load_reference(spec)
     case = spec.effective_perf_cases[0]
     inputs = draw_inputs(spec, case, "float32", 1, device)

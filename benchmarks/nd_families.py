@@ -9,25 +9,16 @@ One line per spec x dtype x layout, a short table last.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # this checkout's kernelgen, whatever else is installed
-sys.path.insert(0, str(REPO / "tests" / "offline"))  # the specs: nd_specs.py and its helper
+from common import load_entry, use_tests, use_this_tree  # benchmarks/ is this script's folder, first on sys.path
 
-
-def _import(name: str, source: str, tmp: Path):
-    path = tmp / f"{name}_triton.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(f"{name}_triton", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, name)
+use_this_tree()  # this checkout's kernelgen, whatever else is installed
+use_tests("offline")  # the specs: nd_specs.py and its helper
 
 
 def _transposed(t):
@@ -59,7 +50,7 @@ def main() -> int:
             worst = ""
             try:
                 kern = generate_kernel(spec)
-                fn = _import(spec.name, kern.source, tmp)
+                fn = load_entry(kern.source, spec.name, tmp)
             except Exception as e:  # noqa: BLE001 - reported per spec, the run goes on
                 rows.append((family, spec.name, 0, 1, f"build: {type(e).__name__}: {str(e).splitlines()[0][:90]}"))
                 print(f"{spec.name}: build failed: {e}", flush=True)
