@@ -45,8 +45,12 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # this checkout's kernelgen, whatever else is installed
+# common.py sits beside this file: first on sys.path when it runs as a script, but not when a test loads
+# it by its path (tests/test_kernelbench_crosscheck.py); appended, so it shadows nothing of the test's
+sys.path.append(str(Path(__file__).resolve().parent))
+from common import REPO, kernelgen, use_this_tree  # noqa: E402
+
+use_this_tree()  # this checkout's kernelgen, whatever else is installed
 
 
 def _number(path: Path) -> int:
@@ -326,11 +330,11 @@ def main() -> int:
 
     from kernelgen.batch.report import BatchReport, summary_text
 
-    cmd = [sys.executable, "-m", "kernelgen", "batch", *map(str, args.levels), "--out", str(args.out), "--rounds",
-           str(args.rounds), "--backend", "offline", "--gpus", args.gpus, "--step-timeout", str(args.timeout)]
+    cmd = ["batch", *map(str, args.levels), "--out", str(args.out), "--rounds", str(args.rounds), "--backend", "offline",
+           "--gpus", args.gpus, "--step-timeout", str(args.timeout)]
     if args.per_gpu != 1:
         cmd += ["--per-gpu", str(args.per_gpu)]
-    rc = subprocess.run(cmd, cwd=REPO).returncode
+    rc = kernelgen(*cmd, echo=True)[0]  # the batch's progress shown as it comes
     if rc == 2 or not (args.out / "batch_report.json").is_file():
         return rc or 1
     report = BatchReport.model_validate_json((args.out / "batch_report.json").read_text(encoding="utf-8"))

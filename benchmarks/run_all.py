@@ -18,8 +18,9 @@ import sys
 from datetime import date
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # this checkout's kernelgen, whatever else is installed
+from common import REPO, kernelgen, use_this_tree  # benchmarks/ is this script's folder, first on sys.path
+
+use_this_tree()  # this checkout's kernelgen, whatever else is installed
 
 
 def driver_version() -> str:
@@ -63,13 +64,13 @@ def main() -> int:
         if not specs:
             print(f"no spec matches {args.specs}", file=sys.stderr)
             return 2
-        cmd = [sys.executable, "-m", "kernelgen", "batch", *specs, "--out", str(args.out), "--rounds", str(args.rounds),
-               "--backend", "offline", "--gpus", args.gpus, "--engine", args.engine, "--step-timeout", str(args.timeout)]
+        cmd = ["batch", *specs, "--out", str(args.out), "--rounds", str(args.rounds), "--backend", "offline",
+               "--gpus", args.gpus, "--engine", args.engine, "--step-timeout", str(args.timeout)]
         if args.per_gpu != 1:
             cmd += ["--per-gpu", str(args.per_gpu)]
         if args.ray_address:
             cmd += ["--ray-address", args.ray_address]
-        rc = subprocess.run(cmd, cwd=REPO).returncode
+        rc = kernelgen(*cmd, echo=True)[0]  # the batch's progress shown as it comes
         if rc == 2 or not (args.out / "batch_report.json").is_file():
             return rc or 1
         report = BatchReport.model_validate_json((args.out / "batch_report.json").read_text(encoding="utf-8"))
