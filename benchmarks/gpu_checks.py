@@ -32,26 +32,19 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Iterator
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
+from common import REPO, kernelgen, run_python, use_tests  # benchmarks/ is this script's folder, first on sys.path
+
 SPECS = REPO / "operator_specs"
 
 
-def _with_path(env: dict, python_path: str | None) -> dict:
-    """`python_path` first, then the caller's PYTHONPATH (a GPU machine's wheels for pydantic and openai)."""
-    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, (python_path, env.get("PYTHONPATH"))))}
-
-
-def kg(*args: str, env: dict | None = None, cwd: Path | None = None, python_path: str | None = None) -> tuple[int, str, float]:
-    e = _with_path({**os.environ, **(env or {})}, python_path)
-    t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "kernelgen", *args], capture_output=True, text=True, env=e, cwd=cwd or REPO)
-    return p.returncode, p.stdout + p.stderr, time.monotonic() - t0
+def kg(*args: str, env: dict | None = None, tree: Path | None = None) -> tuple[int, str, float]:
+    """`kernelgen ARGS` with `env` over this process's environment; `tree`: another checkout's, run in it."""
+    return kernelgen(*args, tree=tree, env={**os.environ, **(env or {})})
 
 
 def spec_variant(src: str, dst: Path, **changes: object) -> Path:
@@ -159,10 +152,10 @@ def sandbox_rows(op: Path, out: Path, old: Path | None) -> Iterator[tuple[str, s
     if old is not None:
         old_gen = out / "old-generated"
         kg("new", str(SPECS / "broadcast.yaml"), "--out", str(old_gen), "--force", "--backend", "offline", "--no-bench",
-           python_path=str(old), cwd=old)
+           tree=old)
         times = []
         for _ in range(2):
-            rc, text, secs = kg("test", str(old_gen / "broadcast"), python_path=str(old), cwd=old)
+            rc, text, secs = kg("test", str(old_gen / "broadcast"), tree=old)
             times.append(secs)
         yield ("kernelgen test (before the split)", f"rc {rc}, {min(times):.1f} s (best of 2)")
 
@@ -174,15 +167,13 @@ BYPASS_STATIC = ("import sys; import kernelgen.verify.judge.judge as j; j.check_
 
 def _bench(op: Path, kernel: Path, out: Path, *, static: bool = True, repo: Path = REPO) -> tuple[int, dict, float, str]:
     """`kernelgen bench` of `kernel` on `op` (static checks off: the CLI with them stubbed out)."""
-    cmd = [sys.executable, "-m", "kernelgen"] if static else [sys.executable, "-c", BYPASS_STATIC]
+    cmd = ["-m", "kernelgen"] if static else ["-c", BYPASS_STATIC]
     args = ["bench", str(op), "--kernel", str(kernel), "--no-compile", "--no-peers", "--json", str(out)]
-    t0 = time.monotonic()
-    p = subprocess.run([*cmd, *args], capture_output=True, text=True, cwd=repo,
-                       env=_with_path(dict(os.environ), str(repo)))
+    rc, text, secs = run_python([*cmd, *args], tree=repo)
     perf = (json.loads(out.read_text()).get("performance") or {}) if out.is_file() else {}
-    if p.returncode and not perf:
-        print(f"bench of {kernel.name} exited {p.returncode}: {(p.stdout + p.stderr).strip()[-600:]}", file=sys.stderr)
-    return p.returncode, perf, time.monotonic() - t0, p.stdout + p.stderr
+    if rc and not perf:
+        print(f"bench of {kernel.name} exited {rc}: {text.strip()[-600:]}", file=sys.stderr)
+    return rc, perf, secs, text
 
 
 def _cases(perf: dict) -> dict[str, float]:
@@ -212,7 +203,7 @@ def forge_check(op: Path, out: Path, before: Path | None) -> list[tuple[str, str
         rows.append((f"  patched {case}", f"{ms:.4f} ms = x{ratio:.3f} of the honest time: {verdict}"))
     if before is not None:  # an operator folder of its own: the integrity record names the tool that wrote it
         kg("new", str(SPECS / "broadcast.yaml"), "--out", str(out / "before-generated"), "--force", "--backend", "offline",
-           "--no-bench", python_path=str(before), cwd=before)
+           "--no-bench", tree=before)
         rc, old, old_secs, _ = _bench(out / "before-generated" / "broadcast", ADVERSARIAL / "honest.py",
                                       out / "forge_before.json", repo=before)
         rows.append(("overhead: bench wall time", f"before {old_secs:.1f} s, after {secs:.1f} s (rc before {rc})"))
@@ -229,10 +220,9 @@ ATTACKS = ("reach_worker_gc", "rebind_worker_method", "skip_when_timed", "cache_
 
 def _test(op: Path, kernel: Path, *, static: bool) -> tuple[int, str]:
     """`kernelgen test` of `kernel` on `op`, one seed (static checks off: the CLI with them stubbed out)."""
-    cmd = [sys.executable, "-m", "kernelgen"] if static else [sys.executable, "-c", BYPASS_STATIC]
-    p = subprocess.run([*cmd, "test", str(op), "--kernel", str(kernel), "--seeds", "1"], capture_output=True, text=True,
-                       cwd=REPO, env=_with_path(dict(os.environ), str(REPO)))
-    return p.returncode, p.stdout + p.stderr
+    cmd = ["-m", "kernelgen"] if static else ["-c", BYPASS_STATIC]
+    rc, text, _ = run_python([*cmd, "test", str(op), "--kernel", str(kernel), "--seeds", "1"], tree=REPO)
+    return rc, text
 
 
 def _codes_in(text: str) -> list[str]:
@@ -267,7 +257,7 @@ def attack_check(op: Path, out: Path, before: Path | None) -> list[tuple[str, st
                  f"{[v['code'] for v in honest.get('violations', [])] or 'none'}"))
     if before is not None:
         kg("new", str(SPECS / "broadcast.yaml"), "--out", str(out / "attack-before"), "--force", "--backend", "offline",
-           "--no-bench", python_path=str(before), cwd=before)
+           "--no-bench", tree=before)
         rc, old, old_secs, _ = _bench(out / "attack-before" / "broadcast", ADVERSARIAL / "honest.py",
                                       out / "attack_before.json", repo=before)
         rows.append(("honest bench wall time", f"before {old_secs:.1f} s, after {secs:.1f} s (rc before {rc})"))
@@ -312,7 +302,7 @@ assert err <= 1e-5 and err2 <= 1e-5, "the exported op's result is wrong under th
 
 def llm_check(out: Path) -> tuple[str, str]:
     """An LLM generation through a local scripted server: the recorded prompt's device section."""
-    sys.path.insert(0, str(REPO / "tests"))
+    use_tests()  # the test suite's scripted OpenAI-compatible server
     from fake_llm_server import FakeLLMServer, fenced, honest_kernel, ok
 
     with FakeLLMServer([ok(fenced(honest_kernel()))]) as server:

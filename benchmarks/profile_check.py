@@ -37,8 +37,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # this checkout's kernelgen, whatever else is installed
+from common import REPO, kernelgen, tree_env, use_this_tree  # benchmarks/ is this script's folder, first on sys.path
+
+use_this_tree()  # this checkout's kernelgen, whatever else is installed
 
 SPECS = REPO / "benchmarks" / "specs"
 DEFAULT_SPECS = [REPO / "operator_specs" / "broadcast.yaml", REPO / "operator_specs" / "softmax.yaml",
@@ -62,27 +63,20 @@ def _fresh_cache(root: Path) -> Path:
     return cache
 
 
-def _python_path(tree: Path) -> str:
-    """`tree` first, then what the caller had (a GPU machine's wheels for pydantic and openai live there)."""
-    return os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)
-
-
 def _cli(tree: Path, cache: Path, *args: str, service: Path | None = None) -> tuple[float, int]:
     """One command in a fresh process; `service`: the runtime folder of the KernelGen service to use
     (None: no service, as every command ran before there was one)."""
-    env = {**os.environ, "PYTHONPATH": _python_path(tree), "KERNELGEN_CACHE_DIR": str(cache)}
+    env = {**os.environ, "KERNELGEN_CACHE_DIR": str(cache)}
     if service is None:
         env["KERNELGEN_NO_SERVICE"] = "1"
     else:
         env.pop("KERNELGEN_NO_SERVICE", None)
         env["KERNELGEN_RUNTIME_DIR"] = str(service)
-    t0 = time.monotonic()
     # run outside any checkout: `python -m` puts the working folder first on the import path
-    p = subprocess.run([sys.executable, "-m", "kernelgen", *args], env=env, cwd=cache, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE, text=True, timeout=3600)
-    if p.returncode:
-        print(f"kernelgen {' '.join(args[:1])} exited {p.returncode}: {p.stderr.strip()[-600:]}", file=sys.stderr)
-    return time.monotonic() - t0, p.returncode
+    rc, output, secs = kernelgen(*args, tree=tree, env=env, cwd=cache, timeout=3600)
+    if rc:
+        print(f"kernelgen {' '.join(args[:1])} exited {rc}: {output.strip()[-600:]}", file=sys.stderr)
+    return secs, rc
 
 
 def _timed(row: dict[str, float | str], label: str, secs: float, rc: int) -> None:
@@ -114,8 +108,8 @@ def _service_rows(tree: Path, cache: Path, spec: Path, gen: Path, op_dir: str, r
 
 def measure(tree: Path, spec: Path, out: Path, rounds: int, commands_only: bool = False) -> dict[str, float | str]:
     """Every row for one spec with the kernelgen of `tree` (this process imports only that one)."""
-    sys.path.insert(0, str(tree))
-    os.environ["PYTHONPATH"] = _python_path(tree)
+    use_this_tree(tree)
+    os.environ["PYTHONPATH"] = tree_env(tree)["PYTHONPATH"]
     os.environ["KERNELGEN_NO_SERVICE"] = "1"  # the in-process rows below judge here
     row: dict[str, float | str] = {}
     cache = _fresh_cache(out)
