@@ -19,6 +19,8 @@ import torch
 import triton
 import triton.language as tl
 
+from common import use_this_tree  # benchmarks/ is this script's folder, first on sys.path
+
 
 @triton.jit
 def _op(x, OP: tl.constexpr):
@@ -82,7 +84,7 @@ def main() -> int:
     ap.add_argument("--rep-ms", type=float, default=40.0)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    use_this_tree()
     from kernelgen.verify.timing import rep_times, summarize
 
     shape = [int(s) for s in args.shape.split(",")]

@@ -27,6 +27,8 @@ import torch
 import triton
 import triton.language as tl
 
+from common import use_this_tree  # benchmarks/ is this script's folder, first on sys.path
+
 SHAPES = {  # KernelBench level 1 (M, N, K, batch)
     "square": (4096, 4096, 4096, 1), "rect": (2048, 4096, 8192, 1), "irregular": (8205, 5921, 2949, 1),
     "smallk": (32768, 32768, 64, 1), "largek": (256, 256, 524288, 1), "bmm": (512, 2048, 1024, 128),
@@ -331,7 +333,7 @@ def main() -> int:
     ap.add_argument("--rep-ms", type=float, default=30.0)
     ap.add_argument("--set", choices=["tiles", "kmajor", "final"], default="tiles")
     args = ap.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    use_this_tree()
     from kernelgen.verify.timing import rep_times, summarize
 
     def t_ms(fn) -> float:  # noqa: ANN001

@@ -41,7 +41,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from common import REPO  # benchmarks/ is this script's folder, first on sys.path
 HEADER = re.compile(r"^\[(?P<at>[^\]]+)\] ray task on (?P<where>.+), worker pid (?P<pid>\d+): (?P<env>.*)$", re.M)
 RERUN_RESERVE_S = 120  # of --budget, kept for the command run again (one operator's bench, or a round and bench)
 
