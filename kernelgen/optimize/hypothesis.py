@@ -91,6 +91,32 @@ def _gain(cases: list[CaseView]) -> str:
     return f"up to x{AT_CEILING / worst.frac:.2f} on {worst.label} (from {100 * worst.frac:.0f}% to ~{100 * AT_CEILING:.0f}% of its ceiling)"
 
 
+def _ceiling_note(c: CaseView) -> str:
+    return f"; {100 * c.frac:.0f}% of the ceiling" if c.frac else ""
+
+
+def _few_rows(few: list[CaseView], family: str, space: dict[str, list[Any]], sm_count: int) -> list[Hypothesis]:
+    """Few rows (kept outputs) for the SMs: split each over several programs, with the knob the family has."""
+    c, labels = few[0], [x.label for x in few]
+    if "algorithm" in space:
+        return [Hypothesis(
+            knob="algorithm", cases=labels,
+            problem=f"{c.label}: {c.rows} rows for {sm_count} SMs: one program per row leaves "
+                    f"{max(0, sm_count - c.rows)} SMs idle" + _ceiling_note(c),
+            idea="split each row over several programs (partial results to a small scratch buffer, then a combining pass)",
+            expected=f"every SM busy instead of {min(c.rows, sm_count)}/{sm_count}; {_gain(few)}"
+                     + ("; the search tries the online and looped variants too (rows longer than a register block)"
+                        if c.cols > ROW_BLOCK else ""))]
+    if "split" in space:
+        return [Hypothesis(
+            knob="split", cases=labels,
+            problem=f"{c.label}: {c.rows} kept outputs for {sm_count} SMs in the {family} kernel's reduction: "
+                    "one program per kept block leaves SMs idle" + _ceiling_note(c),
+            idea="share each kept block's reduced elements among several programs (partials, then a combining launch)",
+            expected=f"every SM busy; {_gain(few)}")]
+    return []
+
+
 def hypotheses(spec: OperatorSpec, family: str, space: dict[str, list[Any]], cases: list[CaseView],
                sm_count: int | None, source: str = "") -> list[Hypothesis]:
     """Every hypothesis the numbers support, the most promising first (duplicates by knob dropped).
@@ -100,24 +126,8 @@ def hypotheses(spec: OperatorSpec, family: str, space: dict[str, list[Any]], cas
     # What a family can change is its knob space, not its name: a row-splitting `algorithm` (rows) or a
     # reduction `split` (nd, conv) is what answers few rows; `family` names it in the text only.
     few = [c for c in behind if sm_count and c.rows < FEW_ROWS * sm_count]
-    if few and "split" in space and "algorithm" not in space:
-        c = few[0]
-        found.append(Hypothesis(
-            knob="split", cases=[x.label for x in few],
-            problem=f"{c.label}: {c.rows} kept outputs for {sm_count} SMs in the {family} kernel's reduction: "
-                    f"one program per kept block leaves SMs idle" + (f"; {100 * c.frac:.0f}% of the ceiling" if c.frac else ""),
-            idea="share each kept block's reduced elements among several programs (partials, then a combining launch)",
-            expected=f"every SM busy; {_gain(few)}"))
-    if few and "algorithm" in space:
-        c = few[0]
-        found.append(Hypothesis(
-            knob="algorithm", cases=[x.label for x in few],
-            problem=f"{c.label}: {c.rows} rows for {sm_count} SMs: one program per row leaves "
-                    f"{max(0, sm_count - c.rows)} SMs idle" + (f"; {100 * c.frac:.0f}% of the ceiling" if c.frac else ""),
-            idea="split each row over several programs (partial results to a small scratch buffer, then a combining pass)",
-            expected=f"every SM busy instead of {min(c.rows, sm_count)}/{sm_count}; {_gain(few)}"
-                     + ("; the search tries the online and looped variants too (rows longer than a register block)"
-                        if c.cols > ROW_BLOCK else "")))
+    if few and sm_count:
+        found += _few_rows(few, family, space, sm_count)
     long_rows = [c for c in behind if c.cols > ROW_BLOCK]
     if long_rows and "algorithm" in space:
         c = long_rows[0]
