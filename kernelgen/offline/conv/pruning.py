@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kernelgen.offline.budgets import (REGS_OVERHEAD, REGS_PER_THREAD, Pruned, fill_the_sms, judge_each, matmul_budget,
-                                       register_budget)
+from kernelgen.offline.budgets import REGS_OVERHEAD, REGS_PER_THREAD, Pruned, fill_the_sms, judge_each, matmul_budget
 from kernelgen.offline.knobs import KnobsModel
 from kernelgen.offline.launch import ConvTiles, next_pow2
 from kernelgen.offline.nd.launch import StageLaunch
-from kernelgen.offline.nd.pruning import LIVE_VALUES, NdCase, describe_launches
+from kernelgen.offline.nd.pruning import NdCase, changed_stages, describe_launches
 
 CONV_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_SIZE_M", "FLAT_K")
 TILE_KNOBS = ("MAX_SINGLE_PASS", "ROW_TILE")
@@ -71,20 +70,8 @@ def prune_conv(case: NdCase, label: str, resolve: Callable[[Any], KnobsModel], k
         if not changed:
             return Pruned(value, False, f"{knob}={value!r} launches the same kernels, tiles and grids as the base at "
                                         f"{case.shape_text}: nothing to time")
-        reasons = []
-        for new, old in changed:
-            if new.conv is not None and old.conv is not None:
-                verdict = _conv_verdict(knob, value, new.conv, old.conv, case.itemsize, case.sms)
-            elif new.kind == "matmul":
-                assert new.tiles is not None and old.tiles is not None and new.mnk is not None
-                verdict = matmul_budget(knob, value, new.tiles, old.tiles, True, *new.mnk, case.itemsize, case.sms)
-            else:
-                assert new.launch is not None
-                verdict = register_budget(knob, value, new.launch, case.sms, LIVE_VALUES[new.launch.path])
-            if not verdict.kept:
-                return Pruned(value, False, f"stage {new.stage} ({new.kind}): {verdict.reason}")
-            reasons.append(f"stage {new.stage} ({new.kind}): {verdict.reason}")
-        return Pruned(value, True, "; ".join(reasons))
+        return changed_stages(changed, knob, value, case, lambda new, old: _conv_verdict(
+            knob, value, new.conv, old.conv, case.itemsize, case.sms) if new.conv is not None and old.conv is not None else None)
 
     judged = judge_each(label, resolve, knob, values, base, judge)
     if knob in GRID_KNOBS and not why:

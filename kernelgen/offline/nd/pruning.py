@@ -63,18 +63,7 @@ def prune_nd(case: NdCase, label: str, resolve: Callable[[Any], KnobsModel], kno
         if not changed:
             return Pruned(value, False, f"{knob}={value!r} launches the same kernels, tiles and grids as the base at "
                                         f"{case.shape_text}: nothing to time")
-        reasons = []
-        for new, old in changed:
-            if new.kind == "matmul":
-                assert new.tiles is not None and old.tiles is not None and new.mnk is not None
-                verdict = matmul_budget(knob, value, new.tiles, old.tiles, True, *new.mnk, case.itemsize, case.sms)
-            else:
-                assert new.launch is not None
-                verdict = register_budget(knob, value, new.launch, case.sms, LIVE_VALUES[new.launch.path])
-            if not verdict.kept:
-                return Pruned(value, False, f"stage {new.stage} ({new.kind}): {verdict.reason}")
-            reasons.append(f"stage {new.stage} ({new.kind}): {verdict.reason}")
-        return Pruned(value, True, "; ".join(reasons))
+        return changed_stages(changed, knob, value, case)
 
     judged = judge_each(label, resolve, knob, values, base, judge)
     if knob in GRID_KNOBS:
@@ -108,3 +97,23 @@ def describe_launches(launches: list[StageLaunch]) -> str:
             parts.append(f"stage {s.stage} (matmul {s.mnk[0]}x{s.mnk[1]}x{s.mnk[2]}): {bm}x{bn}x{bk} tiles, {warps} warps, "
                          f"{stages} stages")
     return "; ".join(parts)
+
+
+def changed_stages(changed: list[tuple[StageLaunch, StageLaunch]], knob: str, value: Any, case: "NdCase",
+                   special: Callable[[StageLaunch, StageLaunch], Pruned | None] = lambda new, old: None) -> Pruned:
+    """A knob value judged on the stages whose launches it changes (new, old): the first stage's
+    refusal, or every stage's reason. `special(new, old)`: a family's own verdict for a stage kind
+    it knows (conv's tiles), None for the shared matmul and register budgets."""
+    reasons = []
+    for new, old in changed:
+        verdict = special(new, old)
+        if verdict is None and new.kind == "matmul":
+            assert new.tiles is not None and old.tiles is not None and new.mnk is not None
+            verdict = matmul_budget(knob, value, new.tiles, old.tiles, True, *new.mnk, case.itemsize, case.sms)
+        elif verdict is None:
+            assert new.launch is not None
+            verdict = register_budget(knob, value, new.launch, case.sms, LIVE_VALUES[new.launch.path])
+        if not verdict.kept:
+            return Pruned(value, False, f"stage {new.stage} ({new.kind}): {verdict.reason}")
+        reasons.append(f"stage {new.stage} ({new.kind}): {verdict.reason}")
+    return Pruned(value, True, "; ".join(reasons))
