@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from kernelgen.offline.frontend import shapes as S
 from kernelgen.offline.frontend.ir import Graph
 from kernelgen.offline.nd.access import MOVES, Port, ports
-from kernelgen.offline.nd.emit_values import is_scalar_leaf, pointwise, var
+from kernelgen.offline.nd.emit_epilogue import tile_epilogue
 from kernelgen.offline.nd.stages import Buffer, Stage
 
 DIM_NAMES = {1: ("l",), 2: ("h", "w"), 3: ("d", "h", "w")}
@@ -226,40 +226,9 @@ def _address(st: Stage, p: Port, dims: tuple[str, ...]) -> str:
 
 def _epilogue(g: Graph, st: Stage, ps: list[Port], buffers: dict[str, Buffer], dims: tuple[str, ...]) -> list[str]:
     """The stage's values on the accumulator tile, then one rounding store per output."""
-    load_port = {p.value: p for p in ps if not p.store}
-    L = ["# epilogue on the fp32 accumulator, then one rounding store per output",
-         "mask = m_ok[:, None] & n_ok[None, :]"]
-    for u in st.values:
-        v = g[u]
-        if u == st.anchor:
-            L.append(f"v{u} = acc")
-        elif u in load_port:
-            up = ".to(tl.float32)" if v.is_float else ""
-            L.append(f"v{u} = tl.load({_address(st, load_port[u], dims)}, mask=mask, other=0){up}")
-        elif is_scalar_leaf(v):
-            continue
-        elif v.op == "iota":
-            f = next(f for f in st.maps[u] if f is not None)
-            L.append(f"v{u} = {_index(f, dims)}")
-        elif v.op == "view":
-            L.append(f"v{u} = {var(g, v.args[0])}")
-        else:
-            L.append(f"v{u} = {pointwise(g, v)}")
-    for p in ps:
-        if not p.store:
-            continue
-        val = var(g, p.value)
-        if st.spaces.get(p.value) != "full" or is_scalar_leaf(g[p.value]):
-            val = f"tl.broadcast_to({val}, [BLOCK_M, BLOCK_N])"
-        if buffers[p.buffer].kind == "temp":
-            # an fp32 buffer for a later stage, rounded as the reference materialises the convolution's
-            # result in the call's 16-bit dtype (a norm after it divides that rounding by a deviation)
-            L.append(f"{p.name}_val = {val}")
-            L.append(f"if ROUND == 1:\n        {p.name}_val = {p.name}_val.to(tl.float16).to(tl.float32)")
-            L.append(f"if ROUND == 2:\n        {p.name}_val = {p.name}_val.to(tl.bfloat16).to(tl.float32)")
-            val = f"{p.name}_val"
-        L.append(f"tl.store({_address(st, p, dims)}, {val}.to({p.name}_ptr.dtype.element_ty), mask=mask)")
-    return L
+    return (["# epilogue on the fp32 accumulator, then one rounding store per output",
+             "mask = m_ok[:, None] & n_ok[None, :]"]
+            + tile_epilogue(g, st, ps, buffers, lambda p: _address(st, p, dims), lambda f: _index(f, dims)))
 
 
 def _params(g: Graph, st: Stage, ps: list[Port], form: str, dims: tuple[str, ...], moves: tuple[bool, ...],

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelgen.offline.nd.access import MOVES, Port, ports
-from kernelgen.offline.nd.emit_values import is_scalar_leaf, pointwise, var
+from kernelgen.offline.nd.emit_epilogue import tile_epilogue
 from kernelgen.offline.frontend.ir import Graph
 from kernelgen.offline.nd.stages import Buffer, Stage
 
@@ -111,40 +111,8 @@ def _address(st: Stage, p: Port) -> str:
 def _epilogue(g: Graph, st: Stage, ps: list[Port], buffers: dict[str, Buffer]) -> list[str]:
     """The stage's values on the accumulator tile, then one rounding store per output."""
     mdim, ndim = len(st.frame) - 2, len(st.frame) - 1
-    load_port = {p.value: p for p in ps if not p.store}
-    L: list[str] = []
-    for u in st.values:
-        v = g[u]
-        if u == st.anchor:
-            L.append(f"v{u} = acc")
-        elif u in load_port:
-            p = load_port[u]
-            up = ".to(tl.float32)" if v.is_float else ""
-            L.append(f"v{u} = tl.load({_address(st, p)}, mask=mask, other=0){up}")
-        elif is_scalar_leaf(v):
-            continue
-        elif v.op == "iota":
-            f = next(f for f in st.maps[u] if f is not None)
-            L.append(f"v{u} = " + ("offs_m[:, None]" if f == mdim else "offs_n[None, :]" if f == ndim else f"b{f}"))
-        elif v.op == "view":
-            L.append(f"v{u} = {var(g, v.args[0])}")
-        else:
-            L.append(f"v{u} = {pointwise(g, v)}")
-    for p in ps:
-        if p.store:
-            val = var(g, p.value)
-            if st.spaces.get(p.value) != "full" or is_scalar_leaf(g[p.value]):
-                val = f"tl.broadcast_to({val}, [BLOCK_M, BLOCK_N])"
-            if buffers[p.buffer].kind == "temp":
-                # an fp32 buffer for a later stage: rounded as the reference materialises a matmul's
-                # result, in the call's 16-bit dtype (a group norm of it divides that rounding by the
-                # group's deviation: kept in fp32, KernelBench level2/30 differs from eager by 2e-3)
-                L.append(f"{p.name}_val = {val}")
-                L.append(f"if ROUND == 1:\n        {p.name}_val = {p.name}_val.to(tl.float16).to(tl.float32)")
-                L.append(f"if ROUND == 2:\n        {p.name}_val = {p.name}_val.to(tl.bfloat16).to(tl.float32)")
-                val = f"{p.name}_val"
-            L.append(f"tl.store({_address(st, p)}, {val}.to({p.name}_ptr.dtype.element_ty), mask=mask)")
-    return L
+    return tile_epilogue(g, st, ps, buffers, lambda p: _address(st, p),
+                         lambda f: "offs_m[:, None]" if f == mdim else "offs_n[None, :]" if f == ndim else f"b{f}")
 
 
 def _params(g: Graph, st: Stage, ps: list[Port], nb: int, moves: tuple[bool, ...], used: list[str],
