@@ -8,10 +8,14 @@ from collections.abc import Mapping
 from typing import Any, Callable, ClassVar
 
 from kernelgen.offline.budgets import Pruned
+from kernelgen.offline.dispatch import DispatchEntry, Route, frame_key, routes
 from kernelgen.offline.family import Family, Refused, Served, Verdict
+from kernelgen.offline.frame.emitter import assign_spaces
+from kernelgen.offline.frame.host import render_file
 from kernelgen.offline.frame.plan import FramePlan, analyse_frame
 from kernelgen.offline.frame.pruning import FrameCase, frame_case
 from kernelgen.offline.knobs import KnobsModel, resolve_knobs
+from kernelgen.offline.naming import Names
 from kernelgen.offline.unsupported import NotServed
 from kernelgen.spec import OperatorSpec
 
@@ -31,6 +35,21 @@ class FrameFamily(Family):
         if refusal is not None:
             return Refused(self.name, refusal)
         return Served(plan, plan.kind.family, plan.kind.summary)
+
+    def emit(self, spec: OperatorSpec, served: Served, knobs: KnobsModel, entries: list[DispatchEntry]) -> str:
+        """The family's file (templates/offline/<name>.py.j2) from its own template context."""
+        plan: FramePlan = served.plan.fresh()
+        rs = routes(spec, knobs, entries, lambda shapes: frame_key([shapes[n] for n in spec.input_names]),
+                    lambda k: self.resolve(served, k))
+        assign_spaces(plan.view.graph, plan.kind.roles)
+        names = Names(spec)
+        context = self.context(spec, plan, names, rs)
+        return render_file(self.name, spec, plan.view, served.label, served.summary, knobs, names, context)
+
+    def context(self, spec: OperatorSpec, plan: FramePlan, names: Names, rs: list[Route]) -> dict[str, Any]:
+        """What the family's template needs beyond the shared frame (a family that emits its own way,
+        as matmul does, overrides emit instead)."""
+        raise NotImplementedError(f"the {self.name} family emits without the frame's template context")
 
     def refusal(self, plan: FramePlan) -> str | None:
         """What in a plan of this family's kind its kernels cannot compute (None: nothing), found

@@ -6,11 +6,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from kernelgen.offline.budgets import Pruned
-from kernelgen.offline.dispatch import DispatchEntry, FirstChoice, frame_key, routes
+from kernelgen.offline.dispatch import FirstChoice, Route, frame_key
 from kernelgen.offline.family import Served
-from kernelgen.offline.frame.emitter import assign_spaces
 from kernelgen.offline.frame.family import FrameFamily
-from kernelgen.offline.frame.host import render_file
 from kernelgen.offline.frame.plan import FramePlan
 from kernelgen.offline.frame.pruning import FrameCase
 from kernelgen.offline.knobs import KnobsModel
@@ -32,14 +30,8 @@ class PointwiseFamily(FrameFamily):
     labels = ("pointwise",)
     knobs_model = PointwiseKnobs
 
-    def emit(self, spec: OperatorSpec, served: Served, knobs: KnobsModel, entries: list[DispatchEntry]) -> str:
-        plan: FramePlan = served.plan.fresh()
-        rs = routes(spec, knobs, entries, lambda shapes: frame_key([shapes[n] for n in spec.input_names]),
-                    lambda k: self.resolve(served, k))
-        assign_spaces(plan.view.graph, plan.kind.roles)
-        names = Names(spec)
-        context = pointwise_context(spec, plan.view, plan.kind, names, rs)
-        return render_file("pointwise", spec, plan.view, served.label, served.summary, knobs, names, context)
+    def context(self, spec: OperatorSpec, plan: FramePlan, names: Names, rs: list[Route]) -> dict[str, Any]:
+        return pointwise_context(spec, plan.view, plan.kind, names, rs)
 
     def first_choices(self, spec: OperatorSpec, served: Served, sm_count: int) -> list[FirstChoice]:
         """float32 frames of 1G elements or more take 64 KB per program (16384 elements, 16 warps):

@@ -7,11 +7,10 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from kernelgen.offline.budgets import Pruned
-from kernelgen.offline.dispatch import DispatchEntry, FirstChoice, frame_key, routes
+from kernelgen.offline.dispatch import FirstChoice, Route
 from kernelgen.offline.family import Served
 from kernelgen.offline.frame.emitter import assign_spaces
 from kernelgen.offline.frame.family import FrameFamily
-from kernelgen.offline.frame.host import render_file
 from kernelgen.offline.frame.plan import FramePlan
 from kernelgen.offline.frame.pruning import FrameCase
 from kernelgen.offline.knobs import KnobsModel
@@ -29,14 +28,8 @@ class RowsFamily(FrameFamily):
     labels = ("row_reduction", "softmax", "layernorm", "rmsnorm")
     knobs_model = RowKnobs
 
-    def emit(self, spec: OperatorSpec, served: Served, knobs: KnobsModel, entries: list[DispatchEntry]) -> str:
-        plan: FramePlan = served.plan.fresh()
-        rs = routes(spec, knobs, entries, lambda shapes: frame_key([shapes[n] for n in spec.input_names]),
-                    lambda k: self.resolve(served, k))
-        assign_spaces(plan.view.graph, plan.kind.roles)
-        names = Names(spec)
-        context = rows_context(spec, plan.view, plan.kind, names, rs)
-        return render_file("rows", spec, plan.view, served.label, served.summary, knobs, names, context)
+    def context(self, spec: OperatorSpec, plan: FramePlan, names: Names, rs: list[Route]) -> dict[str, Any]:
+        return rows_context(spec, plan.view, plan.kind, names, rs)
 
     def refusal(self, plan: FramePlan) -> str | None:
         try:  # each value per element, per row or scalar: a reduction of a per-row value has no place
