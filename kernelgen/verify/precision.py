@@ -65,7 +65,7 @@ class PrecisionPolicy(BaseModel):
     def label(self) -> str:
         """Short, for a table cell or a heading: `matmul IEEE, conv TF32 (PyTorch's defaults)`, or each
         kind with the switch that set it: `matmul TF32 (KERNELGEN_TF32=1), conv TF32 (PyTorch's default)`."""
-        if (self.matmul_from, self.conv_from) == ("pytorch-default", "pytorch-default"):
+        if self.matmul_from == self.conv_from == "pytorch-default":
             return f"matmul {_word(self.matmul)}, conv {_word(self.conv)} (PyTorch's defaults)"
         return ", ".join(f"{kind} {_word(mode)} ({_switch(kind, mode, source)})" for kind, mode, source in
                          (("matmul", self.matmul, self.matmul_from), ("conv", self.conv, self.conv_from)))
