@@ -67,7 +67,8 @@ class _Expected:
         try:
             with applied() as policy:
                 self.eager = as_tuple(judge.baseline(*[_same_layout_copy(t) for t in inputs], **params))
-            self.truth = case_truth(judge.baseline, inputs, params, self.eager, policy=policy)
+            self.truth = case_truth(judge.baseline, inputs, params, self.eager, policy=policy,
+                                    tol=tolerance_of(judge.spec, check))
         except Exception as e:  # noqa: BLE001 - the reference's own failure, whatever it is
             what = _where(check, seed, "reference")
             last = (str(e).strip().splitlines() or [""])[-1][:300]

@@ -102,10 +102,11 @@ def _wrong(judge: Judge, worker: WorkerSession, values: list[Any] | None, expect
                  if not c.passed), "")
 
 
-def _truth(judge: Judge, inputs: list[Any], expected: tuple, *, sample: bool = False) -> CaseTruth:
+def _truth(judge: Judge, inputs: list[Any], expected: tuple, dtype: str, *, sample: bool = False) -> CaseTruth:
     """The truth of the case the kernels ran on (`sample`: a judge-chosen share of the batch rows, where
     it is computed in slices)."""
-    return case_truth(judge.baseline, inputs, judge.spec.param_defaults, expected, sample=sample)
+    return case_truth(judge.baseline, inputs, judge.spec.param_defaults, expected, sample=sample,
+                      tol=judge.spec.tolerance_for(dtype))
 
 
 class _Requests:
@@ -272,12 +273,12 @@ class _Checks:
             return
         if held is self.rotation.inputs:
             expected = self.expected
-            self.truth = self.truth or _truth(self.judge, held, expected)
+            self.truth = self.truth or _truth(self.judge, held, expected, self.dtype)
             truth = self.truth
         else:
             with applied():
                 expected = as_tuple(self.judge.baseline(*held, **self.judge.spec.param_defaults))
-            truth = _truth(self.judge, held, expected, sample=True)
+            truth = _truth(self.judge, held, expected, self.dtype, sample=True)
         n = len(expected)
         for call in range(max(1, len(reply.outputs) // max(n, 1))):
             wrong = _wrong(self.judge, r.worker, reply.outputs[call * n:(call + 1) * n], expected, self.dtype, None, truth)
@@ -322,7 +323,7 @@ def time_case(judge: Judge, kernels: list[KernelSource], inputs: list[Any], expe
                 if reply.report is not None:
                     res.configs = list(reply.report.configs)
                     res.violations += [(v.get("code", "worker-report"), v.get("message", "")) for v in reply.report.violations]
-                checks.truth = checks.truth or _truth(judge, inputs, expected)
+                checks.truth = checks.truth or _truth(judge, inputs, expected, dtype)
                 res.wrong = _wrong(judge, worker, reply.outputs, expected, dtype, fill, checks.truth)
         live = [i for i, r in enumerate(results) if not r.wrong]
         with device_lock(exclusive=True, path=judge.device.lock):  # nothing else of ours on that device while timing
