@@ -16,8 +16,9 @@ called on meta tensors of each perf case's shapes (kernelgen.verify.judge.perfsh
 the shapes it will be timed on. The verdict counts the checks it planned before the first call: fewer
 done is a failure, and "0/0" never passes.
 
-Outputs are measured against the reference run in float64 (kernelgen.verify.judge.oracle), eager
-running in the user's TF32 mode. Only the spec's deciding dtypes (`primary_dtypes`: float32 for a
+Outputs are measured by the oracle's one rule (kernelgen.verify.judge.oracle) against the case's
+float64 truth (kernelgen.verify.judge.bigtruth), eager running under the user's precision policy; the
+ablated call is "right" by the same rule. Only the spec's deciding dtypes (`primary_dtypes`: float32 for a
 KernelBench problem) decide the verdict; the others are checked and reported beside them, and a
 kernel raising in one of them stops only that case. Every input comes from one seed base, a hash of
 the kernel's bytes and the spec unless given (`kernelgen test --seed N`): the same kernel, the same

@@ -17,7 +17,9 @@ picks per shape; a GEMM of 1024 rows is blocked unlike one of one row, 3e-4 apar
 shape) stays within them. A slice's truth off by at most a sixteenth of the tolerance moves no
 verdict by more than that. The slices are every
 row (a spot check), or a judge-chosen sample of an eighth of them (timed outputs: a cached or stale
-result is wrong everywhere), drawn by the judge after the candidate answered.
+result is wrong everywhere), drawn by the judge after the candidate answered. A sample is taken only
+where slices are needed anyway (the whole run does not fit): a kernel wrong in a share r of the rows of
+a read output goes unseen with probability (1 - r) ** (rows / 8) there, where a whole truth sees it.
 
 On the host: an op that is not separable (a loss, a norm over everything) and does not fit on the
 device runs in float64 in host memory (half of what is available), the inputs copied there.
@@ -40,6 +42,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from kernelgen.errors import UsageError
 from kernelgen.spec import ToleranceSpec
 from kernelgen.verify.judge import oracle
 from kernelgen.verify.judge.precision import PrecisionPolicy, applied, precision_policy
@@ -72,7 +75,11 @@ def truth_budget(device: Any) -> int:
 
     given = os.environ.get(MEMORY_ENV, "").strip()
     if given:
-        return int(float(given))
+        try:
+            return int(float(given))
+        except ValueError:
+            raise UsageError(f"{MEMORY_ENV}={given!r} is not a number of bytes",
+                             hint=f"unset {MEMORY_ENV} (half the free memory), or give bytes, e.g. 4e9") from None
     kind = getattr(device, "type", str(device))
     backend = getattr(torch, kind, None)
     if kind != "cpu" and backend is not None and hasattr(backend, "mem_get_info"):
