@@ -21,7 +21,7 @@ the candidate cannot see: every timing request has the same structure, checked o
 
 The spot check and the timed outputs are decided by the oracle's rule like every other check
 (kernelgen.verify.judge.oracle): against the case's float64 truth, eager running under the user's
-precision policy -- at a perf shape whole where it fits, else in batch slices; a timed output's truth on
+precision policy -- at a perf shape whole where it fits, else in batch slices, a timed output's then on
 a judge-chosen sample of an eighth of the batch rows (kernelgen.verify.judge.bigtruth).
 """
 
