@@ -15,7 +15,7 @@ from rich.markup import escape
 
 from kernelgen.cli_memory import memory_app
 from kernelgen.cli_options import (BaseUrl, Backend, Candidates, Device, LLMTimeout, MaxRetries, MaxTokens, Model, NoService,
-                                   Repairs, Replay, ReplayMismatch, Temperature, _Command, llm_options)
+                                   Precision, Repairs, Replay, ReplayMismatch, Temperature, _Command, llm_options)
 from kernelgen.console import err, errors_to_exit, llm_warnings, out, print_run, progress
 from kernelgen.errors import KernelGenError
 
@@ -42,6 +42,7 @@ def new(
     replay_mismatch: ReplayMismatch = None,
     no_bench: Annotated[bool, typer.Option("--no-bench", help="verify only; leave timing to `kernelgen bench` / `optimize`")] = False,
     no_service: NoService = False,
+    precision: Precision = None,
 ) -> None:
     """Generate <name>_triton.py, _baseline.py, _accuracy.py, _performance.py; verify; measure; log round 0."""
     from kernelgen.new import new_operator
@@ -93,6 +94,7 @@ def test(
                                                 "names its own: this replays it); default: a hash of the kernel and "
                                                 "the spec, so the same kernel gets the same verdict")] = None,
     no_service: NoService = False,
+    precision: Precision = None,
 ) -> None:
     """Accuracy only (isolated, with the anti-cheat checks)."""
     from kernelgen.serve.commands import test_operator
@@ -115,6 +117,7 @@ def bench(
     fresh: Annotated[bool, typer.Option("--fresh", help="time eager, torch.compile and the peers again instead of "
                                         "taking them from the cache")] = False,
     no_service: NoService = False,
+    precision: Precision = None,
 ) -> None:
     """Performance only: the kernel against PyTorch eager, torch.compile and the peer libraries."""
     from kernelgen.serve.commands import bench_operator
@@ -230,6 +233,7 @@ def optimize(
     gpus: Annotated[Optional[str], typer.Option("--gpus", help="GPUs to time a round's candidates on, e.g. 0,1 (or all, or a count): "
                                                 "the first is the operator's own, each other one times its share of the "
                                                 "candidates against the best on that GPU")] = None,
+    precision: Precision = None,
 ) -> None:
     """Diagnose, propose, gate, time against the best, keep only real wins; log every round. Resumable."""
     from kernelgen.devices import INTERPRETER_WARNING, make_current, resolve_device
@@ -286,6 +290,7 @@ def batch(
     temperature: Temperature = None,
     max_tokens: MaxTokens = None,
     repairs: Repairs = None,
+    precision: Precision = None,
 ) -> None:
     """Many operators: new, optimize and a final measurement for each, over every GPU (or a Ray cluster). Resumable."""
     from kernelgen.batch.progress import BatchProgress

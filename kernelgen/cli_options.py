@@ -51,6 +51,25 @@ Repairs = Annotated[Optional[int], typer.Option("--repairs", help="repair prompt
 LLMTimeout = Annotated[Optional[float], typer.Option("--llm-timeout", help="seconds to wait for one LLM reply (else KERNELGEN_LLM_TIMEOUT, `timeout` in the config file, 300)")]
 MaxRetries = Annotated[Optional[int], typer.Option("--max-retries", help="retries of a failed LLM request: 429, 5xx, timeouts (else KERNELGEN_MAX_RETRIES, the config file, 3)")]
 ReplayMismatch = Annotated[Optional[str], typer.Option("--replay-mismatch", help="with --backend replay, when a prompt differs from the recorded one: warn (default) or refuse")]
+def _use_precision(value: Optional[str]) -> Optional[str]:
+    """--precision: checked, then exported for everything the command starts (the warm service, the
+    sandboxed workers, a batch's steps: kernelgen.verify.judge.precision)."""
+    if value:
+        from kernelgen.errors import UsageError
+        from kernelgen.verify.judge.precision import use_precision
+
+        try:
+            use_precision(value)
+        except UsageError as e:
+            raise typer.BadParameter(str(e)) from None
+    return value
+
+
+Precision = Annotated[Optional[str], typer.Option(
+    "--precision", envvar="KERNELGEN_PRECISION", callback=_use_precision,
+    help="float32 products in eager, torch.compile and the kernel: pytorch (PyTorch's defaults: matmuls IEEE, "
+         "convolutions TF32), ieee, tf32, or per kind, e.g. matmul=tf32,conv=ieee (else KERNELGEN_TF32 / "
+         "KERNELGEN_CONV_TF32, else PyTorch's defaults)")]
 Candidates = Annotated[Optional[int], typer.Option("--candidates", help="LLM proposals per optimization round, each checked (else KERNELGEN_CANDIDATES, the config file, 1)")]
 
 

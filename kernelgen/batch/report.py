@@ -103,6 +103,8 @@ def operator_row(result: JobResult, out_root: Path) -> tuple[OpRow, list[CaseRow
     peaks = [c.frac_peak for c in cases if c.frac_peak is not None]
     row.frac_peak = min(peaks) if peaks else None
     row.measured = perf.measured
+    if perf.precision is not None and any(c.dtype == "float32" for c in perf.cases):
+        row.precision = perf.precision.label()
     return row, cases, perf
 
 

@@ -82,6 +82,7 @@ class OpRow(_Row):
     fast_1: bool = False
     frac_peak: float | None = None  # the lowest over its cases
     measured: bool = True
+    precision: str = ""  # the float32 precision policy its final measurement ran under (PrecisionPolicy.label)
     skipped: bool = False
     resumed: str = ""
     seconds: float = 0.0
@@ -125,6 +126,7 @@ def op_columns() -> list[Column[OpRow]]:
         Column("% of peak", lambda r: _pct(r.frac_peak), True),
         Column("rounds", lambda r: str(r.rounds), True),
         Column("best round", lambda r: "—" if r.best_round is None else str(r.best_round), True),
+        Column("precision", lambda r: r.precision or "—"),
         Column("ran on", lambda r: r.target or "—"),
         Column("s", lambda r: f"{r.seconds:.0f}", True),
         Column("note", _op_note),

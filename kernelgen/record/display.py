@@ -9,10 +9,13 @@ from kernelgen.verify.results import PerfCase, PerformanceResult
 
 
 def tf32_label(perf: PerformanceResult) -> str:
-    """The precision mode, where a float32 case was timed (the log's heading and the terminal's title)."""
-    if perf.tf32 is None or not any(c.dtype == "float32" for c in perf.cases):
+    """The precision policy, where a float32 case was timed (the log's heading and the terminal's title):
+    `, precision: matmul IEEE, conv TF32 (PyTorch's defaults)`; a run from before the policy, its TF32 flag."""
+    if not any(c.dtype == "float32" for c in perf.cases):
         return ""
-    return f", float32 matmuls with TF32 {'on' if perf.tf32 else 'off'}"
+    if perf.precision is not None:
+        return f", precision: {perf.precision.label()}"
+    return "" if perf.tf32 is None else f", float32 matmuls with TF32 {'on' if perf.tf32 else 'off'}"
 
 
 def _shape_label(shapes: dict[str, list[int]]) -> str:

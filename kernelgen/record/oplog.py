@@ -42,7 +42,8 @@ def accuracy_text(run: RunRecord | None) -> str:
     for v in acc.violations:
         lines.append(f"  - violation `{v.code}`: {v.message}")
     if acc.truth_errors():
-        lines.append(f"  - largest error against the float64 truth: {acc.truth_errors()}")
+        under = f" (eager under {acc.precision.label()})" if acc.precision else ""
+        lines.append(f"  - largest error against the float64 truth: {acc.truth_errors()}{under}")
     for note in acc.reported:
         lines.append(f"  - reported: {note}")
     for line in acc.failure_lines(3):

@@ -32,6 +32,7 @@ class ReportRow:
     stopped_because: str
     problem: str = ""  # a folder whose state cannot be read
     tf32: bool | None = None  # whether float32 matmuls could use TF32 (None: no float32 case measured)
+    precision: str = ""  # the float32 precision policy it was measured under (PrecisionPolicy.label; "": none or older)
 
     def cells(self) -> list[str]:
         def x(v: float | None) -> str:
@@ -76,6 +77,7 @@ def report_row(op_dir: Path) -> ReportRow:
         tokens=state.tokens.prompt_tokens + state.tokens.completion_tokens,
         measured=perf.measured if perf else True, stopped_because=state.stopped_because,
         tf32=perf.tf32 if perf and any(c.dtype == "float32" for c in perf.cases) else None,
+        precision=perf.precision.label() if perf and perf.precision and any(c.dtype == "float32" for c in perf.cases) else "",
     )
 
 
@@ -94,8 +96,12 @@ def render_markdown(rows: list[ReportRow], root: Path) -> str:
     lines = [f"# KernelGen report: `{root}`", ""]
     if any(not r.measured for r in rows):
         lines += [f"> Rows marked (dry run) ran on the CPU interpreter: {DRY_RUN_LABEL}.", ""]
+    policies = {r.precision: [x.name for x in rows if x.precision == r.precision] for r in rows if r.precision}
+    for label, names in policies.items():
+        which = "every float32 operator" if len(policies) == 1 else ", ".join(names)
+        lines += [f"> float32 precision: {label}, for {which} (eager, torch.compile and the kernels alike).", ""]
     on = [r.name for r in rows if r.tf32]
-    if any(r.tf32 is not None for r in rows):
+    if not policies and any(r.tf32 is not None for r in rows):
         lines += [f"> float32 matmuls: TF32 {'on for ' + ', '.join(on) if on else 'off'} "
                   f"(eager, torch.compile and the kernels alike; {ENV}=1 allows it).", ""]
     lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]

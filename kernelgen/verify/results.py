@@ -12,6 +12,8 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kernelgen.verify.precision import PrecisionPolicy
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -101,6 +103,7 @@ class AccuracyResult(_Model):
     reported: list[str] = Field(default_factory=list)  # what a dtype that does not decide got wrong
     sandbox: list[str] = Field(default_factory=list)  # what the worker's sandbox could not enforce here
     error: str | None = None  # an exception raised by the candidate, with its last frames
+    precision: PrecisionPolicy | None = None  # what eager ran under, the kernel's error measured against (None: older runs)
 
     @property
     def failed_checks(self) -> list[CaseCheck]:
@@ -312,7 +315,8 @@ class PerformanceResult(_Model):
     torch_version: str
     triton_version: str
     peaks: DevicePeaks | None = None
-    tf32: bool | None = None  # float32 matmuls may use TF32 (KERNELGEN_TF32): eager, torch.compile and the kernel alike
+    tf32: bool | None = None  # float32 matmuls may use TF32: eager, torch.compile and the kernel alike (precision.matmul)
+    precision: PrecisionPolicy | None = None  # the policy eager, torch.compile and the kernel ran under (None: older runs)
     kernel_sha256: str = ""
     cases: list[PerfCase] = Field(default_factory=list)
     violations: list[Violation] = Field(default_factory=list)

@@ -16,8 +16,9 @@ called on meta tensors of each perf case's shapes (kernelgen.verify.judge.perfsh
 the shapes it will be timed on. The verdict counts the checks it planned before the first call: fewer
 done is a failure, and "0/0" never passes.
 
-Outputs are measured against the reference run in float64 (kernelgen.verify.judge.oracle), eager
-running in the user's TF32 mode. Only the spec's deciding dtypes (`primary_dtypes`: float32 for a
+Outputs are measured by the oracle's one rule (kernelgen.verify.judge.oracle) against the case's
+float64 truth (kernelgen.verify.judge.bigtruth), eager running under the user's precision policy; the
+ablated call is "right" by the same rule. Only the spec's deciding dtypes (`primary_dtypes`: float32 for a
 KernelBench problem) decide the verdict; the others are checked and reported beside them, and a
 kernel raising in one of them stops only that case. Every input comes from one seed base, a hash of
 the kernel's bytes and the spec unless given (`kernelgen test --seed N`): the same kernel, the same
@@ -30,12 +31,12 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from kernelgen.errors import ReferenceFailedError
-from kernelgen.verify.judge import oracle
-from kernelgen.verify.judge.compare import Comparison, agree, as_tuple, compare
+from kernelgen.verify.judge.bigtruth import case_truth
+from kernelgen.verify.judge.compare import Comparison, agree, as_tuple, compare_outputs
 from kernelgen.verify.judge.inputs import STALE_OFFSET, CheckCase, draw, plan_checks, seed_base, tolerance_of
 from kernelgen.verify.judge.judge import Judge, KernelSource, LoadError, static_problems
 from kernelgen.verify.judge.perfshapes import perf_shape_cases, probe
-from kernelgen.verify.judge.precision import matmul_precision, tf32_enabled
+from kernelgen.verify.judge.precision import applied, precision_policy
 from kernelgen.verify.judge.seedcalls import SeedCalls, make_room
 from kernelgen.verify.poison import Fill, draw_fills
 from kernelgen.verify.protocol import OtherValue, ProtocolError, Reply
@@ -60,15 +61,15 @@ class InvalidCase(Exception):
 
 
 class _Expected:
-    """Eager's outputs on one case's inputs (in the user's TF32 mode) and the float64 truth's."""
+    """Eager's outputs on one case's inputs (under the user's precision policy) and the case's truth."""
 
     def __init__(self, judge: Judge, check: CheckCase, inputs: list[Any], seed: int, base: int | None):
         params = judge.spec.param_defaults
         try:
-            with matmul_precision(tf32_enabled()):
+            with applied() as policy:
                 self.eager = as_tuple(judge.baseline(*[_same_layout_copy(t) for t in inputs], **params))
-            with matmul_precision(False, conv_tf32=False):  # a float32 truth (no float64 kernel) is IEEE float32
-                self.truth, self.oracle = oracle.truth(judge.baseline, inputs, params, self.eager)
+            self.truth = case_truth(judge.baseline, inputs, params, self.eager, policy=policy,
+                                    tol=tolerance_of(judge.spec, check))
         except Exception as e:  # noqa: BLE001 - the reference's own failure, whatever it is
             what = _where(check, seed, "reference")
             last = (str(e).strip().splitlines() or [""])[-1][:300]
@@ -121,7 +122,7 @@ class _Check:
         if got is None:
             comparisons.append(Comparison(passed=False, message="no usable output"))
         else:
-            comparisons = [compare(g, e, tol, fill, truth=t, oracle=want.oracle) for g, e, t in zip(got, want.eager, want.truth)]
+            comparisons = compare_outputs(got, want.eager, tol, fill, truth=want.truth)
         names = [o.name for o in self.spec.outputs]
         failed = next(((names[i] if i < len(names) else str(i), c) for i, c in enumerate(comparisons) if not c.passed), None)
         first = failed[1] if failed else (comparisons[0] if comparisons else Comparison(passed=True))
@@ -160,7 +161,7 @@ def check_accuracy(judge: Judge, kernel: KernelSource, *, seeds: tuple[int, ...]
     base = seed_base(spec, kernel.sha256) if base is None else base
     result = AccuracyResult(op=spec.name, kernel=kernel.name, kernel_sha256=kernel.sha256, device=device.kind,
                             interpreter=device.interpreter, compiled=False, correct=False, seeds=list(seeds),
-                            input_seed_base=base, deciding_dtypes=list(spec.primary_dtypes))
+                            input_seed_base=base, deciding_dtypes=list(spec.primary_dtypes), precision=precision_policy())
     static = static_problems(spec, kernel)
     if static:
         result.violations = [Violation(code=c, message=m) for c, m in static]
@@ -285,21 +286,21 @@ def _run_seed(state: _Check, worker: Any, slot: str, check: CheckCase, seed: int
             state.violate("unwritten-output", f"{_where(check, seed, 'two fills')}: {differ} "
                           "element(s) change with the poison fill: the kernel reads or returns memory it never wrote",
                           check.decides)
-    _ablation(state, worker, check, seed, fill_a, want.eager, sent.reply(len(named)))
+    _ablation(state, worker, check, seed, fill_a, want, sent.reply(len(named)))
     return None
 
 
-def _ablation(state: _Check, worker: Any, check: CheckCase, seed: int, fill: Fill, expected: tuple, reply: Reply | None) -> None:
-    """With every Triton launch a no-op, the right answer must not come out."""
-    judge = state.judge
+def _ablation(state: _Check, worker: Any, check: CheckCase, seed: int, fill: Fill, want: _Expected, reply: Reply | None) -> None:
+    """With every Triton launch a no-op, the right answer -- right by the same rule -- must not come out."""
+    judge, expected = state.judge, want.eager
     if reply is None or not reply.ok or len(reply.outputs) != len(expected) or any(isinstance(v, OtherValue) for v in reply.outputs):
         return  # it raised or returned nothing usable without its kernels: as it should
     try:
         got = [judge.read(worker, v, max_bytes=2 * e.numel() * e.element_size() + 4096) for v, e in zip(reply.outputs, expected)]
     except ProtocolError:
         return
-    if all(e.numel() for e in expected) and all(compare(g, e, tolerance_of(state.spec, check), fill).passed
-                                                for g, e in zip(got, expected)):
+    if all(e.numel() for e in expected) and all(c.passed for c in compare_outputs(
+            got, expected, tolerance_of(state.spec, check), fill, truth=want.truth)):
         state.violate("answer-without-triton", f"{_where(check, seed, 'ablated')}: with every Triton launch "
                       "turned into a no-op the output was still right, so it did not come from Triton")
 

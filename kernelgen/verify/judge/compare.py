@@ -1,10 +1,11 @@
-"""Comparing one output the candidate returned with the baseline's, in the judge.
-
-Floats pass where |got - expected| <= atol + rtol * |expected| (`torch.isclose`, in float64), where
-both are NaN, or where both are the same infinity: NaN or Inf where the baseline is finite never
-passes, nor does a finite value where it is infinite. Given the float64 truth (kernelgen.verify.judge.oracle),
-floats are measured against it instead, and an output no worse than a stated multiple of eager's own
-error against it passes too. Integers and booleans must match eager exactly.
+"""Comparing the outputs the candidate returned with the baseline's, in the judge, by the oracle's one
+rule (kernelgen.verify.judge.oracle): against the case's float64 truth (kernelgen.verify.judge.bigtruth:
+whole, in batch slices, or on a sample of rows), within the dtype's tolerance of it or no worse than a
+stated multiple of eager's own error against it. Every check that can fail a kernel comes here with a
+truth: the test cases, the generated ones, the perf-shape spot check, the timed outputs. Without one
+(a float64 output: eager is the truth; the ablation probe) floats pass within the tolerance of eager,
+where both are NaN, or where both are the same infinity. NaN or Inf where the baseline is finite never
+passes, nor does a finite value where it is infinite. Integers and booleans must match eager exactly.
 Elements still holding this call's poison fill are reported as never written, with where they lie
 (rows, columns, a tail, scattered), so a grid that misses the last block is obvious at once.
 Output strides: where the baseline's output is contiguous, the candidate's must be too (a
@@ -21,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 
 from kernelgen.spec import ToleranceSpec
 from kernelgen.verify.judge import oracle as oracle_rule
+from kernelgen.verify.judge.bigtruth import NotSeparable
 from kernelgen.verify.poison import Fill, poisoned_mask
 
 
@@ -136,34 +138,13 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
 CHUNK = 1 << 26  # elements compared at once on the device: 512 MB per float64 copy
 
 
-def _clean_in_chunks(got: Any, expected: Any, tol: ToleranceSpec) -> Comparison | None:
-    """The comparison of a huge output slab by slab along dim 0 (float64 copies of one slab at a time):
-    a passing Comparison when nothing differs, else None (the caller reports in full)."""
-    import torch
-
-    step = max(1, CHUNK // max(1, expected[0].numel()))
-    max_abs = max_rel = 0.0
-    for i in range(0, expected.shape[0], step):
-        g, e = got[i:i + step].to(torch.float64), expected[i:i + step].to(torch.float64)
-        if expected.dtype.is_floating_point:
-            if bool((~torch.isclose(g, e, rtol=tol.rtol, atol=tol.atol, equal_nan=True)).any()):
-                return None
-        elif bool((got[i:i + step] != expected[i:i + step]).any()):
-            return None
-        diff = (g - e).abs()
-        finite = torch.isfinite(diff)
-        if bool(finite.any()):
-            max_abs = max(max_abs, float(diff[finite].max()))
-            max_rel = max(max_rel, float((diff / e.abs().clamp_min(1e-12))[finite].max()))
-        del g, e, diff, finite
-    return Comparison(passed=True, total=expected.numel(), max_abs_err=_finite_or_none(max_abs),
-                      max_rel_err=_finite_or_none(max_rel))
-
-
 def compare(got: Any, expected: Any, tol: ToleranceSpec, fill: Fill | None = None, *, truth: Any = None,
             oracle: str = "") -> Comparison:
-    """`got` against eager's `expected`, or against `truth` (float64, same shape; `oracle` names its
-    precision) where given for a float output."""
+    """`got` against eager's `expected` by the oracle's rule: against `truth` where given for a float
+    output (a float64 tensor of the same shape, `oracle` naming its precision, or a truth of
+    kernelgen.verify.judge.bigtruth, which names itself and may cover a sample of rows), else within
+    the tolerance of eager (integers and booleans: exactly). Slab by slab along dim 0, CHUNK elements
+    at a time: no float64 copy of a whole huge output is ever made."""
     import torch
 
     if tuple(got.shape) != tuple(expected.shape):
@@ -176,90 +157,112 @@ def compare(got: Any, expected: Any, tol: ToleranceSpec, fill: Fill | None = Non
         return Comparison(passed=False, total=total, message=layout)
     if total == 0:
         return Comparison(passed=True, total=0)
-    truth = truth if truth is not None and expected.dtype.is_floating_point else None
-    if total > CHUNK and got.dim() and got.shape[0] > 1:
-        clean = _clean_in_chunks(got, expected if truth is None else truth, tol)
-        if clean is not None:
-            return clean.model_copy(update={"oracle": oracle if truth is not None else ""})
-        # mismatches in a huge output: the full report from host memory (a float64 copy of KernelBench's
-        # 1.9 G-element Frobenius output is 15 GB, more than a GPU running the case has left)
-        got, expected = got.cpu(), expected.cpu()
-        truth = truth.cpu() if truth is not None else None
-    g, e = got.to(torch.float64), expected.to(torch.float64)
-    t = truth.to(device=g.device, dtype=torch.float64) if truth is not None else e
-    bad, bound = _mismatches(got, expected, g, e, t if truth is not None else None, tol)
-    n_bad = int(bad.sum())
-    diff = (g - t).abs()
-    finite = torch.isfinite(diff)
-    max_abs = float(diff[finite].max()) if bool(finite.any()) else float("nan")
-    rel = diff / t.abs().clamp_min(1e-12)
-    max_rel = float(rel[finite].max()) if bool(finite.any()) else float("nan")
-    out = Comparison(passed=n_bad == 0, total=total, mismatches=n_bad, max_abs_err=_finite_or_none(max_abs),
-                     max_rel_err=_finite_or_none(max_rel), rule="tolerance" if n_bad == 0 else "")
-    relative = None
-    if truth is not None:
-        relative = oracle_rule.Relative(g, e, t, bad, bound, tol.atol, oracle_rule.multiplier(expected.dtype))
-        out.oracle, out.truth_max_err, out.eager_max_err = oracle, relative.kernel_max, relative.eager_max
-        out.truth_rmse, out.eager_rmse = relative.kernel_rmse, relative.eager_rmse
-        if n_bad and relative.passed:
-            out.passed, out.rule = True, "eager-multiple"
-    if not n_bad or out.passed:
+    floating = expected.dtype.is_floating_point
+    source = None
+    if floating and truth is not None:
+        source = truth if hasattr(truth, "slabs") else oracle_rule.FullTruth(truth, oracle)
+    tally = oracle_rule.Tally(tol.atol, tol.rtol, oracle_rule.multiplier(expected.dtype), relative=source is not None)
+    row = expected[0].numel() if expected.dim() else 1
+    failing: list[tuple[int, Any]] = []  # (first row, failing mask) of each slab with a failure
+    for lo, hi, t in (source.slabs(max(1, CHUNK // max(1, row))) if source is not None else _rows(expected, row)):
+        g, e = (got[lo:hi], expected[lo:hi]) if expected.dim() else (got, expected)
+        if not floating:
+            bad = tally.add_exact(g, e, lo * row)
+        else:
+            g64, e64 = g.to(torch.float64), e.to(torch.float64)
+            bad = tally.add(g64, e64, e64 if t is None else t.to(device=g64.device, dtype=torch.float64), lo * row)
+            del g64, e64
+        if bool(bad.any()):
+            failing.append((lo, bad))
+    return _verdict(tally, got, expected, tol, fill, failing, source)
+
+
+def compare_outputs(got: list[Any], expected: tuple, tol: ToleranceSpec, fill: Fill | None = None, *,
+                    truth: Any = None) -> list[Comparison]:
+    """Every output of one call against eager's by the oracle's rule, the truth being the case's
+    (kernelgen.verify.judge.bigtruth.CaseTruth). A truth in batch slices whose proof fails on a later
+    slice is replaced, once and for every later comparison of the case, by the truth computed another way."""
+    truths = truth.outputs if truth is not None else tuple(None for _ in expected)
+    try:
+        return [compare(g, e, tol, fill, truth=t) for g, e, t in zip(got, expected, truths)]
+    except NotSeparable:
+        again = truth.retry()
+        truth.outputs, truth.how, truth.retry = again.outputs, again.how, None
+        return [compare(g, e, tol, fill, truth=t) for g, e, t in zip(got, expected, truth.outputs)]
+
+
+def _rows(expected: Any, row: int) -> Any:
+    """Slabs of eager's output itself (no truth): (first row, end row, None)."""
+    if expected.dim() == 0:
+        yield 0, 1, None
+        return
+    step = max(1, CHUNK // max(1, row))
+    for lo in range(0, expected.shape[0], step):
+        yield lo, min(lo + step, expected.shape[0]), None
+
+
+def _verdict(tally: Any, got: Any, expected: Any, tol: ToleranceSpec, fill: Fill | None, failing: list[tuple[int, Any]],
+             source: Any) -> Comparison:
+    """The Comparison the tally makes, with the message a kernel engineer acts on where it failed."""
+    rule = tally.rule()
+    out = Comparison(passed=bool(rule), total=tally.total, mismatches=tally.bad, rule=rule,
+                     max_abs_err=_finite_or_none(tally.max_abs), max_rel_err=_finite_or_none(tally.max_rel))
+    if source is not None:
+        out.oracle, out.truth_max_err, out.eager_max_err = source.label, tally.kernel_max, tally.eager_max
+        out.truth_rmse, out.eager_rmse = tally.kernel_rmse, tally.eager_rmse
+    if out.passed:
         return out
-    out.nonfinite = int((bad & ~torch.isfinite(g) & torch.isfinite(e)).sum())
-    _unwritten(out, got, bad, fill)
-    # Worst = largest excess over the allowed bound; NaN/Inf mismatches rank first.
-    excess = torch.where(finite, diff - bound, torch.full_like(diff, float("inf")))
-    excess = torch.where(bad, excess, torch.full_like(excess, -float("inf")))
-    flat = int(torch.argmax(excess.reshape(-1)))
-    out.worst_index = _unravel(flat, tuple(expected.shape)) if expected.dim() else []
-    gv, ev = float(g.reshape(-1)[flat]), float(t.reshape(-1)[flat])
-    out.got, out.expected = _finite_or_none(gv), _finite_or_none(ev)
-    tol_txt = f"atol {tol.atol:g}, rtol {tol.rtol:g}" if expected.dtype.is_floating_point else "exact match required"
-    eager_txt = ""
-    if relative is not None:
-        out.eager = _finite_or_none(float(e.reshape(-1)[flat]))
-        eager_txt = f", eager {_short(float(e.reshape(-1)[flat]))}"
-        tol_txt += f", or {relative.describe()}"
+    out.nonfinite = tally.nonfinite
+    _unwritten(out, got, failing, fill)
+    worst = tally.worst
+    out.worst_index = _unravel(worst.flat, tuple(expected.shape)) if expected.dim() else []
+    out.got, out.expected = _finite_or_none(worst.got), _finite_or_none(worst.truth)
     parts = []
     if out.nonfinite:
         parts.append(f"{out.nonfinite} NaN/Inf where the baseline is finite")
     if out.unwritten:
         parts.append(f"{out.unwritten} never written ({out.unwritten_pattern}; first {out.unwritten_first}, "
                      f"last {out.unwritten_last})")
-    n_finite_bad = int((bad & finite).sum())
-    if n_finite_bad:
-        parts.append(f"{n_finite_bad} finite but off: max abs err {max_abs:.3g}, max rel err {max_rel:.3g}")
-    want = f"{oracle} truth {_short(ev)}" if relative is not None else f"expected {_fmt(ev)}"
-    out.message = (f"{n_bad} of {total} elements differ ({'; '.join(parts)}); worst at {out.worst_index}: "
-                   f"got {_fmt(gv)}, {want}{eager_txt} ({tol_txt})")
+    if tally.bad_finite:
+        parts.append(f"{tally.bad_finite} finite but off: max abs err {tally.max_abs:.3g}, max rel err {tally.max_rel:.3g}")
+    head = f"{tally.bad} of {tally.total} elements differ ({'; '.join(parts)}); worst at {out.worst_index}: got {_fmt(worst.got)}"
+    if source is None:
+        tol_txt = f"atol {tol.atol:g}, rtol {tol.rtol:g}" if expected.dtype.is_floating_point else "exact match required"
+        out.message = f"{head}, expected {_fmt(worst.truth)} ({tol_txt})"
+        return out
+    out.eager = _finite_or_none(worst.eager)
+    under = f" under {source.eager_under}" if source.eager_under else ""
+    out.message = (f"{head}, {source.label} truth {_short(worst.truth)}, eager {_short(worst.eager)} "
+                   f"(atol {tol.atol:g}, rtol {tol.rtol:g}, or {tally.describe()}). Max abs err {tally.kernel_max:.3g} "
+                   f"against the {source.label} truth; eager's own {tally.eager_max:.3g}{under}: {tally.why_not()}"
+                   + (f" (the truth: {source.note})" if source.note else ""))
     return out
 
 
-def _mismatches(got: Any, expected: Any, g: Any, e: Any, t: Any, tol: ToleranceSpec) -> tuple[Any, Any]:
-    """(the elements that fail, the bound each had): against the truth `t` where given, else eager."""
+def _unwritten(out: Comparison, got: Any, failing: list[tuple[int, Any]], fill: Fill | None) -> None:
+    """The failing elements still holding this call's poison: how many, where, and the pattern (a
+    mask of the whole output, on the host, made only when some are found)."""
     import torch
 
-    if t is not None:
-        return oracle_rule.mismatches(g, e, t, tol.atol, tol.rtol)
-    if expected.dtype.is_floating_point:
-        return ~torch.isclose(g, e, rtol=tol.rtol, atol=tol.atol, equal_nan=True), tol.atol + tol.rtol * e.abs()
-    return got != expected, torch.zeros_like(e)  # in the integer dtype itself: float64 would round above 2**53
-
-
-def _unwritten(out: Comparison, got: Any, bad: Any, fill: Fill | None) -> None:
-    """The failing elements still holding this call's poison: how many, where, and the pattern."""
-    import torch
-
-    mask = poisoned_mask(got, fill) if fill is not None else None
+    if fill is None or str(got.dtype).removeprefix("torch.") not in fill.floats:
+        return  # integers and booleans: the second fill tells those apart
+    mask = None
+    for lo, bad in failing:
+        piece = bad & poisoned_mask(got[lo:lo + bad.shape[0]] if got.dim() else got, fill)
+        if bool(piece.any()):
+            if mask is None:
+                mask = torch.zeros(got.shape, dtype=torch.bool)
+            if got.dim():
+                mask[lo:lo + bad.shape[0]] = piece.cpu()
+            else:
+                mask = piece.cpu()
     if mask is None:
         return
-    unwritten = bad & mask
-    out.unwritten = int(unwritten.sum())
-    if out.unwritten:
-        idx = torch.nonzero(unwritten.reshape(-1)).reshape(-1)
-        shape = tuple(got.shape)
-        out.unwritten_first, out.unwritten_last = _unravel(int(idx[0]), shape), _unravel(int(idx[-1]), shape)
-        out.unwritten_pattern = unwritten_pattern(unwritten)
+    out.unwritten = int(mask.sum())
+    idx = torch.nonzero(mask.reshape(-1)).reshape(-1)
+    shape = tuple(got.shape)
+    out.unwritten_first, out.unwritten_last = _unravel(int(idx[0]), shape), _unravel(int(idx[-1]), shape)
+    out.unwritten_pattern = unwritten_pattern(mask)
 
 
 def agree(a: Any, b: Any, tol: ToleranceSpec) -> int:

@@ -13,10 +13,11 @@ Per perf case x dtype, on inputs the judge draws on the device:
   counted by PyTorch's flop counter on the reference when the spec gives none (a matmul is then
   judged in TFLOP/s);
 - the right ceiling: read bandwidth for read-dominated kernels (a reduction writes almost nothing),
-  copy bandwidth for read + write, the matmul rate of the case's dtype and precision mode for
-  compute-bound ones (float32 against FP32, or TF32 where the user allows it: kernelgen.verify.judge.precision,
-  applied alike to eager, torch.compile and the candidate). A timing beyond its ceiling by more than 5%
-  is invalid, never a win.
+  copy bandwidth for read + write, the matmul rate of the case's dtype and precision for
+  compute-bound ones (float32 against tf32x3 / FP32, or TF32 where the user's precision policy lets one
+  of the case's products -- a matmul, a convolution, as PyTorch's flop counter names them -- use it:
+  kernelgen.verify.judge.precision, applied alike to eager, torch.compile and the candidate). A timing
+  beyond its ceiling by more than 5% is invalid, never a win.
 Under the CPU interpreter all of this is a dry run on the first test case, labelled as such.
 """
 
@@ -33,7 +34,7 @@ from kernelgen.verify.judge.devicelock import device_lock
 from kernelgen.verify.judge.inputs import PERF_SEED, DrawnInputs, checkable_dtypes
 from kernelgen.verify.judge.judge import Judge, KernelSource, LoadError, static_problems
 from kernelgen.verify.judge.peerproc import PeerJob
-from kernelgen.verify.judge.precision import describe, matmul_precision, tf32_enabled
+from kernelgen.verify.judge.precision import PrecisionPolicy, applied, precision_policy
 from kernelgen.verify.results import DevicePeaks, KernelTiming, PerfCase, PerformanceResult, Violation
 from kernelgen.verify.judge.timed import paired, time_case
 from kernelgen.verify.timing import host_overhead_us, rep_times, summarize
@@ -54,9 +55,14 @@ def _nbytes(ts: Any) -> int:
     return sum(t.numel() * t.element_size() for t in ts if isinstance(t, torch.Tensor))
 
 
-def counted_flops(reference: Callable[..., Any], inputs: list[Any], params: dict[str, Any]) -> int | None:
-    """FLOPs of one reference call, counted by PyTorch (matmuls, convolutions, attention); None when
-    it counts nothing (pointwise work is not counted, and is memory-bound anyway)."""
+# PyTorch's flop counter's names for convolutions; every other op it counts multiplies matrices
+_CONV_OPS = ("convolution", "_convolution", "cudnn_convolution", "convolution_backward", "conv")
+
+
+def counted_products(reference: Callable[..., Any], inputs: list[Any], params: dict[str, Any]) -> dict[str, int]:
+    """FLOPs of one reference call per kind of product, "matmul" and "conv", counted by PyTorch
+    (matmuls, convolutions, attention); empty when it counts nothing (pointwise work is not counted,
+    and is memory-bound anyway) or cannot trace the reference."""
     from torch.utils.flop_counter import FlopCounterMode
 
     def count() -> FlopCounterMode:
@@ -67,9 +73,17 @@ def counted_flops(reference: Callable[..., Any], inputs: list[Any], params: dict
     try:
         counter = without_dynamo(count)  # the counter's dispatch would import torch._dynamo: 3.4 s (H200)
     except Exception:  # noqa: BLE001 - a reference the counter cannot trace is simply not counted
-        return None
-    total = counter.get_total_flops()
-    return int(total) if total else None
+        return {}
+    kinds: dict[str, int] = {}
+    for op, flops in counter.get_flop_counts().get("Global", {}).items():
+        kind = "conv" if str(op).split(".")[-1] in _CONV_OPS else "matmul"
+        kinds[kind] = kinds.get(kind, 0) + int(flops)
+    return {k: v for k, v in kinds.items() if v}
+
+
+def counted_flops(reference: Callable[..., Any], inputs: list[Any], params: dict[str, Any]) -> int | None:
+    """FLOPs of one reference call, counted by PyTorch; None when it counts nothing."""
+    return sum(counted_products(reference, inputs, params).values()) or None
 
 
 def judge_against_peaks(pc: PerfCase, peaks: DevicePeaks | None, read_bytes: int, write_bytes: int, *,
@@ -87,7 +101,8 @@ def judge_against_peaks(pc: PerfCase, peaks: DevicePeaks | None, read_bytes: int
         limit, what = rate, f"{value:.0f} TFLOP/s exceeds the measured {precision} matmul rate {rate:.0f}"
         tf32_rate = peaks.matmul.get("tf32")
         if pc.dtype == "float32" and not tf32 and tf32_rate and value <= CEILING_SLACK * tf32_rate:
-            what += " (as fast as TF32, which is off: the kernel multiplies in reduced precision; KERNELGEN_TF32=1 allows it)"
+            what += (" (as fast as TF32, which is off for this case's products under the precision policy: the kernel "
+                     "multiplies in reduced precision; KERNELGEN_TF32=1, or --precision tf32, allows it)")
     else:
         read_only = write_bytes < READ_DOMINATED * (read_bytes + write_bytes) and peaks.read_gbps
         pc.bound, pc.ceiling = "memory", "read" if read_only else "copy"
@@ -121,11 +136,12 @@ def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: Ker
     import triton
 
     spec, device = judge.spec, judge.device
-    tf32 = tf32_enabled()
+    policy = precision_policy()
     res = PerformanceResult(op=spec.name, kernel=kernel.name, kernel_sha256=kernel.sha256, device=device.kind,
                             device_name=torch.cuda.get_device_name() if device.kind == "cuda" else device.kind,
-                            interpreter=device.interpreter, measured=not device.interpreter, peaks=peaks, tf32=tf32,
-                            torch_version=torch.__version__, triton_version=triton.__version__)
+                            interpreter=device.interpreter, measured=not device.interpreter, peaks=peaks,
+                            tf32=policy.matmul_tf32, precision=policy, torch_version=torch.__version__,
+                            triton_version=triton.__version__)
     static = static_problems(spec, kernel)
     if static:
         res.violations = [Violation(code=c, message=m) for c, m in static]
@@ -142,7 +158,7 @@ def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: Ker
         res.violations.append(Violation(code=code, message=message))
     cases, dtypes = timed_cases(judge)
     if "float32" in dtypes:
-        res.note = describe(tf32) + "."
+        res.note = f"Precision: {policy.describe()}."
     if device.interpreter:
         res.note = (INTERPRETER_WARNING + " Dry run on test_cases[0] instead of perf_cases; torch.compile and peers not timed. "
                     + res.note).strip()
@@ -150,7 +166,7 @@ def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: Ker
     else:
         with_compile = True if with_compile is None else with_compile
         with_peers = True if with_peers is None else with_peers
-    refs = _References(judge, fresh=fresh, with_eager=with_eager, with_compile=with_compile, tf32=tf32)
+    refs = _References(judge, fresh=fresh, with_eager=with_eager, with_compile=with_compile, policy=policy)
     peers = _Peers(judge, refs.cache, [(ci, case, dtype) for ci, case in enumerate(cases) for dtype in dtypes], log) \
         if with_peers else None
     try:
@@ -171,8 +187,8 @@ def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: Ker
 class _References:
     """Eager and torch.compile of the reference on one case: from the cache, or timed here (and cached)."""
 
-    def __init__(self, judge: Judge, *, fresh: bool, with_eager: bool, with_compile: bool, tf32: bool):
-        self.judge, self.with_eager, self.with_compile, self.tf32 = judge, with_eager, with_compile, tf32
+    def __init__(self, judge: Judge, *, fresh: bool, with_eager: bool, with_compile: bool, policy: PrecisionPolicy):
+        self.judge, self.with_eager, self.with_compile, self.policy = judge, with_eager, with_compile, policy
         self.cache = baseline_cache(judge, fresh=fresh)
         self._compiled: Any = None
 
@@ -200,12 +216,12 @@ class _References:
         time_compile = self.with_compile and compiled is None
         if time_compile:
             try:
-                with matmul_precision(self.tf32):  # Inductor's matmul templates read the mode when they compile
+                with applied(self.policy):  # Inductor's matmul templates read the mode when they compile
                     self.compiled()(*inputs, **params)  # compile outside the timed region (seconds of CPU work)
             except Exception as e:  # noqa: BLE001 - a compile failure is reported, not fatal
                 res.note = (res.note + f" torch.compile failed on case {pc.case} {pc.dtype}: {type(e).__name__}.").strip()
                 time_compile = False
-        with device_lock(exclusive=True, path=device.lock), matmul_precision(self.tf32):
+        with device_lock(exclusive=True, path=device.lock), applied(self.policy):
             if self.with_eager and eager is None:
                 call = lambda: judge.baseline(*inputs, **params)  # noqa: E731
                 eager = self._store("eager", pc, summarize(rep_times(call, device.kind)),
@@ -286,7 +302,8 @@ def perf_inputs(judge: Judge, ci: int, case: Case, dtype: str) -> tuple[list[Any
     with device_lock(exclusive=False, path=device.lock):  # device work: never beside another process's timing
         inputs = DrawnInputs(draw_inputs(judge.spec, case, dtype, PERF_SEED + ci, device.torch_device,
                                          on_device=not device.interpreter), case, dtype, PERF_SEED + ci)
-        expected = as_tuple(judge.baseline(*inputs, **judge.spec.param_defaults))
+        with applied():  # eager as the user runs it: the timed outputs' spot check measures its error
+            expected = as_tuple(judge.baseline(*inputs, **judge.spec.param_defaults))
     judge.keep(perf_key(ci, dtype), inputs, expected)
     return inputs, expected
 
@@ -310,9 +327,10 @@ def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSour
     params = spec.param_defaults
     inputs, expected = perf_inputs(judge, ci, case, dtype)
     read_b, write_b = _nbytes(inputs), _nbytes(expected)
+    products = counted_products(judge.baseline, inputs, params)  # which kinds, for the precision of the ceiling
     flops, source = spec.flop_count(case), "spec"
     if flops is None:
-        flops, source = counted_flops(judge.baseline, inputs, params), "counted"
+        flops, source = sum(products.values()) or None, "counted"
     pc = PerfCase(case=ci, shapes=case, dtype=dtype, bytes=read_b + write_b, flops=flops,
                   flops_source=source if flops else "")
     timed = time_case(judge, kernels, inputs, expected, dtype, rounds=rounds, rep_ms=REP_MS, key=resident_key(judge, ci, dtype))
@@ -339,7 +357,7 @@ def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSour
         pc.tflops = pc.flops / secs / 1e12 if pc.flops else None
         pc.speedup_eager = pc.eager.ms / pc.kernel.ms if pc.eager else None
         pc.speedup_compile = pc.compiled.ms / pc.kernel.ms if pc.compiled else None
-    judge_against_peaks(pc, res.peaks, read_b, write_b, tf32=refs.tf32)
+    judge_against_peaks(pc, res.peaks, read_b, write_b, tf32=refs.policy.tf32_for(set(products)))
     del inputs, expected
     if device.kind == "cuda":
         torch.cuda.empty_cache()  # eager's, torch.compile's and the peers' outputs (kept inputs stay allocated)

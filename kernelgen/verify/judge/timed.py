@@ -18,6 +18,11 @@ request the judge decides whether to read them (`_Sampler`): always on the inter
 probability READ_SHARE, and at least once per kernel per case. A kept output that differs from the
 baseline on the rolled inputs is `timed-output-wrong`. Which calls are kept, and whether they are read,
 the candidate cannot see: every timing request has the same structure, checked or not.
+
+The spot check and the timed outputs are decided by the oracle's rule like every other check
+(kernelgen.verify.judge.oracle): against the case's float64 truth, eager running under the user's
+precision policy -- at a perf shape whole where it fits, else in batch slices, a timed output's then on
+a judge-chosen sample of an eighth of the batch rows (kernelgen.verify.judge.bigtruth).
 """
 
 from __future__ import annotations
@@ -31,10 +36,12 @@ from typing import Any
 from kernelgen.verify.judge import wallclock
 from kernelgen.verify.adaptive import Plan
 from kernelgen.spec import draw_inputs
-from kernelgen.verify.judge.compare import as_tuple, compare
+from kernelgen.verify.judge.bigtruth import CaseTruth, case_truth
+from kernelgen.verify.judge.compare import as_tuple, compare_outputs
 from kernelgen.verify.judge.devicelock import device_lock
 from kernelgen.verify.judge.inputs import DrawnInputs
 from kernelgen.verify.judge.judge import Judge, KernelSource
+from kernelgen.verify.judge.precision import applied
 from kernelgen.verify.poison import draw_fills
 from kernelgen.verify.protocol import OtherValue, Reply
 from kernelgen.verify.judge.session import WorkerSession
@@ -81,17 +88,25 @@ def paired(best: KernelOnCase, cand: KernelOnCase) -> tuple[float | None, float 
     return med, (max(ratios) - min(ratios)) / med if med else None
 
 
-def _wrong(judge: Judge, worker: WorkerSession, values: list[Any] | None, expected: tuple, dtype: str, fill: Any) -> str:
+def _wrong(judge: Judge, worker: WorkerSession, values: list[Any] | None, expected: tuple, dtype: str, fill: Any,
+           truth: CaseTruth) -> str:
+    """What is wrong with one call's outputs by the oracle's rule against `truth`, or ""."""
     if values is None or len(values) != len(expected):
         return f"returned {0 if values is None else len(values)} value(s), the baseline {len(expected)}"
+    got = []
     for value, exp in zip(values, expected):
         if isinstance(value, OtherValue):
             return f"returned a {value.type_name}, not a tensor"
-        got = judge.read(worker, value, max_bytes=2 * exp.numel() * exp.element_size() + 4096)
-        c = compare(got, exp, judge.spec.tolerance_for(dtype), fill)
-        if not c.passed:
-            return c.message
-    return ""
+        got.append(judge.read(worker, value, max_bytes=2 * exp.numel() * exp.element_size() + 4096))
+    return next((c.message for c in compare_outputs(got, expected, judge.spec.tolerance_for(dtype), fill, truth=truth)
+                 if not c.passed), "")
+
+
+def _truth(judge: Judge, inputs: list[Any], expected: tuple, dtype: str, *, sample: bool = False) -> CaseTruth:
+    """The truth of the case the kernels ran on (`sample`: a judge-chosen share of the batch rows, where
+    it is computed in slices)."""
+    return case_truth(judge.baseline, inputs, judge.spec.param_defaults, expected, sample=sample,
+                      tol=judge.spec.tolerance_for(dtype))
 
 
 class _Requests:
@@ -231,6 +246,7 @@ class _Checks:
     def __init__(self, judge: Judge, inputs: list[Any], expected: tuple, key: str, dtype: str, *, read: bool):
         self.judge, self.expected, self.dtype, self.may_read = judge, expected, dtype, read
         self.rotation = _Rotation(judge, inputs, key, enabled=read)
+        self.truth: CaseTruth | None = None  # the case's own inputs' truth, once the spot check made it
         self.interpreter = judge.device.interpreter
         self.read_for: set[int] = set()  # id() of the results some request was read for
         self._random = secrets.SystemRandom()
@@ -255,11 +271,17 @@ class _Checks:
         if not reply.ok:
             r.res.wrong = f"its timed outputs could not be read: {_error_line(reply)}"
             return
-        expected = self.expected if held is self.rotation.inputs else \
-            as_tuple(self.judge.baseline(*held, **self.judge.spec.param_defaults))
+        if held is self.rotation.inputs:
+            expected = self.expected
+            self.truth = self.truth or _truth(self.judge, held, expected, self.dtype)
+            truth = self.truth
+        else:
+            with applied():
+                expected = as_tuple(self.judge.baseline(*held, **self.judge.spec.param_defaults))
+            truth = _truth(self.judge, held, expected, self.dtype, sample=True)
         n = len(expected)
         for call in range(max(1, len(reply.outputs) // max(n, 1))):
-            wrong = _wrong(self.judge, r.worker, reply.outputs[call * n:(call + 1) * n], expected, self.dtype, None)
+            wrong = _wrong(self.judge, r.worker, reply.outputs[call * n:(call + 1) * n], expected, self.dtype, None, truth)
             if wrong:
                 r.res.violations.append(("timed-output-wrong", f"the output of a timed call the judge chose after the "
                                          f"calls is wrong: {wrong}"))
@@ -301,7 +323,8 @@ def time_case(judge: Judge, kernels: list[KernelSource], inputs: list[Any], expe
                 if reply.report is not None:
                     res.configs = list(reply.report.configs)
                     res.violations += [(v.get("code", "worker-report"), v.get("message", "")) for v in reply.report.violations]
-                res.wrong = _wrong(judge, worker, reply.outputs, expected, dtype, fill)
+                checks.truth = checks.truth or _truth(judge, inputs, expected, dtype)
+                res.wrong = _wrong(judge, worker, reply.outputs, expected, dtype, fill, checks.truth)
         live = [i for i, r in enumerate(results) if not r.wrong]
         with device_lock(exclusive=True, path=judge.device.lock):  # nothing else of ours on that device while timing
             _time_rounds(judge, placed, results, live, key, checks, rounds=rounds, rep_ms=rep_ms)

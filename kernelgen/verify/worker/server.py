@@ -79,9 +79,9 @@ class Worker:
 
         if self.device == "cpu":
             torch.set_num_threads(1)
-        # the user's TF32 mode for float32 convolutions (KERNELGEN_CONV_TF32, passed by the judge as "1"
-        # or "0"; PyTorch's default is on): a convolution kernel names its input_precision from this flag
-        torch.backends.cudnn.allow_tf32 = os.environ.get("KERNELGEN_CONV_TF32", "1") != "0"
+        from kernelgen.verify.precision import PrecisionPolicy  # PyTorch's TF32 switches as the judge's policy says
+
+        PrecisionPolicy.from_worker_env(os.environ).apply_to_torch()
         self.torch, self.guard = torch, guard
         guard.install_launch_hooks()
         self.stopwatch = Stopwatch(self.device)  # the clock and the timing loop, bound before any candidate is imported
