@@ -51,6 +51,15 @@ def tool_digest() -> str:
     return hashlib.sha256(json.dumps(tool_files.__wrapped__(), sort_keys=True).encode()).hexdigest()
 
 
+def installation() -> tuple[str, str]:
+    """The installation this process runs: the folder its kernelgen package is in (a checkout, or
+    site-packages) and its Python environment (sys.prefix: a virtual environment's own folder).
+    `kernelgen serve --stop` and `--status` act on this installation's services unless told `--all`."""
+    import kernelgen
+
+    return str(Path(kernelgen.__file__).resolve().parent.parent), os.path.realpath(sys.prefix)
+
+
 def device_kind(choice: str, environ: dict[str, str] | None = None) -> str:
     """The device `choice` most likely resolves to, without importing torch (auto: a GPU where the
     NVIDIA or ROCm driver's device node exists). The service resolves it for real."""
