@@ -260,6 +260,20 @@ def test_stop_and_status_act_on_this_installation_and_know_a_batch_workers_servi
     assert _wait_dead(other_pid)
 
 
+def test_a_kept_worker_is_released_after_its_idle_time(tmp_path):
+    """A kept worker holds a device context: it goes after KERNELGEN_SERVICE_WARM_IDLE seconds (90 by
+    default) without a command on its kernel, while the service itself stays."""
+    env = _env(_runtime("warm-idle"), KERNELGEN_SERVICE_WARM_IDLE="3")
+    op = make_op_dir(tmp_path, HONEST)
+    code, text, _ = kg(env, "test", str(op), "--device", "cpu", "--seeds", "1")
+    assert code == 0 and "PASS" in text, text
+    (pid,) = warm_workers(env).values()
+    assert _wait_dead(pid, 60) and warm_workers(env) == {}
+    service = _service_pid(env)
+    assert _alive(service)
+    assert kg(env, "serve", "--stop")[0] == 0
+
+
 def test_it_idles_out(tmp_path):
     env = _env(_runtime("idle"), KERNELGEN_SERVICE_IDLE="3")  # seconds
     code, text, _ = kg(env, "serve", "--device", "cpu")

@@ -164,7 +164,9 @@ def _spawn(path: Path, choice: str, idle_s: float | None = None) -> subprocess.P
     # The service's own settings are not part of its environment (nor of its key): passed as options.
     idle = idle_s if idle_s is not None else os.environ.get("KERNELGEN_SERVICE_IDLE")
     workers = os.environ.get("KERNELGEN_SERVICE_WORKERS")
-    options = [*(["--idle", str(idle)] if idle is not None else []), *(["--workers", workers] if workers else [])]
+    warm_idle = os.environ.get("KERNELGEN_SERVICE_WARM_IDLE")
+    options = [*(["--idle", str(idle)] if idle is not None else []), *(["--workers", workers] if workers else []),
+               *(["--warm-idle", warm_idle] if warm_idle else [])]
     try:
         return subprocess.Popen([sys.executable, "-P", "-c", _BOOT, str(Path(kernelgen.__file__).resolve().parent.parent),
                                  "--socket", str(path), "--device", choice, *options],

@@ -12,7 +12,7 @@ and every worker die with it.
 
 Idle, it holds as little of the device as it can: after each command the judge's tensors are gone
 (gc) and PyTorch's caching allocator is emptied, so what is left is its CUDA context; kept workers
-are released after WARM_IDLE_S (pool.py), and all of them at once when the device's free memory runs
+are released after WARM_IDLE_S (pool.py; KERNELGEN_SERVICE_WARM_IDLE seconds), and all of them at once when the device's free memory runs
 low (under LOW_FREE_SHARE of its total), since a kept worker only saves a start for the next command.
 """
 
@@ -53,8 +53,9 @@ def peer_uid(conn: socket.socket) -> int:
 
 
 class Service:
-    def __init__(self, path: Path, choice: str, idle_s: float, *, workers: int | None = None):
-        self.path, self.choice, self.idle_s = path, choice, idle_s
+    def __init__(self, path: Path, choice: str, idle_s: float, *, workers: int | None = None,
+                 warm_idle_s: float = WARM_IDLE_S):
+        self.path, self.choice, self.idle_s, self.warm_idle_s = path, choice, idle_s, warm_idle_s
         self.digest = tool_digest()
         self.key = service_key(choice, digest=self.digest)  # from this process's own files and environment
         self.kind = device_kind(choice)
@@ -127,7 +128,7 @@ class Service:
                 if self._should_end():
                     break
                 if not self.job_lock.locked():
-                    self.pool.expire(WARM_IDLE_S)
+                    self.pool.expire(self.warm_idle_s)
                 continue
             threading.Thread(target=self._handle, args=(conn,), name="connection", daemon=True).start()
         self.shutdown()
@@ -287,8 +288,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", required=True, choices=["auto", "cuda", "npu", "cpu"])
     p.add_argument("--idle", type=float, default=IDLE_S, help="seconds without a command before it stops")
     p.add_argument("--workers", type=int, default=None, help="warm workers kept between commands (default 4)")
+    p.add_argument("--warm-idle", type=float, default=WARM_IDLE_S, help="seconds a kept worker waits for its next command")
     args = p.parse_args(argv)
-    service = Service(args.socket, args.device, args.idle, workers=args.workers)
+    service = Service(args.socket, args.device, args.idle, workers=args.workers, warm_idle_s=args.warm_idle)
     signal.signal(signal.SIGTERM, lambda *_: service.stop.set())
     signal.signal(signal.SIGINT, lambda *_: service.stop.set())
     service.serve()

@@ -24,7 +24,7 @@ from kernelgen.verify.judge.scrub import _SECRET_NAME
 
 # Settings of the service itself: they say where and how long it runs, never what it decides.
 CONTROL_VARS = frozenset({"KERNELGEN_NO_SERVICE", "KERNELGEN_SERVICE_IDLE", "KERNELGEN_RUNTIME_DIR",
-                          "KERNELGEN_SERVICE_WORKERS"})
+                          "KERNELGEN_SERVICE_WORKERS", "KERNELGEN_SERVICE_WARM_IDLE"})
 _PREFIXES = ("KERNELGEN_", "TRITON_", "TORCH", "PYTORCH_", "CUDA", "HIP_", "ROCR_", "ROCM", "ASCEND_", "NVIDIA_",
              "NCCL_", "NVSHMEM_", "OMP_", "MKL_", "OPENBLAS_", "LC_")
 _NAMES = frozenset({"PATH", "PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "LD_PRELOAD", "HOME", "XDG_CACHE_HOME",
