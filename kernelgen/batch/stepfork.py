@@ -17,6 +17,7 @@ worker process, which holds threads and connections no child should inherit: its
 
 from __future__ import annotations
 
+import importlib
 import io
 import os
 import signal
@@ -27,22 +28,30 @@ import traceback
 from typing import IO
 
 _preloaded = False
+# What the steps import, by name: the program's entry point (`python -m kernelgen` runs kernelgen.cli,
+# which itself imports the batch) and the modules its commands load lazily. Not a dependency of this
+# package: the same code an exec'd step would import, imported once.
+PRELOAD = ("torch", "kernelgen.cli", "kernelgen.new", "kernelgen.optimize.loop", "kernelgen.serve.commands",
+           "kernelgen.spec.kernelbench")
+ENTRY = "kernelgen.cli"
 
 
-def preload() -> None:
+def preload(device: str) -> str:
     """Import what the steps import (the CLI and the modules its commands load, torch, torch._dynamo);
-    from now on this process forks its steps."""
+    from now on this process forks its steps. Unless a child forked now cannot start `device` (an
+    import started the CUDA driver: kernelgen.verify.worker.zygote.forkable): then every step is a
+    fresh process, as before, and the reason is returned."""
     global _preloaded
-    import torch  # noqa: F401
-
-    from kernelgen import cli, new  # noqa: F401
+    for name in PRELOAD:
+        importlib.import_module(name)
     from kernelgen.nodynamo import real_dynamo
-    from kernelgen.optimize import loop  # noqa: F401
-    from kernelgen.serve import commands  # noqa: F401
-    from kernelgen.spec import kernelbench  # noqa: F401
 
     real_dynamo()
-    _preloaded = True
+    from kernelgen.verify.worker.zygote import forkable
+
+    why = forkable(device)
+    _preloaded = not why
+    return why
 
 
 def forking() -> bool:
@@ -106,9 +115,7 @@ def _become_step(args: list[str], env: dict[str, str], out: int) -> None:
         from kernelgen.lifetime import tie_to_parent
 
         tie_to_parent()
-        from kernelgen.cli import main
-
-        main()
+        importlib.import_module(ENTRY).main()
         code = 0
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)

@@ -22,7 +22,7 @@ from typing import IO
 
 from kernelgen.batch.job import JobRequest, run_job
 from kernelgen.batch.resume import JobResult
-from kernelgen.batch.step import stop_running_steps
+from kernelgen.batch.step import WRAPPER_ENV, stop_running_steps
 from kernelgen.batch.stepfork import preload
 from kernelgen.lifetime import tie_to_parent
 
@@ -58,7 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kernelgen.batch.worker")
     ap.add_argument("--target", required=True, help="the device label this worker is pinned to, e.g. cuda:3")
     args = ap.parse_args(argv)
-    preload()  # its steps are forked from here, without their imports (kernelgen.batch.stepfork)
+    # its steps are forked from here, without their imports (a wrapper needs a command to run: exec'd)
+    why = "" if os.environ.get(WRAPPER_ENV) else preload(os.environ.get("KERNELGEN_DEVICE", "cpu"))
+    if why:
+        print(f"kernelgen batch worker {args.target}: steps start as fresh processes: {why}", file=sys.stderr, flush=True)
     # The protocol gets a private copy of stdout; anything else printed lands on stderr.
     channel = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
