@@ -125,6 +125,8 @@ class _Job:
         r = self.result
         r.status, r.reason, r.finished_at = status, reason.replace(self.req.spec_file, self.req.spec_label), now()  # type: ignore[assignment]
         if status in ENDED and self.op_dir.is_dir():
+            if self.req.basis is not None:
+                save_basis(self.op_dir, self.req.basis)  # what the verdict was reached with (a failed round 0 too)
             save_job(self.op_dir, r)  # written last: its presence means finished
         return r
 
@@ -162,7 +164,7 @@ class _Job:
                                      "kernelgen optimize did not finish")
             if ended is not None:
                 return ended
-        elif _final_from_round0(self.op_dir):
+        elif phase in ("new", "redo") and _final_from_round0(self.op_dir):  # measured just now, in full
             return self.end(*_measured_outcome(self.op_dir))
         out = self.step("bench", ["bench", str(self.op_dir), "--device", req.device, "--json", str(self.op_dir / FINAL_FILE)])
         return self.failed_step(out, "kernelgen bench did not finish") or self.end("finished")

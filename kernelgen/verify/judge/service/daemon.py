@@ -209,8 +209,8 @@ class Service:
                   file=sys.stderr, flush=True)
         finally:
             finished.set()
+            self.jobs += 1  # counted as soon as its answer is sent: the client may ask for the status next
             self._free_device_memory()
-            self.jobs += 1
             self.running, self.last = "", time.monotonic()
             self.job_lock.release()
 
