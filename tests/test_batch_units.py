@@ -321,3 +321,30 @@ def test_run_all_collect_only_rebuilds_report_and_prints_the_case_table_last(tmp
     assert "| fast | 1024x1024 | float32 | 0.5000 | 1.0000 | 1.0000 | 2.00 | 2.00 |" in proc.stdout
     assert json.loads((tmp_path / "batch_report.json").read_text())["summary"]["correct"] == 1
     assert (tmp_path / "results.md").is_file() and (tmp_path / "batch_report.png").is_file()
+
+
+# --- seconds, and what reads as out of memory --------------------------------------------------------
+def test_a_steps_seconds_are_split_at_the_progress_lines_that_begin_a_phase():
+    from kernelgen.batch.phases import split
+
+    marks = [(3.0, "kb1_19_relu: generating the kernel (offline)"), (4.5, "some note"),
+             (5.0, "kb1_19_relu: checking accuracy of rounds/round_0/kb1_19_relu_triton.py on cuda"),
+             (9.0, "kb1_19_relu: measuring performance")]
+    assert split("new", marks, 20.0) == {"new: start": 3.0, "new: generate": 2.0, "new: check": 4.0, "new: measure": 11.0}
+    rounds = [(2.0, "op: measuring round 0's kernel on cuda before diagnosing it"), (5.0, "op round 1 (1/2): proposing (offline) from round 0"),
+              (6.0, "op round 1 (1/2): checking the candidate (x) with every planned check"),
+              (8.0, "op round 2 (2/2): proposing (offline) from round 1"), (9.0, "op round 2 (2/2): checking the candidate (y)")]
+    assert split("optimize", rounds, 12.0) == {"optimize: start": 2.0, "optimize: time the best": 3.0,
+                                               "optimize: propose": 2.0, "optimize: check": 5.0}  # the rounds add up
+    assert split("bench", [], 4.0) == {"bench: start": 4.0}
+
+
+def test_what_reads_as_the_device_out_of_memory():
+    from kernelgen.batch.step import OUT_OF_MEMORY
+
+    for said in ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 32.00 GiB.",
+                 "RuntimeError: CUDA error: out of memory", "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"):
+        assert OUT_OF_MEMORY.search(said), said
+    for said in ("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 262144, Hardware limit: 232448",
+                 "MemoryError", "the kernel refuses perf case 0"):
+        assert not OUT_OF_MEMORY.search(said), said  # a launch configuration, the host: not the device's memory
