@@ -1,16 +1,23 @@
 """KernelBench's levels through KernelGen's offline generator, and KernelBench's fast_p table last.
 
-    python benchmarks/kernelbench.py .kb/level1 .kb/level2 [--out DIR] [--rounds 1] [--gpus all]
+    python benchmarks/kernelbench.py .kb/level1 .kb/level2 [--out DIR] [--rounds 1] [--gpus all] [--per-gpu auto]
+    python benchmarks/kernelbench.py .kb/level1 .kb/level2 --only 19,23,level2/1   # a named subset
     python benchmarks/kernelbench.py .kb/level1 .kb/level2 --validate-only      # the CPU coverage, no kernels built
     python benchmarks/kernelbench.py --cross-check KB_CHECKOUT OUT_DIR          # KernelBench's own evaluation beside ours
 
 KernelBench's own files stay out of the repository: copy its `KernelBench/level1` and `level2` folders
 into the ignored `.kb/` (they then travel with the working tree to a GPU machine).
 
-- A run is `kernelgen batch LEVEL... --backend offline --out DIR` (one worker per GPU; each problem's
-  spec derived from its file, then new, optimize, bench): resumable, so running the same command again
-  after an interruption continues where it stopped. Its table ends with fast_p per level and over all,
-  against eager and against torch.compile (a problem that does not build, or is wrong, is not fast).
+- A run is `kernelgen batch LEVEL... --backend offline --out DIR` (`--per-gpu auto`: problems packed
+  on each GPU as their estimated memory allows, the large ones alone; each problem's spec derived from
+  its file, then new, optimize, bench): resumable, so running the same command again after an
+  interruption continues where it stopped and redoes nothing finished (the whole of levels 1 and 2 can
+  be made in several runs). `--only` names a subset: `19` (that number in every level given),
+  `level2/1`, or a piece of a file name (`Softmax`), comma-separated. It prints, per level, the statuses
+  (`memory`: did not fit the GPU, no verdict on the kernel), the seconds per problem and where they
+  went, the slowest problems, and fast_p against eager and against torch.compile (a problem that does
+  not build, or is wrong, is not fast; one that did not fit the GPU's memory is left out and counted
+  apart); then the wall time of this run.
 - --validate-only derives every problem's spec and asks the offline generator whether it serves it,
   as `kernelgen validate` does (its kernel run once on the smallest case in a sandboxed interpreter
   worker; --no-run: only generated), `--jobs` problems at once: `offline: yes` per level, then each
@@ -49,18 +56,9 @@ from typing import Any
 # it by its path (tests/test_kernelbench_crosscheck.py); appended, so it shadows nothing of the test's
 sys.path.append(str(Path(__file__).resolve().parent))
 from common import REPO, kernelgen, use_this_tree  # noqa: E402
+from kb_tables import fast_p_table, problems, subset, time_table  # noqa: E402
 
 use_this_tree()  # this checkout's kernelgen, whatever else is installed
-
-
-def _number(path: Path) -> int:
-    found = re.match(r"\d+", path.name)
-    return int(found.group()) if found else 0
-
-
-def problems(folders: list[Path]) -> dict[str, list[Path]]:
-    """Each level folder's problem files, in KernelBench's numbering."""
-    return {f.name: sorted(f.glob("*.py"), key=_number) for f in folders}
 
 
 def _reason(text: str) -> str:
@@ -133,19 +131,6 @@ def validate_only(folders: list[Path], *, run: bool = True, jobs: int = 2) -> in
            f"in all, slowest {', '.join(f'{r[0]}/{r[1]} {r[4]:.1f} s' for r in ran[:3])}" if run else "kernels generated, not run (--no-run)")
     print("\n" + "\n".join(summary) + f"\n{how}; {len(tasks)} problems in {time.monotonic() - started:.0f} s, {jobs} processes")
     return 0
-
-
-def fast_p_table(report, levels: list[str]) -> str:  # noqa: ANN001 - kernelgen.batch.report.BatchReport
-    from kernelgen.batch.tables import BASELINES
-    from kernelgen.record.fastp import Outcome, fast_p_lines, fast_p_row
-
-    lines = []
-    groups = {level: [r for r in report.operators if r.name.startswith(f"kb{level.removeprefix('level')}_")] for level in levels}
-    groups["all"] = list(report.operators)
-    for label, rows in groups.items():
-        table = {b.label: fast_p_row([Outcome(r.status == "finished", r.speedup.get(b.label)) for r in rows]) for b in BASELINES}
-        lines += [f"{label}:"] + ["  " + line for line in fast_p_lines(table, len(rows))]
-    return "\n".join(lines)
 
 
 # --- the cross-check against KernelBench's own evaluation ---------------------------------------------
@@ -308,7 +293,10 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "kernelbench")
     ap.add_argument("--rounds", type=int, default=1, help="optimization rounds per problem")
     ap.add_argument("--gpus", default="all", help="as `kernelgen batch --gpus`: all, a count, or ids 0,1")
-    ap.add_argument("--per-gpu", type=int, default=1, help="problems at once on each GPU (KernelBench inputs reach 6 GB)")
+    ap.add_argument("--per-gpu", default="auto", help="workers per GPU, or auto: packed as each problem's estimated memory "
+                    "allows, the large ones alone (KernelBench inputs reach 6-16 GB)")
+    ap.add_argument("--only", default="", help="a subset: problem numbers (19), level/number (level2/1) or a piece of a "
+                    "file name, comma-separated")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per step (new, optimize, bench) of one problem")
     ap.add_argument("--validate-only", action="store_true", help="no kernels: the offline coverage per level, reasons grouped")
     ap.add_argument("--no-run", action="store_true", help="with --validate-only: generate each kernel, do not run it once")
@@ -328,20 +316,28 @@ def main() -> int:
     if args.validate_only:
         return validate_only(args.levels, run=not args.no_run, jobs=args.jobs)
 
+    return run_levels(args)
+
+
+def run_levels(args: argparse.Namespace) -> int:
+    """The batch over the levels (or the subset `--only` names), then its tables."""
     from kernelgen.batch.report import BatchReport, summary_text
 
-    cmd = ["batch", *map(str, args.levels), "--out", str(args.out), "--rounds", str(args.rounds), "--backend", "offline",
-           "--gpus", args.gpus, "--step-timeout", str(args.timeout)]
-    if args.per_gpu != 1:
-        cmd += ["--per-gpu", str(args.per_gpu)]
-    rc = kernelgen(*cmd, echo=True)[0]  # the batch's progress shown as it comes
+    given = subset(args.levels, args.only) if args.only else args.levels
+    cmd = ["batch", *map(str, given), "--out", str(args.out), "--rounds", str(args.rounds), "--backend", "offline",
+           "--gpus", args.gpus, "--per-gpu", str(args.per_gpu), "--step-timeout", str(args.timeout)]
+    rc, _, wall = kernelgen(*cmd, echo=True)  # the batch's progress shown as it comes
     if rc == 2 or not (args.out / "batch_report.json").is_file():
         return rc or 1
     report = BatchReport.model_validate_json((args.out / "batch_report.json").read_text(encoding="utf-8"))
     d = report.device
-    print(f"\nKernelBench {' + '.join(f.name for f in args.levels)}: {d.get('device', '—')}; PyTorch {d.get('torch', '—')}, "
+    levels = [f.name for f in args.levels]
+    print(f"\nKernelBench {' + '.join(levels)}: {d.get('device', '—')}; PyTorch {d.get('torch', '—')}, "
           f"Triton {d.get('triton', '—')}; {date.today().isoformat()}; {summary_text(report)}\n")
-    print(fast_p_table(report, [f.name for f in args.levels]))
+    print(time_table(report, levels) + "\n")
+    print(fast_p_table(report, levels))
+    print(f"\nwall time of this run: {wall:.0f} s (`kernelgen batch` as above; problems finished in an earlier run were "
+          f"not redone)")
     return 0
 
 

@@ -135,15 +135,17 @@ def serve(
     device: Device = "auto",
     idle: Annotated[Optional[float], typer.Option("--idle", help="minutes without a command before it stops "
                                                   "(default 10, or KERNELGEN_SERVICE_IDLE seconds)")] = None,
-    status: Annotated[bool, typer.Option("--status", help="show every KernelGen service of this user")] = False,
-    stop: Annotated[bool, typer.Option("--stop", help="stop every KernelGen service of this user")] = False,
+    status: Annotated[bool, typer.Option("--status", help="show this installation's KernelGen services and their GPU memory")] = False,
+    stop: Annotated[bool, typer.Option("--stop", help="stop this installation's KernelGen services")] = False,
+    everything: Annotated[bool, typer.Option("--all", help="with --status or --stop: every KernelGen service of this user, "
+                                             "of any installation or Python environment")] = False,
 ) -> None:
     """The warm KernelGen service (per user and device): test, bench and new's checks run in it, each kernel
     still in a fresh sandboxed worker. Optional: commands start it themselves, and work without it."""
     from kernelgen.serve.control import service_status, start_service, stop_services
 
     with errors_to_exit():
-        lines = service_status() if status else stop_services() if stop else start_service(device, idle)
+        lines = service_status(everything) if status else stop_services(everything) if stop else start_service(device, idle)
     for line in lines:
         out.print(line, highlight=False, markup=False)
 
@@ -282,8 +284,8 @@ def batch(
     engine: Annotated[str, typer.Option("--engine", help="local (one worker per GPU here) | ray (one task per operator, any host)")] = "local",
     ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="an existing Ray cluster, e.g. ray://head:10001 or auto (default: a local one)")] = None,
     step_timeout: Annotated[float, typer.Option("--step-timeout", help="seconds one step (new, optimize, bench) of one operator may take")] = 3600.0,
-    per_gpu: Annotated[int, typer.Option("--per-gpu", help="local engine: operators at once on each GPU; their compiles and "
-                                         "checks overlap, their timings take the GPU one at a time")] = 1,
+    per_gpu: Annotated[str, typer.Option("--per-gpu", help="local engine: workers per GPU, or auto; an operator starts only "
+                                         "where its estimated memory fits, a large one alone; timings take the GPU one at a time")] = "auto",
     model: Model = None,
     base_url: BaseUrl = None,
     replay: Replay = None,

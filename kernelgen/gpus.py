@@ -3,7 +3,9 @@ for `kernelgen batch` (one worker per device, kernelgen.batch.targets) and `kern
 first device is the operator's own, the others time candidates of its searches).
 
 Ids are as the pinning variable takes them (kernelgen.devices.PIN_VARS): the ones it already lists
-when it is set, else 0..count-1."""
+when it is set, else 0..count-1. What a batch's driver and `kernelgen serve --status` need to know of
+a GPU (free memory, model, the memory each process holds) comes from `nvidia-smi`, so that asking
+opens no CUDA context."""
 
 from __future__ import annotations
 
@@ -71,3 +73,54 @@ def search_devices(gpus: str, device: str = "auto") -> list[DeviceInfo]:
     picked = pick_ids(gpus, kind, ids)
     home = f"{kind}:{ids.index(picked[0])}"  # this process's ordinal of that id
     return [DeviceInfo(kind, home, interpreter=False, pin=d) for d in picked]  # type: ignore[arg-type]
+
+
+# --- what the driver says about its GPUs (nvidia-smi: no CUDA context of this process's own) -------------
+SMI_TIMEOUT_S = 20.0
+
+
+def _smi(*args: str) -> list[list[str]] | None:
+    """nvidia-smi's CSV rows (no header, no units); None without nvidia-smi or when it fails."""
+    import subprocess
+
+    try:
+        text = subprocess.run(["nvidia-smi", *args, "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                              timeout=SMI_TIMEOUT_S, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return [[v.strip() for v in line.split(",")] for line in text.strip().splitlines() if line.strip()]
+
+
+def gpu_memory(device_id: str) -> tuple[int, int] | None:
+    """(free, total) bytes of one GPU (an id as CUDA_VISIBLE_DEVICES takes it); None when unknown."""
+    rows = _smi("--query-gpu=memory.free,memory.total", "-i", device_id)
+    try:
+        free, total = (int(v) for v in rows[0]) if rows else (None, None)
+    except ValueError:
+        return None
+    return (free << 20, total << 20) if free is not None and total is not None else None
+
+
+def gpu_model(device_ids: list[str]) -> str:
+    """The GPU model(s) of these ids ("NVIDIA H100 80GB HBM3"), "" when nvidia-smi cannot say."""
+    names = []
+    for d in device_ids:
+        rows = _smi("--query-gpu=name", "-i", d)
+        if rows and rows[0] and rows[0][0] not in names:
+            names.append(rows[0][0])
+    return " + ".join(sorted(names))
+
+
+def gpu_processes() -> dict[int, int] | None:
+    """Bytes of GPU memory per process id, as the driver counts them (every GPU of the host); None
+    without nvidia-smi. In a container the ids may be the host's, and then match no process here."""
+    rows = _smi("--query-compute-apps=pid,used_memory")
+    if rows is None:
+        return None
+    out: dict[int, int] = {}
+    for row in rows:
+        try:
+            out[int(row[0])] = out.get(int(row[0]), 0) + (int(row[1]) << 20)
+        except (ValueError, IndexError):
+            continue
+    return out

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from kernelgen.batch.engine import Event
-from kernelgen.batch.job import StepOutput, _bench_reason, _why
+from kernelgen.batch.outcome import bench_reason as _bench_reason
+from kernelgen.batch.outcome import why as _why
+from kernelgen.batch.step import StepOutput
 from kernelgen.batch.plan import plan_specs
 from kernelgen.batch.resume import FINAL_FILE, JobResult, StepRecord, save_job
 from kernelgen.batch.run import BatchOptions, PreparedBatch, run_prepared
@@ -35,6 +37,9 @@ class ScriptedEngine:
 
     def describe(self) -> str:
         return "scripted: one worker"
+
+    def device_model(self) -> str:
+        return "cpu"
 
     def run(self, jobs, on_event):  # noqa: ANN001, ANN201
         results = []

@@ -14,6 +14,7 @@ from kernelgen.batch import artifacts
 from kernelgen.batch.checkpoint import FolderShipper
 from kernelgen.batch.plan import plan_specs
 from kernelgen.batch.report import build_report, render_markdown
+from kernelgen.batch.basis import JobBasis, save_basis, spec_data
 from kernelgen.batch.resume import FINAL_FILE, JOB_FILE, JobResult, phase_of, save_job
 from kernelgen.batch.targets import Target, parse_gpus
 from kernelgen.cli import app
@@ -122,18 +123,75 @@ def _op_folder(root: Path, spec_text: str, *, round0_done: bool, job: JobResult 
     return op
 
 
+def _data(text: str) -> dict:
+    from kernelgen.spec import validate_spec_data
+    import yaml
+
+    return spec_data(validate_spec_data(yaml.safe_load(text)))
+
+
+BASIS = JobBasis(tool="kernelgen 0.1.0, files 1a2b3c4d5e6f", device="cuda: NVIDIA H100 80GB HBM3", backend="offline")
+
+
 def test_phase_of_an_operator_folder(tmp_path):
     text = (SPECS / "gelu.yaml").read_text()
-    assert phase_of(tmp_path / "gelu", text, 1)[0] == "new"
+    spec = _data(text)
+    assert phase_of(tmp_path / "gelu", spec, BASIS, 1)[0] == "new"
     op = _op_folder(tmp_path / "a", text, round0_done=False)
-    assert phase_of(op, text, 1) == ("redo", "round 0 never finished; the old folder is moved aside")
+    assert phase_of(op, spec, BASIS, 1) == ("redo", "round 0 never finished; the old folder is moved aside")
     op = _op_folder(tmp_path / "b", text, round0_done=True)
-    assert phase_of(op, text, 1)[0] == "optimize"
-    assert phase_of(op, text.replace("exact GELU", "GELU"), 1)[0] == "redo"  # the spec changed
+    assert phase_of(op, spec, BASIS, 1)[0] == "optimize"
+    changed = phase_of(op, _data(text.replace("exact GELU", "GELU")), BASIS, 1)
+    assert changed == ("redo", "the spec changed (description) since the earlier run; the old folder is moved aside")
     done = JobResult(name="gelu", spec="gelu.yaml", status="finished", rounds=2)
     op = _op_folder(tmp_path / "c", text, round0_done=True, job=done)
-    assert phase_of(op, text, 2)[0] == "done" and phase_of(op, text, 1)[0] == "done"
-    assert phase_of(op, text, 3)[0] == "optimize" and phase_of(op, text, None)[0] == "optimize"
+    assert phase_of(op, spec, BASIS, 2)[0] == "done" and phase_of(op, spec, BASIS, 1)[0] == "done"
+    assert phase_of(op, spec, BASIS, 3)[0] == "optimize" and phase_of(op, spec, BASIS, None)[0] == "optimize"
+
+
+def test_the_spec_is_compared_as_data_not_as_text(tmp_path):
+    """Comments, key order, flow or block style: the same spec; a KernelBench problem's .py file and the
+    spec.yaml derived from it (never the same text) are the same spec too."""
+    text = (SPECS / "gelu.yaml").read_text()
+    done = JobResult(name="gelu", spec="gelu.yaml", status="finished", rounds=1)
+    op = _op_folder(tmp_path, "# a comment\n" + text.replace("dtypes: [float32]", "dtypes:\n  - float32"), round0_done=True, job=done)
+    assert phase_of(op, _data(text), BASIS, 1) == ("done", "finished in an earlier run")
+
+    from kernelgen.spec.given import read_spec
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from kernelbench_problems import LINEAR
+
+    problem = tmp_path / "level2" / "12_Gemm_Multiply_LeakyReLU.py"
+    problem.parent.mkdir()
+    problem.write_text(LINEAR)
+    given = read_spec(problem, run_reference=False)
+    kb = tmp_path / "kb" / given.spec.name
+    kb.mkdir(parents=True)
+    (kb / "spec.yaml").write_text(given.text)
+    assert given.text != problem.read_text()
+    assert phase_of(kb, spec_data(read_spec(problem, run_reference=False).spec), BASIS, 1)[0] == "redo"  # no state.json yet
+    from kernelgen.batch.basis import folder_spec
+
+    assert folder_spec(kb) == spec_data(given.spec)
+
+
+def test_a_rerun_redoes_an_operator_when_what_decides_its_result_changed_and_says_what(tmp_path):
+    text = (SPECS / "gelu.yaml").read_text()
+    done = JobResult(name="gelu", spec="gelu.yaml", status="finished", rounds=1)
+    op = _op_folder(tmp_path, text, round0_done=True, job=done)
+    save_basis(op, BASIS)
+    assert phase_of(op, _data(text), BASIS, 1)[0] == "done"
+    same_kind = BASIS.model_copy(update={"device": "cuda"})  # a Ray task knows the kind only: not a change
+    assert phase_of(op, _data(text), same_kind, 1)[0] == "done"
+    for change, words in [({"tool": "kernelgen 0.2.0, files 9f8e7d6c5b4a"}, "KernelGen changed (kernelgen 0.1.0, files 1a2b3c4d5e6f -> "
+                                                                           "kernelgen 0.2.0, files 9f8e7d6c5b4a)"),
+                          ({"device": "cuda: NVIDIA A100-SXM4-80GB"}, "the device changed (cuda: NVIDIA H100 80GB HBM3 -> "
+                                                                      "cuda: NVIDIA A100-SXM4-80GB)"),
+                          ({"backend": "openai"}, "the backend changed (offline -> openai)"),
+                          ({"options": ["--model", "qwen"]}, "the LLM options changed (none -> --model qwen)")]:
+        phase, why = phase_of(op, _data(text), BASIS.model_copy(update=change), 1)
+        assert (phase, why) == ("redo", f"{words} since the earlier run; the old folder is moved aside")
 
 
 def test_folder_shipped_to_a_task_and_back_replaces_the_old_one_and_keeps_moved_aside_copies(tmp_path):
@@ -179,7 +237,7 @@ def test_a_task_sends_its_folder_back_after_each_finished_round(tmp_path):
     data, log_part, what = sent[0]
     assert (log_part, what) == ("$ kernelgen new\n", "round 0 finished")
     artifacts.unpack(driver, data)
-    assert phase_of(driver / "gelu", text, 1) == ("optimize", "round 0 done, 0 optimization round(s) done: optimize resumes")
+    assert phase_of(driver / "gelu", _data(text), BASIS, 1) == ("optimize", "round 0 done, 0 optimization round(s) done: optimize resumes")
 
     with open(log, "a") as f:
         f.write("$ kernelgen optimize\n")
@@ -263,3 +321,30 @@ def test_run_all_collect_only_rebuilds_report_and_prints_the_case_table_last(tmp
     assert "| fast | 1024x1024 | float32 | 0.5000 | 1.0000 | 1.0000 | 2.00 | 2.00 |" in proc.stdout
     assert json.loads((tmp_path / "batch_report.json").read_text())["summary"]["correct"] == 1
     assert (tmp_path / "results.md").is_file() and (tmp_path / "batch_report.png").is_file()
+
+
+# --- seconds, and what reads as out of memory --------------------------------------------------------
+def test_a_steps_seconds_are_split_at_the_progress_lines_that_begin_a_phase():
+    from kernelgen.batch.phases import split
+
+    marks = [(3.0, "kb1_19_relu: generating the kernel (offline)"), (4.5, "some note"),
+             (5.0, "kb1_19_relu: checking accuracy of rounds/round_0/kb1_19_relu_triton.py on cuda"),
+             (9.0, "kb1_19_relu: measuring performance")]
+    assert split("new", marks, 20.0) == {"new: start": 3.0, "new: generate": 2.0, "new: check": 4.0, "new: measure": 11.0}
+    rounds = [(2.0, "op: measuring round 0's kernel on cuda before diagnosing it"), (5.0, "op round 1 (1/2): proposing (offline) from round 0"),
+              (6.0, "op round 1 (1/2): checking the candidate (x) with every planned check"),
+              (8.0, "op round 2 (2/2): proposing (offline) from round 1"), (9.0, "op round 2 (2/2): checking the candidate (y)")]
+    assert split("optimize", rounds, 12.0) == {"optimize: start": 2.0, "optimize: time the best": 3.0,
+                                               "optimize: propose": 2.0, "optimize: check": 5.0}  # the rounds add up
+    assert split("bench", [], 4.0) == {"bench: start": 4.0}
+
+
+def test_what_reads_as_the_device_out_of_memory():
+    from kernelgen.batch.step import OUT_OF_MEMORY
+
+    for said in ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 32.00 GiB.",
+                 "RuntimeError: CUDA error: out of memory", "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"):
+        assert OUT_OF_MEMORY.search(said), said
+    for said in ("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 262144, Hardware limit: 232448",
+                 "MemoryError", "the kernel refuses perf case 0"):
+        assert not OUT_OF_MEMORY.search(said), said  # a launch configuration, the host: not the device's memory

@@ -215,6 +215,65 @@ def test_status_and_stop(tmp_path):
     assert not list(Path(env["KERNELGEN_RUNTIME_DIR"]).glob("*.sock"))
 
 
+def _tree_copy(tmp_path: Path) -> Path:
+    """Another installation of KernelGen: a copy of this tree, run from its own folder."""
+    repo = Path(__file__).resolve().parent.parent
+    tree = tmp_path / "tree"
+    shutil.copytree(repo / "kernelgen", tree / "kernelgen", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(repo / "templates", tree / "templates")
+    return tree
+
+
+def test_stop_and_status_act_on_this_installation_and_know_a_batch_workers_service(tmp_path):
+    """Two services in one runtime folder: another installation's (a copy of the tree) and this one's,
+    started as a batch worker's steps start theirs (its own variables). `--status` calls the second this
+    installation's, a batch worker's, with its GPU memory; `--stop` stops it and leaves the other
+    installation's running; `--stop --all` stops that too."""
+    import subprocess
+
+    runtime = _runtime("installations")
+    env = _env(runtime)
+    run_env = {k: v for k, v in {**os.environ, **env, "PYTHONPATH": str(_tree_copy(tmp_path))}.items() if v is not None}
+    other = subprocess.run([sys.executable, "-m", "kernelgen", "serve", "--device", "cpu"], env=run_env, cwd=tmp_path,
+                           capture_output=True, text=True, timeout=600)
+    assert other.returncode == 0, other.stdout + other.stderr
+    other_pid = int(re.search(r"pid (\d+)", other.stdout).group(1))
+    batch_env = _env(runtime, KERNELGEN_BATCH_WORKER="cpu#0", KERNELGEN_LEND_DIR=str(tmp_path / "out" / "_batch" / "lend"))
+    code, text, _ = kg(batch_env, "serve", "--device", "cpu")
+    assert code == 0 and "started" in text, text
+    mine = int(re.search(r"pid (\d+)", text).group(1))
+
+    code, text, _ = kg(env, "serve", "--status")
+    assert code == 0 and f"cpu: pid {mine}," in text and f"pid {other_pid}," not in text, text
+    assert "[this installation, another environment (a `kernelgen batch` worker's): KERNELGEN_BATCH_WORKER=cpu#0" in text
+    assert "GPU memory: n/a on the CPU" in text and "another KernelGen installation or Python environment: " \
+        "`kernelgen serve --status --all` shows them" in text, text
+    code, text, _ = kg(env, "serve", "--status", "--all")
+    assert f"cpu: pid {other_pid}," in text and f"[another KernelGen installation or Python environment: {tmp_path / 'tree'}" in text
+
+    code, text, _ = kg(env, "serve", "--stop")
+    assert code == 0 and "stopped" in text and "1 service(s) of another KernelGen installation or Python environment left " \
+        "running" in text, text
+    assert _wait_dead(mine) and _alive(other_pid)
+    code, text, _ = kg(env, "serve", "--stop", "--all")
+    assert code == 0 and "stopped" in text, text
+    assert _wait_dead(other_pid)
+
+
+def test_a_kept_worker_is_released_after_its_idle_time(tmp_path):
+    """A kept worker holds a device context: it goes after KERNELGEN_SERVICE_WARM_IDLE seconds (90 by
+    default) without a command on its kernel, while the service itself stays."""
+    env = _env(_runtime("warm-idle"), KERNELGEN_SERVICE_WARM_IDLE="3")
+    op = make_op_dir(tmp_path, HONEST)
+    code, text, _ = kg(env, "test", str(op), "--device", "cpu", "--seeds", "1")
+    assert code == 0 and "PASS" in text, text
+    (pid,) = warm_workers(env).values()
+    assert _wait_dead(pid, 60) and warm_workers(env) == {}
+    service = _service_pid(env)
+    assert _alive(service)
+    assert kg(env, "serve", "--stop")[0] == 0
+
+
 def test_it_idles_out(tmp_path):
     env = _env(_runtime("idle"), KERNELGEN_SERVICE_IDLE="3")  # seconds
     code, text, _ = kg(env, "serve", "--device", "cpu")
@@ -253,7 +312,7 @@ def test_a_service_with_another_key_is_retired_not_used(tmp_path):
     old = _service_pid(other_env)
     (sock,) = runtime.glob("*.sock")
     code, text, _ = kg(env, "serve", "--status")
-    assert "another KernelGen installation or environment" in text, text
+    assert "[this installation, another environment: KERNELGEN_TF32=1]" in text, text
     mine = _socket_for(env)
     os.replace(sock, mine)  # where this command looks: the old service answers there with its own key
     code, text, _ = kg(env, "serve", "--device", "cpu")
@@ -266,10 +325,7 @@ def test_a_service_with_another_key_is_retired_not_used(tmp_path):
 def test_a_service_refuses_work_once_its_files_changed(tmp_path):
     """A copy of the tool runs a service; a file of that copy changes: the service refuses the next
     command (it runs the old code) and stops, and the command does the work itself."""
-    repo = Path(__file__).resolve().parent.parent
-    tree = tmp_path / "tree"
-    shutil.copytree(repo / "kernelgen", tree / "kernelgen", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(repo / "templates", tree / "templates")
+    tree = _tree_copy(tmp_path)
     runtime = _runtime("changed")
     env = {**_env(runtime), "PYTHONPATH": str(tree)}
     import subprocess

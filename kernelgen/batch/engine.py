@@ -33,6 +33,10 @@ class Engine(Protocol):
     def describe(self) -> str:
         """One line: where the work runs (for the screen and the report)."""
 
+    def device_model(self) -> str:
+        """The device results are taken on, as a rerun compares it (kernelgen.batch.basis): the kind, and
+        the model where known ("cuda: NVIDIA H100 80GB HBM3")."""
+
     def run(self, jobs: list[JobRequest], on_event: OnEvent) -> list[JobResult]:
         """Run every job; results in the order of `jobs`. `on_event` is called from one thread at a time."""
 

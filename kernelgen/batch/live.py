@@ -6,7 +6,11 @@ markdown and in the JSON alike.
 
 Each operator's row comes from, in order: this run's result; the operator's own `batch_job.json`
 (written last by a job that finished, kernelgen.batch.resume); the earlier report's row, marked as
-the earlier run's; else `pending`."""
+the earlier run's; else `pending`.
+
+While the batch runs, each operator's end rewrites the markdown and the JSON only: the plot took 2.8 s
+per write for 200 operators (matplotlib), on the thread that reports the operator's end, and so before
+its worker could start the next one. The plot is drawn once, at the end."""
 
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ def _earlier_rows(out_root: Path) -> dict[str, JobResult]:
         return {}
     found = {}
     for row in report.operators:
-        if row.status in ("finished", "failed", "invalid", "error"):
+        if row.status in ("finished", "failed", "invalid", "memory", "error"):
             reason = f"{row.reason}; " if row.reason else ""
             found[row.name] = JobResult(name=row.name, spec=row.spec, status=row.status, target=row.target,  # type: ignore[arg-type]
                                         reason=f"{reason}the earlier run's verdict: {PENDING}")
@@ -60,6 +64,6 @@ class LiveReport:
                 out.append(JobResult(name=p.name, spec=p.label, status="pending", reason=PENDING, rounds=self.rounds))
         return out
 
-    def write(self) -> tuple[BatchReport, dict[str, Path]]:
+    def write(self, *, plot: bool = True) -> tuple[BatchReport, dict[str, Path]]:
         report = build_report(self.out_root.resolve(), self.results(), self.engine)
-        return report, write_report(report, self.out_root)
+        return report, write_report(report, self.out_root, plot=plot)

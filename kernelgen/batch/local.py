@@ -1,17 +1,25 @@
-"""The local engine: one worker process per device of this host, each pinned by its environment,
-each taking the next operator from one shared queue when it is done with the last. A device runs
-one operator at a time, so no timing shares its device with other work of the batch. Workers that
-share a GPU (`--per-gpu`) take the next operator only when its perf case fits the GPU's free memory
-(kernelgen.batch.memory).
+"""The local engine: worker processes on the devices of this host (`--per-gpu` of them per GPU), each
+pinned by its environment, each taking the next operator from one shared queue when it is done with
+the last, and only when that operator's estimated memory fits its GPU (kernelgen.batch.placement).
+
+An operator that runs out of GPU memory beside other operators runs again alone on an idle GPU; one
+that runs out alone is reported as `memory`, with what it needs and what the GPU has, never as a
+wrong kernel.
 
 When the queue is empty, a worker's device would sit idle while other operators still optimize: it
 is lent to them instead (kernelgen.lending), a token in the batch's lend folder that an operator
-claims for its rounds' searches. Tokens are taken back when the batch ends."""
+claims for its rounds' searches. Tokens are taken back when the batch ends.
+
+Nothing outlives the batch: each worker ties itself to the batch (kernelgen.lifetime) and runs in a
+process group of its own; on Ctrl-C or SIGTERM every worker is told to stop (it interrupts its step
+and waits for it), and at the end the KernelGen services the batch's steps started are stopped
+(kernelgen.batch.services)."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -19,12 +27,18 @@ from pathlib import Path
 
 from kernelgen.batch.engine import Event, OnEvent, error_result, serialized
 from kernelgen.batch.job import JobRequest
-from kernelgen.batch.memory import JobQueue, Probe, nvidia_smi_probe
+from kernelgen.batch.outcome import memory_reason
+from kernelgen.batch.placement import JobQueue, Probe
 from kernelgen.batch.resume import JobResult
+from kernelgen.batch.services import service_settings, stop_batch_services
 from kernelgen.batch.targets import Target
+from kernelgen.gpus import gpu_memory, gpu_model
 from kernelgen.lending import ENV as LEND_ENV
 from kernelgen.lending import LendToken, lend, withdraw_all
+from kernelgen.lifetime import child_env
 from kernelgen.verify.judge.devicelock import ENV as LOCK_ENV
+
+STOP_WAIT_S = 30.0  # a worker told to stop gives its step 10 s to clean up (kernelgen.batch.step), then exits
 
 
 class WorkerProcess:
@@ -36,7 +50,8 @@ class WorkerProcess:
         self._stderr = open(log_dir / f"worker-{target.label.replace(':', '').replace('#', '_')}.log", "a", encoding="utf-8")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kernelgen.batch.worker", "--target", target.label],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=child_env(env),
+            start_new_session=True,  # its group holds it and its steps' helpers: killed together
         )
 
     @property
@@ -63,6 +78,19 @@ class WorkerProcess:
         return error_result(job, self.target.label, f"the worker process for {self.target.label} died (exit {status}); "
                                                     f"a later run resumes this operator")
 
+    def stop(self) -> None:
+        """Tell it to stop (it interrupts its step and waits for it), then kill what is left."""
+        if self.alive:
+            self.proc.terminate()
+        try:
+            self.proc.wait(timeout=STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     def close(self) -> None:
         if self.proc.stdin and not self.proc.stdin.closed:
             try:
@@ -72,28 +100,29 @@ class WorkerProcess:
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+            self.stop()
+        self.proc.wait()
         self._stderr.close()
 
 
 class LocalEngine:
     name = "local"
 
-    def __init__(self, targets: list[Target], work_dir: Path, probe: Probe | None = nvidia_smi_probe):
+    def __init__(self, targets: list[Target], work_dir: Path, probe: Probe | None = gpu_memory):
         self.targets = targets
         self.device = targets[0].kind
         self.work_dir = Path(work_dir)
-        self.probe = probe  # a GPU's (free, total) memory, for the operators that share it
+        self.probe = probe  # a GPU's (free, total) memory
 
     @property
     def lend_dir(self) -> Path:
         return self.work_dir / "lend"
 
     def worker_env(self, target: Target) -> dict[str, str]:
-        """A worker's environment: pinned to its device, with its device lock, and the lend folder
-        its operators claim idle devices from."""
-        return {**os.environ, **target.env(self.work_dir / "locks"), LEND_ENV: str(self.lend_dir)}
+        """A worker's environment: pinned to its device, with its device lock, the lend folder its
+        operators claim idle devices from, and a KernelGen service of its own for its steps."""
+        return {**os.environ, **target.env(self.work_dir / "locks"), LEND_ENV: str(self.lend_dir),
+                **service_settings(target.label)}
 
     def _lend(self, target: Target) -> None:
         """Offer an idle device to the operators still optimizing. Not a CPU worker's: nothing is
@@ -103,66 +132,94 @@ class LocalEngine:
         lend(self.lend_dir, LendToken(kind=target.kind, device_id=target.device_id,
                                       lock=self.worker_env(target).get(LOCK_ENV) or None))
 
+    def device_model(self) -> str:
+        if self.device != "cuda":
+            return self.device
+        model = gpu_model(sorted({t.device_id for t in self.targets if t.device_id is not None}))
+        return f"cuda: {model}" if model else "cuda"
+
     def describe(self) -> str:
         kind = "Triton-interpreter worker(s) on the CPU" if self.device == "cpu" else f"{self.device} device(s)"
         return f"local: {len(self.targets)} {kind} ({', '.join(t.label for t in self.targets)})"
 
     def run(self, jobs: list[JobRequest], on_event: OnEvent) -> list[JobResult]:
-        emit = serialized(on_event)
-        shared = len({t.device_key for t in self.targets}) < len(self.targets)  # --per-gpu > 1
-        pending = JobQueue(list(jobs), probe=self.probe if self.device == "cuda" and shared else None,
-                           on_wait=lambda job, target, message: emit(Event(job.name, "step", target.label, message)))
-        results: dict[str, JobResult] = {}
-        workers: list[WorkerProcess] = []
+        run = _Run(self, jobs, serialized(on_event))
         withdraw_all(self.lend_dir)  # a killed earlier run's tokens name devices that are busy now
-        busy = {t.device_key: sum(u.device_key == t.device_key for u in self.targets) for t in self.targets}
-        busy_lock = threading.Lock()
-
-        def idle(target: Target) -> None:
-            """A worker is done: the device is lent once the last of the workers sharing it is."""
-            with busy_lock:
-                busy[target.device_key] -= 1
-                last = busy[target.device_key] == 0
-            if last:
-                self._lend(target)
-
-        def serve(target: Target) -> None:
-            worker: WorkerProcess | None = None
-            try:
-                while True:
-                    job = pending.take(target)  # waits while its GPU has no room for the next one (kernelgen.batch.memory)
-                    if job is None:
-                        if worker is not None:  # its device is idle from here on, once the workers sharing it are
-                            worker.close()
-                            worker = None
-                        idle(target)
-                        return
-                    if worker is None or not worker.alive:
-                        worker = WorkerProcess(target, self.worker_env(target), self.work_dir / "logs")
-                        workers.append(worker)
-                    emit(Event(job.name, "start", target.label))
-                    try:
-                        result = worker.run(job, emit)
-                    finally:
-                        pending.done(target, job)
-                    results[job.name] = result
-                    emit(Event(job.name, "done", target.label, result=result))
-            finally:
-                if worker is not None:
-                    worker.close()
-
-        threads = [threading.Thread(target=serve, args=(t,), name=f"kernelgen-{t.label}", daemon=True) for t in self.targets]
-        for t in threads:
-            t.start()
+        threads = [threading.Thread(target=run.serve, args=(t,), name=f"kernelgen-{t.label}", daemon=True) for t in self.targets]
+        previous = signal.signal(signal.SIGTERM, _interrupt) if threading.current_thread() is threading.main_thread() else None
         try:
+            for t in threads:
+                t.start()
             for t in threads:
                 while t.is_alive():
                     t.join(timeout=0.5)
         except KeyboardInterrupt:
-            for w in workers:
-                if w.alive:
-                    w.proc.terminate()
+            run.stopping.set()
+            for w in list(run.workers):
+                w.stop()
             raise
         finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
             withdraw_all(self.lend_dir)
-        return [results.get(j.name) or error_result(j, "", "never ran") for j in jobs]
+            stop_batch_services(self.lend_dir)
+        return [run.results.get(j.name) or error_result(j, "", "never ran") for j in jobs]
+
+
+def _interrupt(signum: int, frame: object) -> None:  # noqa: ARG001 - a signal handler's signature
+    raise KeyboardInterrupt  # SIGTERM stops the batch as Ctrl-C does: its workers and their steps with it
+
+
+class _Run:
+    """One call of LocalEngine.run: its queue, its workers and their results."""
+
+    def __init__(self, engine: LocalEngine, jobs: list[JobRequest], emit: OnEvent):
+        self.engine, self.emit = engine, emit
+        self.pending = JobQueue(list(jobs), probe=engine.probe if engine.device == "cuda" else None,
+                                on_wait=lambda job, target, message: emit(Event(job.name, "step", target.label, message)))
+        self.results: dict[str, JobResult] = {}
+        self.workers: list[WorkerProcess] = []
+        self.stopping = threading.Event()
+        self.busy = {t.device_key: sum(u.device_key == t.device_key for u in engine.targets) for t in engine.targets}
+        self.busy_lock = threading.Lock()
+
+    def idle(self, target: Target) -> None:
+        """A worker is done: the device is lent once the last of the workers sharing it is."""
+        with self.busy_lock:
+            self.busy[target.device_key] -= 1
+            last = self.busy[target.device_key] == 0
+        if last:
+            self.engine._lend(target)
+
+    def serve(self, target: Target) -> None:
+        worker: WorkerProcess | None = None
+        try:
+            while not self.stopping.is_set():
+                job = self.pending.take(target)  # waits while its GPU has no room for the next one
+                if job is None:
+                    break
+                if worker is None or not worker.alive:
+                    worker = WorkerProcess(target, self.engine.worker_env(target), self.engine.work_dir / "logs")
+                    self.workers.append(worker)
+                if job.attempt == 1:
+                    self.emit(Event(job.name, "start", target.label))
+                self.one(worker, target, job)
+        finally:
+            if worker is not None:  # its device is idle from here on, once the workers sharing it are
+                worker.close()
+            self.idle(target)
+
+    def one(self, worker: WorkerProcess, target: Target, job: JobRequest) -> None:
+        try:
+            result = worker.run(job, self.emit)
+        finally:
+            self.pending.done(target, job)
+        if result.status == "memory" and job.attempt == 1 and self.pending.had_company(job):
+            self.emit(Event(job.name, "step", target.label, f"{result.reason}; it runs again alone on an idle GPU"))
+            self.pending.retry_alone(job.model_copy(update={"attempt": 2}))
+            return
+        if result.status == "memory":
+            room = self.engine.probe(str(target.device_id)) if self.engine.probe and target.device_id else None
+            result = result.model_copy(update={"reason": memory_reason(result.reason, job.need_bytes, room, target.label)})
+        self.results[job.name] = result
+        self.emit(Event(job.name, "done", target.label, result=result))

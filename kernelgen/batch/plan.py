@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -21,6 +22,7 @@ class PlannedOp:
     label: str  # the spec as the user named it
     name: str  # the operator's name; for a spec that cannot be read, its file name without suffix
     problem: str = ""  # why it cannot run; empty when it can
+    spec: Any = None  # the validated spec (OperatorSpec), derived once here for a KernelBench file
 
     @property
     def valid(self) -> bool:
@@ -87,5 +89,5 @@ def plan_specs(paths: list[Path]) -> list[PlannedOp]:
                                      f"duplicate operator name {spec.name!r}: {first_by_name[spec.name]} has it too"))
             continue
         first_by_name[spec.name] = label
-        planned.append(PlannedOp(path.resolve(), label, spec.name))
+        planned.append(PlannedOp(path.resolve(), label, spec.name, spec=spec))
     return planned

@@ -14,7 +14,8 @@ from rich.table import Table
 
 from kernelgen.batch.engine import Event
 
-STYLES = {"finished": "green", "skipped": "green", "failed": "red", "invalid": "yellow", "error": "red", "running": "cyan"}
+STYLES = {"finished": "green", "skipped": "green", "failed": "red", "invalid": "yellow", "memory": "magenta", "error": "red",
+          "running": "cyan"}
 
 
 @dataclass
@@ -70,7 +71,7 @@ class BatchProgress:
             r = event.result
             line.state = "skipped" if r.skipped else r.status
             line.step = r.reason or ("finished in an earlier run" if r.skipped else "")
-            line.seconds = sum(s.seconds for s in r.steps) if not r.skipped else 0.0
+            line.seconds = r.seconds if not r.skipped else 0.0
             if event.target in self.devices:
                 dev = self.devices[event.target]
                 dev.done += 1

@@ -28,6 +28,7 @@ from kernelgen.batch.checkpoint import FolderShipper
 from kernelgen.batch.engine import EngineUnavailableError, Event, OnEvent, error_result, serialized
 from kernelgen.batch.job import JobRequest, run_job
 from kernelgen.batch.resume import JobResult
+from kernelgen.batch.services import SERVICE_IDLE_S
 from kernelgen.batch.targets import Target
 from kernelgen.devices import PIN_VARS
 from kernelgen.errors import UsageError
@@ -77,6 +78,8 @@ def step_env(device: str, ids: list[str], driver_env: dict[str, str], environ: d
     DRIVER_ENV in place of Ray's."""
     env = {k: v for k, v in environ.items() if k not in DRIVER_ENV}
     env.update(driver_env)
+    if not environ.get("KERNELGEN_SERVICE_IDLE"):  # the task's service serves nobody once the batch is over
+        env["KERNELGEN_SERVICE_IDLE"] = str(SERVICE_IDLE_S)
     if ids:
         lock_dir = None if environ.get(LOCK_ENV) else LOCK_DIR
         env.update(Target(device, ",".join(ids), 0).env(lock_dir))  # type: ignore[arg-type]
@@ -187,6 +190,9 @@ class RayEngine:
         if res and self.resources.get(res, 0) <= 0:
             raise UsageError(f"--device {device}: the Ray cluster has no {res} resource", hint="--device auto uses what it has")
         return device
+
+    def device_model(self) -> str:
+        return self.device  # the cluster's nodes may hold several models: the kind is what is compared
 
     def describe(self) -> str:
         res = ACCELERATORS.get(self.device, "CPU")

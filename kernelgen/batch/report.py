@@ -1,7 +1,12 @@
 """The batch report: pass rate, fast_1 (the share of operators faster than eager at every perf case),
 geomean speedups over each baseline, a row per operator and a row per perf case; written to the
 output folder as batch_report.md, .json and .png. The numbers come from each operator's final
-measurement (`final_perf.json`, `kernelgen bench --json` after optimize) and its state.json."""
+measurement (`final_perf.json`, `kernelgen bench --json` after optimize) and its state.json.
+
+An operator that did not fit its GPU's memory (status `memory`) is no verdict on its kernel: it is
+left out of the pass rate, fast_1 and fast_p (whose counts say so) and listed with what it needs.
+Every operator's seconds, and where they went (kernelgen.batch.phases), are in its row; the summary
+gives the mean over the operators that ran."""
 
 from __future__ import annotations
 
@@ -37,6 +42,9 @@ class Summary(_Model):
     fast_p: dict[str, dict[str, float]] = Field(default_factory=dict)  # baseline label -> KernelBench's fast_p per p ("0", "1", "1.5", "2")
     case_timings: int
     measured: bool  # False: the numbers are interpreter dry runs
+    memory: int = 0  # operators that did not fit their GPU's memory: not counted in the rates above
+    seconds_mean: float | None = None  # per operator that ran a step (this run's or the earlier run's record)
+    phases_mean: dict[str, float] = Field(default_factory=dict)  # the same, per phase
 
 
 class BatchReport(_Model):
@@ -83,7 +91,8 @@ def geomean(values: list[float | None]) -> float | None:
 def operator_row(result: JobResult, out_root: Path) -> tuple[OpRow, list[CaseRow], PerformanceResult | None]:
     op_dir = Path(out_root) / result.name
     row = OpRow(name=result.name, spec=result.spec, status=result.status, reason=result.reason, target=result.target,
-                skipped=result.skipped, resumed=result.resumed, seconds=sum(s.seconds for s in result.steps))
+                skipped=result.skipped, resumed=result.resumed, seconds=result.seconds, phases=result.phases,
+                attempts=result.attempts)
     if result.status == "invalid" or not op_dir.is_dir():
         return row, [], None
     try:
@@ -122,19 +131,31 @@ def build_report(out_root: Path, results: list[JobResult], engine: str) -> Batch
             device.setdefault("device", perf.device_name)
             device.setdefault("torch", perf.torch_version)
             device.setdefault("triton", perf.triton_version)
-    correct = [r for r in ops if r.status == "finished"]
-    fast = sum(1 for r in ops if r.fast_1)
-    n = len(ops)
+    judged = [r for r in ops if r.status != "memory"]  # memory is no verdict on a kernel
+    correct = [r for r in judged if r.status == "finished"]
+    fast = sum(1 for r in judged if r.fast_1)
+    n = len(judged)
     good = {r.name for r in correct}
     summary = Summary(
         operators=n, correct=len(correct), pass_rate=len(correct) / n if n else 0.0, fast_1_count=fast,
         fast_1=fast / n if n else 0.0,
         geomean={b.label: _geomean_present([c.speedup.get(b.label) for c in cases if c.op in good]) for b in BASELINES},
         case_timings=sum(1 for c in cases if c.op in good), measured=all(measured),
-        fast_p={b.label: fast_p_row([Outcome(r.name in good, r.speedup.get(b.label)) for r in ops]) for b in BASELINES},
+        fast_p={b.label: fast_p_row([Outcome(r.name in good, r.speedup.get(b.label)) for r in judged]) for b in BASELINES},
+        memory=len(ops) - n, **_time_spent(ops),
     )
     return BatchReport(created_at=now(), out=str(out_root), engine=engine, device=device, summary=summary,
                        operators=ops, cases=cases)
+
+
+def _time_spent(ops: list[OpRow]) -> dict:
+    """The mean seconds per operator that ran, in all and per phase (a phase it did not have counts 0)."""
+    ran = [r for r in ops if r.seconds > 0]
+    if not ran:
+        return {}
+    names = list(dict.fromkeys(k for r in ran for k in r.phases))
+    return {"seconds_mean": round(sum(r.seconds for r in ran) / len(ran), 1),
+            "phases_mean": {k: round(sum(r.phases.get(k, 0.0) for r in ran) / len(ran), 1) for k in names}}
 
 
 def _geomean_present(values: list[float | None]) -> float | None:
@@ -146,9 +167,21 @@ def summary_text(report: BatchReport) -> str:
     s = report.summary
     gm = ", ".join(f"geomean {'—' if v is None else f'x{v:.3g}'} over {k}" for k, v in s.geomean.items())
     dry = "" if s.measured else f" [{DRY_RUN_LABEL}]"
+    memory = (f"; {s.memory} more did not fit their GPU's memory (not counted: no verdict on their kernel)"
+              if s.memory else "")
     return (f"{s.operators} operator(s): pass rate {s.correct}/{s.operators} ({100 * s.pass_rate:.0f}%), "
             f"fast_1 {s.fast_1_count}/{s.operators} ({100 * s.fast_1:.0f}%), {gm} "
-            f"(over {s.case_timings} case x dtype timing(s) of the correct operators){dry}")
+            f"(over {s.case_timings} case x dtype timing(s) of the correct operators){memory}{dry}")
+
+
+def time_text(report: BatchReport) -> str:
+    """Seconds per operator, and the phases that took most of them."""
+    s = report.summary
+    if s.seconds_mean is None:
+        return "seconds per operator: none ran"
+    top = sorted(s.phases_mean.items(), key=lambda kv: -kv[1])[:6]
+    return (f"seconds per operator that ran: {s.seconds_mean:.1f} on average; where they went: "
+            + ", ".join(f"{k} {v:.1f}" for k, v in top))
 
 
 def fast_p_text(report: BatchReport) -> str:
@@ -163,7 +196,7 @@ def render_markdown(report: BatchReport) -> str:
              f"Triton {d.get('triton', '—')}, Python {d['python']}.", ""]
     if not report.summary.measured:
         lines += [f"> Numbers marked (dry run) ran on the CPU through the Triton interpreter: {DRY_RUN_LABEL}.", ""]
-    lines += [f"**{summary_text(report)}**", "",
+    lines += [f"**{summary_text(report)}**", "", time_text(report), "",
               f"fast_1: the share of all operators whose kernel is correct and faster than {FAST_BASELINE} at every perf case. "
               "Pass rate: a correct kernel with a final measurement.", "",
               "KernelBench's fast_p: the share of all operators correct with a geomean speedup above p "
@@ -200,12 +233,13 @@ def write_plot(report: BatchReport, path: Path) -> None:
     plt.close(fig)
 
 
-def write_report(report: BatchReport, out_root: Path) -> dict[str, Path]:
+def write_report(report: BatchReport, out_root: Path, *, plot: bool = True) -> dict[str, Path]:
     out_root = Path(out_root)
     paths = {kind: out_root / f"{REPORT_STEM}.{kind}" for kind in ("md", "json", "png")}
     atomic_write(paths["md"], render_markdown(report))
     atomic_write(paths["json"], report.model_dump_json(indent=2))
-    write_plot(report, paths["png"])
+    if plot:
+        write_plot(report, paths["png"])
     return paths
 
 

@@ -1,17 +1,20 @@
 """What is left of one operator, read from its folder: nothing, the whole job, or optimize + bench.
 
 An operator is finished when its folder holds `batch_job.json` (written last, atomically) for the
-same `--rounds`. Rounds already finished are `kernelgen optimize`'s to resume. A folder whose round 0
-never finished, or whose spec.yaml is not the spec given now, is redone: `kernelgen new --force`
-moves the old folder aside (`<name>.previous-<time>`), it never deletes it."""
+same `--rounds` (or more) and nothing that decides its result changed (kernelgen.batch.basis: the
+spec as data, the tool, the device, the options). Rounds already finished are `kernelgen optimize`'s
+to resume. A folder whose round 0 never finished, or where something that decides the result
+changed, is redone, and the reason says what changed: `kernelgen new --force` moves the old folder
+aside (`<name>.previous-<time>`), it never deletes it."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from kernelgen.batch.basis import JobBasis, basis_changes, folder_spec, load_basis, spec_changes
 from kernelgen.fsutil import atomic_write
 from kernelgen.opdir import SPEC_FILE
 from kernelgen.record.state import load_state
@@ -20,7 +23,8 @@ JOB_FILE = "batch_job.json"  # the job's result, in the operator folder: present
 FINAL_FILE = "final_perf.json"  # `kernelgen bench --json` of the best kernel, after optimize
 
 Phase = Literal["new", "redo", "optimize", "done"]
-Status = Literal["finished", "failed", "invalid", "error", "pending"]
+Status = Literal["finished", "failed", "invalid", "memory", "error", "pending"]
+ENDED = ("finished", "failed")  # what a batch_job.json holds: a verdict on the kernel, kept by a rerun
 
 
 class _Model(BaseModel):
@@ -31,6 +35,7 @@ class StepRecord(_Model):
     step: str  # new | optimize | bench
     exit_code: int | None  # None: killed at the step timeout
     seconds: float
+    phases: dict[str, float] = Field(default_factory=dict)  # where the step's seconds went (kernelgen.batch.phases)
 
 
 class JobResult(_Model):
@@ -39,8 +44,9 @@ class JobResult(_Model):
     name: str
     spec: str  # the spec as the user named it
     status: Status  # finished: correct and measured; failed: ran, kernel wrong or untimed;
-    #                 invalid: the input (spec, offline coverage, LLM configuration); error: crash, timeout;
-    #                 pending: not reached yet (only in a report written while the batch runs)
+    #                 invalid: the input (spec, offline coverage, LLM configuration); memory: out of the
+    #                 GPU's memory, also alone on an idle GPU (never a verdict on the kernel);
+    #                 error: crash, timeout; pending: not reached yet (only in a report written while it runs)
     reason: str = ""
     rounds: int | None = None  # the --rounds asked for (None: each spec's max_rounds)
     steps: list[StepRecord] = Field(default_factory=list)
@@ -49,10 +55,24 @@ class JobResult(_Model):
     finished_at: str = ""
     resumed: str = ""  # what an earlier run had left and how it was continued
     skipped: bool = False  # finished by an earlier run; nothing was redone
+    attempts: int = 1  # 2: out of memory beside other operators, then run again alone on an idle GPU
 
     @property
     def correct(self) -> bool:
         return self.status == "finished"
+
+    @property
+    def seconds(self) -> float:
+        return round(sum(s.seconds for s in self.steps), 2)
+
+    @property
+    def phases(self) -> dict[str, float]:
+        """Seconds per phase over every step, in the order they ran."""
+        out: dict[str, float] = {}
+        for s in self.steps:
+            for name, sec in (s.phases or {s.step: s.seconds}).items():
+                out[name] = round(out.get(name, 0.0) + sec, 2)
+        return out
 
 
 def load_job(op_dir: Path) -> JobResult | None:
@@ -70,16 +90,18 @@ def _covers(done: int | None, asked: int | None) -> bool:
     return done == asked or (done is not None and asked is not None and done >= asked)
 
 
-def phase_of(op_dir: Path, spec_text: str, rounds: int | None) -> tuple[Phase, str]:
-    """The next step for this operator, and (when an earlier run left something) what was found."""
+def phase_of(op_dir: Path, spec: dict[str, Any], basis: JobBasis | None, rounds: int | None) -> tuple[Phase, str]:
+    """The next step for this operator, and (when an earlier run left something) what was found.
+    `spec`: the spec given now, as data (kernelgen.batch.basis.spec_data); `basis`: what else decides
+    the result now (None: not compared)."""
     op_dir = Path(op_dir)
     if not op_dir.exists():
         return "new", ""
-    spec = op_dir / SPEC_FILE
-    if not spec.is_file():
+    if not (op_dir / SPEC_FILE).is_file():
         return "redo", f"{op_dir.name}/ is not an operator folder; it is moved aside"
-    if spec.read_text(encoding="utf-8") != spec_text:
-        return "redo", "the spec changed since the earlier run; the old folder is moved aside"
+    changed = _what_changed(op_dir, spec, basis)
+    if changed:
+        return "redo", f"{changed} since the earlier run; the old folder is moved aside"
     try:
         state = load_state(op_dir)
     except (OSError, ValueError):
@@ -88,7 +110,19 @@ def phase_of(op_dir: Path, spec_text: str, rounds: int | None) -> tuple[Phase, s
     if r0 is None or r0.finished_at is None:
         return "redo", "round 0 never finished; the old folder is moved aside"
     job = load_job(op_dir)
-    if job is not None and job.status in ("finished", "failed") and _covers(job.rounds, rounds):
+    if job is not None and job.status in ENDED and _covers(job.rounds, rounds):
         return "done", "finished in an earlier run"
     done = sum(1 for r in state.rounds if r.round >= 1 and r.finished_at)
     return "optimize", f"round 0 done, {done} optimization round(s) done: optimize resumes"
+
+
+def _what_changed(op_dir: Path, spec: dict[str, Any], basis: JobBasis | None) -> str:
+    before = folder_spec(op_dir)
+    if before is None:
+        return f"{op_dir.name}/{SPEC_FILE} no longer reads as a spec"
+    fields = spec_changes(before, spec)
+    if fields:
+        return f"the spec changed ({', '.join(fields)})"
+    kept = load_basis(op_dir)
+    changes = basis_changes(kept, basis) if kept is not None and basis is not None else []
+    return "; ".join(changes)

@@ -1,5 +1,6 @@
 """The whole batch: check the options and the specs, pick the engine, skip what an earlier run
-finished, run the rest, write the report.
+finished (nothing that decides its result changed: kernelgen.batch.basis), run the rest, write the
+report.
 
 Everything that can be refused (options, missing paths, `--gpus` beyond the visible devices, Ray not
 installed or not reachable) is refused by `prepare_batch`, before anything is written."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernelgen.batch.basis import JobBasis, spec_data, tool_identity
 from kernelgen.batch.engine import Engine, Event, OnEvent
 from kernelgen.batch.job import JobRequest
 from kernelgen.batch.plan import PlannedOp, plan_specs
@@ -36,7 +38,7 @@ class BatchOptions:
     ray_address: str | None = None
     llm_options: dict[str, object] = field(default_factory=dict)
     step_timeout_s: float = 3600.0
-    per_gpu: int = 1  # local engine: operators run at once on each GPU (timings still one at a time)
+    per_gpu: str | int = "auto"  # local engine: workers per GPU (kernelgen.batch.targets); timings still one at a time
 
 
 @dataclass
@@ -76,7 +78,7 @@ def make_engine(opts: BatchOptions) -> Engine:
 
         return LocalEngine(plan_targets(opts.gpus, opts.device, opts.per_gpu), Path(opts.out_root).resolve() / WORK_DIR)
     if opts.engine == "ray":
-        if opts.per_gpu != 1:
+        if str(opts.per_gpu) not in ("auto", "1"):
             raise UsageError(f"--per-gpu {opts.per_gpu} is for --engine local", hint="Ray gives each operator one device of the cluster")
         if opts.gpus != "all":
             raise UsageError(f"--gpus {opts.gpus} is for --engine local", hint="Ray gives each operator one device of the cluster; leave --gpus out")
@@ -96,12 +98,22 @@ def prepare_batch(opts: BatchOptions) -> PreparedBatch:
     return PreparedBatch(opts, planned, make_engine(opts))
 
 
-def _request(p: PlannedOp, opts: BatchOptions, device: str) -> JobRequest:
+def engine_basis(engine: Engine, opts: BatchOptions) -> JobBasis:
+    """What decides every operator's result in this batch, besides its spec."""
+    return JobBasis(tool=tool_identity(), device=engine.device_model(), backend=opts.backend, options=llm_flags(opts.llm_options))
+
+
+def _request(p: PlannedOp, opts: BatchOptions, device: str, basis: JobBasis) -> JobRequest:
     out = Path(opts.out_root).resolve()
+    need = None
+    if device == "cuda":
+        from kernelgen.batch.footprint import memory_need
+
+        need = memory_need(p.spec)
     return JobRequest(name=p.name, spec_file=str(p.spec_path), spec_label=p.label, out_root=str(out),
                       log_file=str(out / WORK_DIR / "logs" / f"{p.name}.log"), rounds=opts.rounds,
-                      backend=opts.backend, device=device, options=llm_flags(opts.llm_options),
-                      step_timeout_s=opts.step_timeout_s)
+                      backend=opts.backend, device=device, options=basis.options, step_timeout_s=opts.step_timeout_s,
+                      spec_data=spec_data(p.spec), basis=basis, need_bytes=need)
 
 
 def run_prepared(batch: PreparedBatch, on_event: OnEvent = lambda e: None) -> BatchOutcome:
@@ -109,16 +121,17 @@ def run_prepared(batch: PreparedBatch, on_event: OnEvent = lambda e: None) -> Ba
     out = Path(opts.out_root)
     (out / WORK_DIR / "logs").mkdir(parents=True, exist_ok=True)
     live = LiveReport(out, batch.planned, engine.describe(), opts.rounds)
+    basis = engine_basis(engine, opts)
     jobs: list[tuple[int, JobRequest]] = []
     for i, p in enumerate(batch.planned):
         if not p.valid:
             live.record(i, JobResult(name=p.name, spec=p.label, status="invalid", reason=p.problem, rounds=opts.rounds))
-        elif phase_of(out / p.name, p.spec_path.read_text(encoding="utf-8"), opts.rounds)[0] == "done":
+        elif phase_of(out / p.name, spec_data(p.spec), basis, opts.rounds)[0] == "done":
             stored = load_job(out / p.name)
             assert stored is not None
             live.record(i, stored.model_copy(update={"skipped": True}))
         else:
-            jobs.append((i, _request(p, opts, engine.device)))
+            jobs.append((i, _request(p, opts, engine.device, basis)))
     for i, result in sorted(live.now.items()):
         on_event(Event(result.name, "done", "", result=result))
     index = {j.name: i for i, j in jobs}
@@ -127,7 +140,7 @@ def run_prepared(batch: PreparedBatch, on_event: OnEvent = lambda e: None) -> Ba
         on_event(event)
         if event.kind == "done" and event.result is not None and event.op in index:
             live.record(index[event.op], event.result)
-            live.write()  # the report says where the batch is, should it stop before the end
+            live.write(plot=False)  # the report says where the batch is, should it stop before the end
 
     ran = engine.run([j for _, j in jobs], ended) if jobs else []
     for (i, _), r in zip(jobs, ran):

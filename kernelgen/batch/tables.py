@@ -72,7 +72,7 @@ class OpRow(_Row):
 
     name: str
     spec: str
-    status: str  # finished | failed | invalid | error
+    status: str  # finished | failed | invalid | memory | error | pending
     reason: str = ""
     target: str = ""
     rounds: int = 0  # optimization rounds finished
@@ -86,6 +86,8 @@ class OpRow(_Row):
     skipped: bool = False
     resumed: str = ""
     seconds: float = 0.0
+    phases: dict[str, float] = Field(default_factory=dict)  # where its seconds went (kernelgen.batch.phases)
+    attempts: int = 1  # 2: ran out of memory beside other operators, then ran alone
 
 
 R = TypeVar("R")
@@ -104,6 +106,12 @@ def num(x: float | None, spec: str, prefix: str = "", suffix: str = "") -> str:
 
 def _pct(x: float | None) -> str:
     return num(None if x is None else 100 * x, ".0f", suffix="%")
+
+
+def _phases(r: OpRow) -> str:
+    """Its three longest phases: where the operator's seconds went."""
+    top = sorted(r.phases.items(), key=lambda kv: -kv[1])[:3]
+    return ", ".join(f"{k} {v:.0f}" for k, v in top) or "—"
 
 
 def _op_note(r: OpRow) -> str:
@@ -129,6 +137,7 @@ def op_columns() -> list[Column[OpRow]]:
         Column("precision", lambda r: r.precision or "—"),
         Column("ran on", lambda r: r.target or "—"),
         Column("s", lambda r: f"{r.seconds:.0f}", True),
+        Column("longest phases (s)", _phases),
         Column("note", _op_note),
     ]
     return cols

@@ -2,7 +2,9 @@
 worker process to one device (`CUDA_VISIBLE_DEVICES`, or `ASCEND_RT_VISIBLE_DEVICES` on Ascend).
 
 Without a GPU, `--gpus N` means N Triton-interpreter workers on the CPU (their timings stay
-labelled as dry runs) and `--gpus all` means one."""
+labelled as dry runs) and `--gpus all` means one. `--per-gpu N` gives each GPU N workers; `auto` (the
+default) gives it AUTO_WORKERS, fewer where the host has few CPU cores: how many of them actually
+run at once is the memory's to decide (kernelgen.batch.placement)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,22 @@ from kernelgen.gpus import pick_ids, visible_devices
 from kernelgen.verify.judge.devicelock import ENV as LOCK_ENV
 
 Kind = Literal["cuda", "npu", "cpu"]
+# Workers per GPU under `--per-gpu auto`. An operator's wall time is mostly CPU work (process starts,
+# imports, JIT compiles, generation), which the workers sharing a GPU overlap while every timing holds
+# the GPU alone (its device lock); three kept one H100 busy in the issue-39 runs, and each worker
+# wants about two cores of its own.
+AUTO_WORKERS = 3
+CORES_PER_WORKER = 2
+
+
+def workers_per_gpu(per_gpu: str | int, gpus: int) -> int:
+    """`--per-gpu` as a number of workers per GPU (`auto`: AUTO_WORKERS where the cores allow)."""
+    text = str(per_gpu).strip()
+    if text == "auto":
+        return max(1, min(AUTO_WORKERS, (os.cpu_count() or 1) // (CORES_PER_WORKER * max(1, gpus))))
+    if not text.isdigit() or int(text) < 1:
+        raise UsageError(f"--per-gpu {per_gpu}: a count of workers per GPU (at least one), or auto")
+    return int(text)
 
 
 @dataclass(frozen=True)
@@ -71,6 +89,9 @@ def parse_gpus(gpus: str, kind: Kind, ids: list[str], per_gpu: int = 1) -> list[
     return [Target(kind, d, i) for i, d in enumerate(pick_ids(gpus, kind, ids))]
 
 
-def plan_targets(gpus: str, device: str = "auto", per_gpu: int = 1) -> list[Target]:
+def plan_targets(gpus: str, device: str = "auto", per_gpu: str | int = "auto") -> list[Target]:
     kind, ids = visible_devices(device)
-    return parse_gpus(gpus, kind, ids, per_gpu)
+    if kind == "cpu":
+        workers_per_gpu(per_gpu, 1)  # refused if it is not a count or auto; meaningless without a GPU
+        return parse_gpus(gpus, kind, ids)
+    return parse_gpus(gpus, kind, ids, workers_per_gpu(per_gpu, len(pick_ids(gpus, kind, ids))))

@@ -4,6 +4,10 @@ stdout with JSON lines: `{"step": "..."}` while the job runs, then `{"result": {
 job at a time, so nothing else of the batch runs on its device while it times a kernel.
 
     python -m kernelgen.batch.worker --target cuda:3
+
+It dies with the batch that started it (kernelgen.lifetime), and its steps with it. Told to stop
+(SIGTERM, or SIGINT), it interrupts the step it runs and waits for it (kernelgen.batch.step) before
+it exits, so an interrupted batch leaves no step running.
 """
 
 from __future__ import annotations
@@ -11,12 +15,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import traceback
 from typing import IO
 
 from kernelgen.batch.job import JobRequest, run_job
 from kernelgen.batch.resume import JobResult
+from kernelgen.batch.step import WRAPPER_ENV, stop_running_steps
+from kernelgen.batch.stepfork import preload
+from kernelgen.lifetime import tie_to_parent
 
 
 def _send(channel: IO[str], message: dict) -> None:
@@ -38,10 +46,22 @@ def serve(requests: IO[str], channel: IO[str], target: str) -> None:
         _send(channel, {"result": result.model_dump(mode="json")})
 
 
+def _stop(signum: int, frame: object) -> None:  # noqa: ARG001 - a signal handler's signature
+    stop_running_steps()
+    os._exit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    tie_to_parent()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _stop)
     ap = argparse.ArgumentParser(prog="python -m kernelgen.batch.worker")
     ap.add_argument("--target", required=True, help="the device label this worker is pinned to, e.g. cuda:3")
     args = ap.parse_args(argv)
+    # its steps are forked from here, without their imports (a wrapper needs a command to run: exec'd)
+    why = "" if os.environ.get(WRAPPER_ENV) else preload(os.environ.get("KERNELGEN_DEVICE", "cpu"))
+    if why:
+        print(f"kernelgen batch worker {args.target}: steps start as fresh processes: {why}", file=sys.stderr, flush=True)
     # The protocol gets a private copy of stdout; anything else printed lands on stderr.
     channel = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from kernelgen.verify.judge.service.place import PlaceError, runtime_dir, service_env, service_key, socket_path
+from kernelgen.verify.judge.service.place import (PlaceError, installation, runtime_dir, service_env, service_key,
+                                                  socket_path)
 from kernelgen.verify.judge.service.wire import (Answer, Busy, Done, Failed, Hello, JobRequest, Refused, Status,
                                                  StatusRequest, Step, Stopping, StopRequest, recv_answer, send_msg)
 from kernelgen.verify.protocol import ProtocolError
@@ -163,7 +164,9 @@ def _spawn(path: Path, choice: str, idle_s: float | None = None) -> subprocess.P
     # The service's own settings are not part of its environment (nor of its key): passed as options.
     idle = idle_s if idle_s is not None else os.environ.get("KERNELGEN_SERVICE_IDLE")
     workers = os.environ.get("KERNELGEN_SERVICE_WORKERS")
-    options = [*(["--idle", str(idle)] if idle is not None else []), *(["--workers", workers] if workers else [])]
+    warm_idle = os.environ.get("KERNELGEN_SERVICE_WARM_IDLE")
+    options = [*(["--idle", str(idle)] if idle is not None else []), *(["--workers", workers] if workers else []),
+               *(["--warm-idle", warm_idle] if warm_idle else [])]
     try:
         return subprocess.Popen([sys.executable, "-P", "-c", _BOOT, str(Path(kernelgen.__file__).resolve().parent.parent),
                                  "--socket", str(path), "--device", choice, *options],
@@ -269,11 +272,23 @@ def _domain_error(f: Failed) -> Exception:
 
 
 # --- kernelgen serve ---------------------------------------------------------------------------------
-def status_all() -> list[tuple[Path, Status | str]]:
-    """Every service socket of this user, with its status or why there is none."""
-    out: list[tuple[Path, Status | str]] = []
+@dataclass
+class Found:
+    """One service socket of this user: the service's status (or why there is none), and whether it
+    is this installation's (the same kernelgen folder and Python environment as this command)."""
+
+    path: Path
+    answer: Status | str
+    ours: bool
+
+
+def survey() -> list[Found]:
+    """Every service socket of this user, asked for its status."""
+    mine = installation()
+    out = []
     for path in sorted(runtime_dir().glob("*.sock")):
-        out.append((path, _ask(path, StatusRequest())))
+        answer = _ask(path, StatusRequest())
+        out.append(Found(path, answer, isinstance(answer, Status) and (answer.root, answer.prefix) == mine))
     return out
 
 
@@ -302,11 +317,16 @@ def _ask(path: Path, request: StatusRequest | StopRequest) -> Status | Stopping 
         return f"no answer ({e})"
 
 
-def stop_all() -> list[tuple[Path, Status | Stopping | str]]:
-    out = []
-    for path in sorted(runtime_dir().glob("*.sock")):
-        out.append((path, _ask(path, StopRequest())))
+def stop_found(found: list[Found]) -> list[tuple[Found, Stopping | str]]:
+    """Ask each service found to stop; wait (up to 30 s) until their sockets are gone."""
+    out = [(f, _ask(f.path, StopRequest())) for f in found]
     deadline = time.monotonic() + 30
-    while any(p.exists() for p, a in out if isinstance(a, Stopping)) and time.monotonic() < deadline:
+    while any(f.path.exists() for f, a in out if isinstance(a, Stopping)) and time.monotonic() < deadline:
         time.sleep(0.05)
     return out
+
+
+def stop_matching(wanted: Callable[[dict[str, str]], bool]) -> list[int]:
+    """Stop this installation's services whose environment `wanted` accepts; their pids."""
+    found = [f for f in survey() if f.ours and isinstance(f.answer, Status) and wanted(f.answer.env)]
+    return [f.answer.pid for f, a in stop_found(found) if isinstance(a, Stopping) and isinstance(f.answer, Status)]

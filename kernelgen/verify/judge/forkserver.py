@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelgen.devices import DeviceInfo
+from kernelgen.lifetime import ENV as LIFETIME_ENV
 from kernelgen.verify.spawn import Exited, Ready, SpawnError, SpawnRequest, Spawned, recv, send
 
 READY_TIMEOUT_S = 300.0  # importing torch, Triton and torch._dynamo on a loaded 2-core machine took 8-40 s
@@ -75,6 +76,7 @@ class ForkServer:
         for sub in ("home", "tmp", "cache", "triton"):
             (scratch / sub).mkdir()
         env = worker_environment(DeviceInfo(device.kind, device.torch_device, device.interpreter), scratch)
+        env[LIFETIME_ENV] = str(os.getpid())  # it dies with this process, even one killed with SIGKILL (kernelgen.lifetime)
         cmd = [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-m", "kernelgen.verify.worker.zygote",
                "--control", str(child.fileno()), "--device", device.kind]
         self.proc = subprocess.Popen(cmd, cwd=scratch, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -28,6 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from kernelgen.lifetime import child_env, tie_to_parent
 from kernelgen.spec import OperatorSpec
 from kernelgen.verify.judge import peers as peer_libs
 from kernelgen.verify.results import KernelTiming
@@ -116,7 +117,7 @@ class _Child:
         self._out, self._err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
         self.started = time.monotonic()
         self.proc = subprocess.Popen([sys.executable, "-m", "kernelgen.verify.judge.peerproc"], stdin=subprocess.PIPE,
-                                     stdout=self._out, stderr=self._err, text=True)
+                                     stdout=self._out, stderr=self._err, text=True, env=child_env())
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(request))
         self.proc.stdin.close()
@@ -199,6 +200,7 @@ def _serve(request: dict[str, Any]) -> None:
 
 
 def main() -> int:
+    tie_to_parent()
     _serve(json.loads(sys.stdin.read()))
     return 0
 

@@ -202,10 +202,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--control", type=int, required=True, help="a SOCK_SEQPACKET socket to the judge")
     p.add_argument("--device", required=True, choices=["cpu", "cuda", "npu"])
     args = p.parse_args(argv)
+    from kernelgen.lifetime import tie_to_parent
     from kernelgen.verify.worker.sandbox import die_with_parent
     from kernelgen.verify.policy import SandboxReport
 
-    die_with_parent(SandboxReport())  # this server, and through it every worker, dies with the judge
+    if not tie_to_parent():  # this server, and through it every worker, dies with the judge (or exits if it is gone)
+        die_with_parent(SandboxReport())
     control = socket.socket(fileno=args.control)
     preload(args.device)
     Zygote(control, args.device).serve()

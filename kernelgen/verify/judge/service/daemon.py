@@ -9,11 +9,17 @@ hashes the tool's files again: if they changed since it started, it refuses and 
 old code). It stops after `idle` seconds without a command, on `kernelgen serve --stop`, on SIGTERM,
 or when its socket is no longer the one at its path (another service replaced it); its fork server
 and every worker die with it.
+
+Idle, it holds as little of the device as it can: after each command the judge's tensors are gone
+(gc) and PyTorch's caching allocator is emptied, so what is left is its CUDA context; kept workers
+are released after WARM_IDLE_S (pool.py; KERNELGEN_SERVICE_WARM_IDLE seconds), and all of them at once when the device's free memory runs
+low (under LOW_FREE_SHARE of its total), since a kept worker only saves a start for the next command.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import signal
 import socket
@@ -27,8 +33,8 @@ from pathlib import Path
 from kernelgen.errors import KernelGenError
 from kernelgen.verify.judge.scrub import scrub
 from kernelgen.verify.judge.service.jobs import describe, run_job
-from kernelgen.verify.judge.service.place import device_kind, service_key, tool_digest
-from kernelgen.verify.judge.service.pool import WarmPool
+from kernelgen.verify.judge.service.place import device_kind, installation, service_env, service_key, tool_digest
+from kernelgen.verify.judge.service.pool import WARM_IDLE_S, WarmPool
 from kernelgen.verify.judge.service.wire import (Busy, Failed, Hello, JobRequest, Refused, Status, StatusRequest, Step,
                                                  Stopping, recv_request, send_msg)
 from kernelgen.verify.protocol import ProtocolError
@@ -36,6 +42,9 @@ from kernelgen.verify.protocol import ProtocolError
 IDLE_S = 600.0  # ten minutes without a command; KERNELGEN_SERVICE_IDLE or `kernelgen serve --idle` changes it
 TICK_S = 0.5  # how often the accept loop looks at the clock, its socket and the stop flag
 REQUEST_TIMEOUT_S = 30.0  # a client sends its request as soon as it has read the hello
+# Under a tenth of the device free: another command of ours, or the user's own work, needs the memory
+# more than a kept worker (~500 MiB of context each) saves a start.
+LOW_FREE_SHARE = 0.1
 
 
 def peer_uid(conn: socket.socket) -> int:
@@ -44,8 +53,9 @@ def peer_uid(conn: socket.socket) -> int:
 
 
 class Service:
-    def __init__(self, path: Path, choice: str, idle_s: float, *, workers: int | None = None):
-        self.path, self.choice, self.idle_s = path, choice, idle_s
+    def __init__(self, path: Path, choice: str, idle_s: float, *, workers: int | None = None,
+                 warm_idle_s: float = WARM_IDLE_S):
+        self.path, self.choice, self.idle_s, self.warm_idle_s = path, choice, idle_s, warm_idle_s
         self.digest = tool_digest()
         self.key = service_key(choice, digest=self.digest)  # from this process's own files and environment
         self.kind = device_kind(choice)
@@ -117,6 +127,8 @@ class Service:
             except socket.timeout:
                 if self._should_end():
                     break
+                if not self.job_lock.locked():
+                    self.pool.expire(self.warm_idle_s)
                 continue
             threading.Thread(target=self._handle, args=(conn,), name="connection", daemon=True).start()
         self.shutdown()
@@ -147,7 +159,9 @@ class Service:
             if peer_uid(conn) != os.getuid():
                 return  # the 0700 folder keeps other users out; this is the second lock
             conn.settimeout(REQUEST_TIMEOUT_S)
-            send_msg(conn, Hello(key=self.key, pid=os.getpid(), uid=os.getuid(), device=self.kind, idle_s=self.idle_s))
+            root, prefix = installation()
+            send_msg(conn, Hello(key=self.key, pid=os.getpid(), uid=os.getuid(), device=self.kind, idle_s=self.idle_s,
+                                 root=root, prefix=prefix))
             req = recv_request(conn)
             if isinstance(req, StatusRequest):
                 send_msg(conn, self.status())
@@ -162,11 +176,16 @@ class Service:
             conn.close()
 
     def status(self) -> Status:
+        from kernelgen.verify.judge.session import descendants
+
         now = time.monotonic()
+        root, prefix = installation()
         return Status(pid=os.getpid(), device=self.kind, key=self.key, uptime_s=now - self.started, idle_s=self.idle_s,
                       idle_for_s=0.0 if self.running else now - self.last, running=self.running, jobs=self.jobs,
                       fork_server=self.forks is not None and not self.forks.failed,
-                      warm=[{"pid": p, "operator": o, "kernel_sha256": s, "idle_for_s": t} for p, o, s, t in self.pool.describe()])
+                      warm=[{"pid": p, "operator": o, "kernel_sha256": s, "idle_for_s": t} for p, o, s, t in self.pool.describe()],
+                      root=root, prefix=prefix, tool=self.digest, env=service_env(), gpu_reserved=_reserved(),
+                      pids=descendants(os.getpid()))
 
     def _job(self, conn: socket.socket, req: JobRequest) -> None:
         if not self.job_lock.acquire(blocking=False):
@@ -190,9 +209,25 @@ class Service:
                   file=sys.stderr, flush=True)
         finally:
             finished.set()
-            self.jobs += 1
+            self.jobs += 1  # counted as soon as its answer is sent: the client may ask for the status next
+            self._free_device_memory()
             self.running, self.last = "", time.monotonic()
             self.job_lock.release()
+
+    def _free_device_memory(self) -> None:
+        """Between commands: no tensor of the judge's left, the allocator's cache handed back, and
+        every kept worker released when the device runs low."""
+        gc.collect()
+        torch = _cuda_torch()
+        if torch is None:
+            return
+        torch.cuda.empty_cache()
+        try:
+            free, total = torch.cuda.mem_get_info()
+        except RuntimeError:
+            return
+        if free < LOW_FREE_SHARE * total:
+            self.pool.close()
 
     def _answer(self, req: JobRequest, conn: socket.socket) -> object:
         def emit(step: Step) -> None:
@@ -233,14 +268,29 @@ class Service:
                             pass
 
 
+def _cuda_torch():  # noqa: ANN202 - the torch module, or None
+    """torch, where this process has started CUDA (never imported or started here for this)."""
+    torch = sys.modules.get("torch")
+    try:
+        return torch if torch is not None and torch.cuda.is_initialized() else None
+    except AttributeError:  # a torch still importing
+        return None
+
+
+def _reserved() -> int | None:
+    torch = _cuda_torch()
+    return int(torch.cuda.memory_reserved()) if torch is not None else None
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="The KernelGen service (started by kernelgen, not by hand)")
     p.add_argument("--socket", type=Path, required=True)
     p.add_argument("--device", required=True, choices=["auto", "cuda", "npu", "cpu"])
     p.add_argument("--idle", type=float, default=IDLE_S, help="seconds without a command before it stops")
     p.add_argument("--workers", type=int, default=None, help="warm workers kept between commands (default 4)")
+    p.add_argument("--warm-idle", type=float, default=WARM_IDLE_S, help="seconds a kept worker waits for its next command")
     args = p.parse_args(argv)
-    service = Service(args.socket, args.device, args.idle, workers=args.workers)
+    service = Service(args.socket, args.device, args.idle, workers=args.workers, warm_idle_s=args.warm_idle)
     signal.signal(signal.SIGTERM, lambda *_: service.stop.set())
     signal.signal(signal.SIGINT, lambda *_: service.stop.set())
     service.serve()

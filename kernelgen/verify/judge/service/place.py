@@ -24,7 +24,7 @@ from kernelgen.verify.judge.scrub import _SECRET_NAME
 
 # Settings of the service itself: they say where and how long it runs, never what it decides.
 CONTROL_VARS = frozenset({"KERNELGEN_NO_SERVICE", "KERNELGEN_SERVICE_IDLE", "KERNELGEN_RUNTIME_DIR",
-                          "KERNELGEN_SERVICE_WORKERS"})
+                          "KERNELGEN_SERVICE_WORKERS", "KERNELGEN_SERVICE_WARM_IDLE"})
 _PREFIXES = ("KERNELGEN_", "TRITON_", "TORCH", "PYTORCH_", "CUDA", "HIP_", "ROCR_", "ROCM", "ASCEND_", "NVIDIA_",
              "NCCL_", "NVSHMEM_", "OMP_", "MKL_", "OPENBLAS_", "LC_")
 _NAMES = frozenset({"PATH", "PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "LD_PRELOAD", "HOME", "XDG_CACHE_HOME",
@@ -49,6 +49,15 @@ def tool_digest() -> str:
     from kernelgen.verify.judge.integrity import tool_files
 
     return hashlib.sha256(json.dumps(tool_files.__wrapped__(), sort_keys=True).encode()).hexdigest()
+
+
+def installation() -> tuple[str, str]:
+    """The installation this process runs: the folder its kernelgen package is in (a checkout, or
+    site-packages) and its Python environment (sys.prefix: a virtual environment's own folder).
+    `kernelgen serve --stop` and `--status` act on this installation's services unless told `--all`."""
+    import kernelgen
+
+    return str(Path(kernelgen.__file__).resolve().parent.parent), os.path.realpath(sys.prefix)
 
 
 def device_kind(choice: str, environ: dict[str, str] | None = None) -> str:

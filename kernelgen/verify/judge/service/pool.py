@@ -24,6 +24,11 @@ from kernelgen.verify.results import RunRecord
 # Each idle worker keeps its device context (~500 MiB of GPU memory on an H100) and its host memory;
 # a few cover the commands of one working session (test, bench, test again) on a few operators.
 DEFAULT_LIMIT = 4
+# A kept worker saves the next command on its kernel a start (~5 s); that command comes within
+# seconds (a batch's `new` then `bench`) or within a minute (a person's `test` then `bench`). Later
+# than 90 s it is likely never, and the worker's GPU memory is better given back: after a batch,
+# nvidia-smi showed zygote workers holding 0.9-13 GB each (issue 39).
+WARM_IDLE_S = 90.0
 
 Key = tuple[str, str | None, str, str]  # device kind, pin, operator name, kernel sha256
 
@@ -89,6 +94,16 @@ class WarmPool:
         for k in evicted:
             k.worker.close()
         return worker.proc.pid
+
+    def expire(self, max_idle_s: float) -> int:
+        """Close every worker kept longer than `max_idle_s` without a command; how many."""
+        now = time.monotonic()
+        with self._lock:
+            old = [key for key, k in self._kept.items() if now - k.since > max_idle_s]
+            gone = [self._kept.pop(key) for key in old]
+        for k in gone:
+            k.worker.close()
+        return len(gone)
 
     def pids(self) -> set[int]:
         with self._lock:

@@ -81,6 +81,8 @@ class Hello(_Msg):
     uid: int
     device: str  # the device kind it serves
     idle_s: float  # it stops after this long without a command
+    root: str = ""  # the installation it runs: the folder its kernelgen package is in (place.installation)
+    prefix: str = ""  # and its Python environment (sys.prefix)
 
 
 class WarmWorker(_Msg):
@@ -102,6 +104,12 @@ class Status(_Msg):
     jobs: int  # commands served
     fork_server: bool  # workers are forked from a warm process (False: each starts as a fresh one)
     warm: list[WarmWorker] = Field(default_factory=list)
+    root: str = ""  # as Hello's
+    prefix: str = ""
+    tool: str = ""  # the hash of the tool's files it started with (place.tool_digest)
+    env: dict[str, str] = Field(default_factory=dict)  # the variables it runs with and is keyed on (place.service_env)
+    gpu_reserved: int | None = None  # bytes its own PyTorch allocator holds on the device; None: no device context
+    pids: list[int] = Field(default_factory=list)  # its processes below it: fork server, workers, peer timers
 
 
 class Stopping(_Msg):

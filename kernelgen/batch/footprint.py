@@ -1,0 +1,133 @@
+"""How much GPU memory an operator needs at its peak, estimated before it starts, on shape-only
+('meta') tensors: nothing is allocated and no device is touched.
+
+The reference is run once per case and dtype with every tensor it creates tracked (bytes alive at
+once, a view costing nothing), and once more with its floating inputs upcast to float64, as the
+judge's truth is computed (kernelgen.verify.judge.oracle). From those, with I the inputs' bytes, O
+the outputs', P eager's peak (inputs, intermediates and outputs alive at once) and P64 the float64
+run's peak (its upcast inputs included), an operator holds at once, on its one GPU:
+
+- the judge:   I + O (the drawn inputs, eager's outputs kept as the expected values), plus the
+               largest of: eager or torch.compile running again (P - I: Inductor's fused graph holds
+               no more than eager's intermediates), the float64 truth (P64: where it does not fit,
+               the judge computes it in chunks, so this errs high), the candidate's outputs read back
+               and compared in float64 (O + the comparison's float64 copies: 4 of the output, or of
+               one 2^26-element slab where it is compared slab by slab, kernelgen.verify.judge.compare);
+               a test case also keeps a private copy of the inputs for eager (+ I);
+- the worker:  I + 2 O (its own copy of the inputs, the candidate's outputs, and as much again for
+               the kernel's scratch: a two-stage kernel's partials, a split-K's partial sums);
+- the peers:   P + O in a process of their own (their inputs and the reference's outputs, the peer's
+               outputs), timed beside the judge's work (kernelgen.verify.judge.peerproc);
+- a CUDA context per process (judge, worker, peers): CONTEXT_BYTES each.
+
+Test cases are counted with the check's terms and every dtype checked; perf cases with the
+timing's terms and every dtype timed; the need is the largest. It is an estimate: the allocator's
+rounding and Triton's own buffers are not in it, and an operator that still runs out of memory is
+retried alone on an idle GPU (kernelgen.batch.placement).
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+GiB = 1 << 30
+CONTEXT_BYTES = 512 << 20  # a CUDA context and the caching allocator's first blocks (~500 MiB on an H100)
+PROCESSES = 3  # judge, worker, peer-library process
+COMPARE_COPIES = 4  # float64 copies of an output the comparison holds at once (got, expected, |diff|, bound)
+COMPARE_SLAB = 1 << 26  # elements compared at once in a huge output (kernelgen.verify.judge.compare.CHUNK)
+
+
+@dataclass(frozen=True)
+class Run:
+    """What one run of the reference on meta tensors holds, in bytes."""
+
+    peak: int  # everything alive at once, inputs included
+    inputs: int
+    outputs: int
+    output_elements: int
+
+
+def _run(reference: Any, spec: Any, case: dict[str, list[int]], dtype: str, *, upcast: bool) -> Run:
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from kernelgen.spec import torch_dtype
+
+    alive = {"now": 0, "peak": 0}
+
+    def count(t: Any) -> None:
+        size = t.numel() * t.element_size()
+        alive["now"] += size
+        alive["peak"] = max(alive["peak"], alive["now"])
+        weakref.finalize(t, lambda: alive.__setitem__("now", alive["now"] - size))
+
+    class Track(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            out = func(*args, **(kwargs or {}))
+            if getattr(func, "is_view", False):
+                return out  # a view shares its base's memory
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(t, torch.Tensor) and not any(t is a for a in args):  # an in-place op returns its input
+                    count(t)
+            return out
+
+    def made(i: Any) -> Any:
+        dt = torch_dtype(spec.input_dtype(i, dtype))
+        return torch.empty(case[i.name], dtype=torch.float64 if upcast and dt.is_floating_point else dt, device="meta")
+
+    inputs = [made(i) for i in spec.inputs]
+    for t in inputs:
+        count(t)
+    with Track():
+        out = reference(*inputs, **spec.param_defaults)
+    outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(o, torch.Tensor)]
+    return Run(alive["peak"], sum(t.numel() * t.element_size() for t in inputs),
+               sum(o.numel() * o.element_size() for o in outs), sum(o.numel() for o in outs))
+
+
+def _truth(reference: Any, spec: Any, case: dict[str, list[int]], dtype: str, eager: Run) -> int:
+    """P64: the float64 run's peak (eager's, scaled to 8-byte elements, where float64 has no meta kernel)."""
+    if dtype == "float64":
+        return 0  # no higher precision to compute
+    try:
+        return _run(reference, spec, case, dtype, upcast=True).peak
+    except Exception:  # noqa: BLE001 - an op without float64: the judge falls back to a float32 truth or none
+        from kernelgen.spec import torch_dtype
+
+        return eager.peak * 8 // torch_dtype(dtype).itemsize
+
+
+def _compare(run: Run) -> int:
+    return COMPARE_COPIES * 8 * min(run.output_elements, COMPARE_SLAB)
+
+
+def check_need(reference: Any, spec: Any, case: dict[str, list[int]], dtype: str) -> int:
+    """Bytes on the GPU while one test case is checked (see the module's docstring)."""
+    e = _run(reference, spec, case, dtype, upcast=False)
+    judge = 2 * e.inputs + e.outputs + max(e.peak - e.inputs, _truth(reference, spec, case, dtype, e),
+                                           e.outputs + _compare(e))
+    return judge + e.inputs + 2 * e.outputs
+
+
+def timing_need(reference: Any, spec: Any, case: dict[str, list[int]], dtype: str) -> int:
+    """Bytes on the GPU while one perf case is timed (see the module's docstring)."""
+    e = _run(reference, spec, case, dtype, upcast=False)
+    judge = e.inputs + e.outputs + max(e.peak - e.inputs, _truth(reference, spec, case, dtype, e), e.outputs + _compare(e))
+    return judge + (e.inputs + 2 * e.outputs) + (e.peak + e.outputs)
+
+
+def memory_need(spec: Any) -> int | None:
+    """Bytes an operator needs on its GPU at its peak, CUDA contexts included; None when its reference
+    does not run on meta tensors (no estimate: the operator is placed as if it were small)."""
+    from kernelgen.spec import load_reference
+
+    try:
+        reference = load_reference(spec)
+        checks = [check_need(reference, spec, case, dtype) for case in spec.test_cases for dtype in spec.dtypes]
+        timings = [timing_need(reference, spec, case, dtype)
+                   for case in spec.effective_perf_cases for dtype in spec.effective_perf_dtypes]
+    except Exception:  # noqa: BLE001 - a reference without meta kernels: no estimate
+        return None
+    return max(checks + timings) + PROCESSES * CONTEXT_BYTES

@@ -1,0 +1,52 @@
+"""Where a step's seconds went, read from the progress lines it prints as it works (`• ...`).
+
+Each line that begins a known phase ends the phase before it; the time before the first is the
+step's start (Python, imports, and for `new` the spec read or derived from a KernelBench file); lines
+that begin no phase belong to the phase they appear in. A phase that happens several times (an
+optimization round's proposing, checking and timing) adds up. The names are `<step>: <phase>`:
+
+    new:       start, generate (the offline generator or the LLM), check (the accuracy check),
+               measure (round 0 timed: the kernel, eager, torch.compile and the peer libraries)
+    optimize:  start, time the best (round 0 timed before its diagnosis, when `new` did not),
+               propose, search, check, time (the candidate against the best), end (keep or not, log)
+    bench:     start, time (the final measurement: the kernel, eager, torch.compile, the peers)
+
+Only what the steps print is seen: inside `measure` and `bench: time`, torch.compile's and the
+peers' seconds are not told apart (the baseline cache makes them cost nothing the second time).
+"""
+
+from __future__ import annotations
+
+import re
+
+MARKS: tuple[tuple[str, re.Pattern[str], str], ...] = tuple((step, re.compile(pattern), phase) for step, pattern, phase in (
+    ("new", r": generating the kernel", "generate"),
+    ("new", r": checking accuracy", "check"),
+    ("new", r": measuring performance$", "measure"),
+    ("optimize", r": measuring round \d+'s kernel", "time the best"),
+    ("optimize", r": proposing \(", "propose"),
+    ("optimize", r": searching \d+ candidate", "search"),
+    ("optimize", r": checking the candidate", "check"),
+    ("optimize", r": timing the candidate", "time"),
+    ("optimize", r": (keeping round|round \d+ not kept|stopped —)", "end"),
+    ("bench", r": timing on ", "time"),
+))
+
+
+def phase_of_line(step: str, line: str) -> str | None:
+    """The phase a progress line of `step` begins; None when it begins none."""
+    return next((phase for s, pattern, phase in MARKS if s == step and pattern.search(line)), None)
+
+
+def split(step: str, marks: list[tuple[float, str]], total: float) -> dict[str, float]:
+    """Seconds per phase of one step: `marks` are (seconds since the step started, progress line)."""
+    out: dict[str, float] = {}
+    current, since = "start", 0.0
+    for at, line in marks:
+        phase = phase_of_line(step, line)
+        if phase is None:
+            continue
+        out[f"{step}: {current}"] = out.get(f"{step}: {current}", 0.0) + max(0.0, at - since)
+        current, since = phase, at
+    out[f"{step}: {current}"] = out.get(f"{step}: {current}", 0.0) + max(0.0, total - since)
+    return {k: round(v, 2) for k, v in out.items()}
