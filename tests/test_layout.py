@@ -161,3 +161,36 @@ def test_the_command_line_only_parses_and_calls():
                         "measure_performance", "exec", "compile"}
     assert not {d for d in GRAPH["kernelgen.cli"] if d.startswith(("kernelgen.verify.judge.judge", "kernelgen.verify.worker",
                                                                    "kernelgen.offline.", "kernelgen.llm.client"))}
+
+
+# The offline generator's families: the folders whose face (<folder>/family.py) the registry lists.
+OFFLINE = "kernelgen.offline"
+FAMILIES = sorted(m.split(".")[2] for m in GRAPH[f"{OFFLINE}.registry"] if m.startswith(OFFLINE + ".") and m.endswith(".family")
+                  and m.count(".") == 3)
+
+
+def _family(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 and parts[:2] == ["kernelgen", "offline"] and parts[2] in FAMILIES else None
+
+
+def test_the_offline_families_are_read_from_the_registry():
+    assert {"pointwise", "rows", "matmul", "conv", "nd"} <= set(FAMILIES)
+
+
+def test_no_offline_family_imports_another():
+    """A family stands on the front end and the engines (frame/, stages/), never on another family:
+    what two families share belongs to an engine."""
+    bad = sorted(f"{m} imports {d}" for m in GRAPH for d in GRAPH[m]
+                 if _family(m) and _family(d) and _family(d) != _family(m))
+    assert not bad, bad
+
+
+def test_a_family_s_modules_serve_that_family_only():
+    """No module of one family lives in another's folder: a family's modules are imported from its own
+    folder only (its face also from the registry), so nothing another family or an engine needs sits
+    there. A stage kind a family brings to the stage engine goes through kernelgen.offline.stages.anchors."""
+    registry = f"{OFFLINE}.registry"
+    bad = sorted(f"{m} imports {d}" for m in GRAPH for d in GRAPH[m]
+                 if _family(d) and _family(m) != _family(d) and not (m == registry and d.endswith(".family")))
+    assert not bad, bad

@@ -23,22 +23,24 @@ How a spec becomes a kernel file (`kernelgen new` -> backends.OfflineWriter -> f
   The optimize loop then asks knob_space and prune (the family's launch model against the
   budgets.py limits) and calls generate_kernel with its dispatch table.
 
-Where things are:
+Where things are (the rooms read as the pipeline: the front end, the two engines, the families):
   family.py, registry.py      the protocol every family shows; the ordered list of families
   knobs.py, dispatch.py, launch.py, budgets.py   shared: the knobs base, dispatch tables, what a
-              launch is (and the matmul tile table), the pruning budgets
+              launch is (the matmul and convolution tile tables), the pruning budgets
   naming.py, selfcheck.py, unsupported.py   kernel-side names, the __main__ self-check, refusals
   frontend/   trace (trace.py) -> IR (ir.py) through the op table (optable.py, lower_*.py);
               expressions (exprs.py); what the reference returns (outputs.py)
-  frame/      what pointwise, rows and matmul share: the IR seen over the [rows, cols] frame
+  frame/      the engine of pointwise, rows and matmul: the IR seen over the [rows, cols] frame
               (project.py, view.py), classify, the emitter, host-path data, launch and pruning
-  pointwise/ rows/ matmul/ nd/   a family each: family.py, knobs.py, kernel text, emit.py (the
-              template's data), launch.py (a model of the file's launch helper), pruning.py
-              (matmul's launch model is the shared tile table)
-A new family (convolutions are next) is a folder here with a Family subclass in its family.py,
-its KnobsModel, a template in templates/offline/ and a snapshot test in tests/offline/, and one
-line in registry.FAMILIES (before nd). A new ATen op is one row of frontend/optable.py (a
-pointwise op: one row of frontend/exprs.py).
+  stages/     the engine of nd and conv: the IR cut into stages (schedule.py), one kernel per stage
+              (emit_*.py), the launch model, the host path and the file; a family adds a stage kind
+              of its own through stages/anchors.py
+  pointwise/ rows/ matmul/ conv/ nd/   a family each: family.py, knobs.py, its own kernel text
+              (kernel.py or emit.py), launch.py (a model of the file's launch helper), pruning.py;
+              no family imports another (tests/test_layout.py)
+A new family is a folder here with a Family subclass in its family.py, its KnobsModel, a template in
+templates/offline/ and a snapshot test in tests/offline/, and one line in registry.FAMILIES (before
+nd). A new ATen op is one row of frontend/optable.py (a pointwise op: one row of frontend/exprs.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The face every family of the offline generator shows; kernelgen.offline.registry lists them.
 
-A family serves one kind of kernel (pointwise, rows, matmul, nd, and next: convolution). Shown a
+A family serves one kind of kernel (pointwise, rows, matmul, conv, nd). Shown a
 spec's analysis, it says whether it can serve it -- `Served`, with its own plan of the kernel, or
 `Refused`, with the reason naming the op or parameter it does not serve -- and for a spec it
 serves it gives its knobs (a kernelgen.offline.knobs.KnobsModel), round 0's choices per perf case,
@@ -53,7 +53,7 @@ Verdict = Union[Served, Refused]
 class Family(ABC):
     """One family of kernels. Subclasses set `name` and `knobs_model` and implement the methods."""
 
-    name: ClassVar[str]  # the family's folder: pointwise | rows | matmul | nd
+    name: ClassVar[str]  # the family's folder: pointwise | rows | matmul | conv | nd
     knobs_model: ClassVar[type[KnobsModel]]
 
     @abstractmethod

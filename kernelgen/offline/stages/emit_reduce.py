@@ -1,10 +1,10 @@
-"""The bodies of reduce and scan stages (kernelgen.offline.nd.emit_tile has the layout)."""
+"""The bodies of reduce and scan stages (kernelgen.offline.stages.emit_tile has the layout)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kernelgen.offline.nd.emit_values import var
+from kernelgen.offline.stages.emit_values import var
 from kernelgen.offline.unsupported import unsupported
 
 NAN_ALL = "propagate_nan=tl.PropagateNan.ALL"

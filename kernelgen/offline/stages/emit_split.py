@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kernelgen.offline.nd.emit_reduce import INF, acc_finish, acc_init, acc_update, lane_merge, rows_after
+from kernelgen.offline.stages.emit_reduce import INF, acc_finish, acc_init, acc_update, lane_merge, rows_after
 
 SPLITTABLE = ("sum", "max", "min", "prod", "var")
 SLOTS = {"var": 3}  # fp32 values a partial needs (1 for the others)

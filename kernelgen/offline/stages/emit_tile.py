@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from kernelgen.offline.nd.access import Port, ports
-from kernelgen.offline.nd.emit_split import SplitKernel, split_kernel, splittable
-from kernelgen.offline.nd.emit_values import is_scalar_leaf, pointwise, var
+from kernelgen.offline.stages.access import Port, ports
+from kernelgen.offline.stages.emit_split import SplitKernel, split_kernel, splittable
+from kernelgen.offline.stages.emit_values import is_scalar_leaf, pointwise, var
 from kernelgen.offline.frontend.ir import Graph
-from kernelgen.offline.nd.stages import Buffer, Stage
+from kernelgen.offline.stages.program import Buffer, Stage
 from kernelgen.offline.unsupported import unsupported
 
 NAN_ALL = "propagate_nan=tl.PropagateNan.ALL"
@@ -260,11 +260,11 @@ def tile_kernel(g: Graph, st: Stage, buffers: dict[str, Buffer], name: str) -> T
     if st.kind == "pointwise":
         _pointwise_body(em)
     elif st.kind == "reduce":
-        from kernelgen.offline.nd.emit_reduce import reduce_body
+        from kernelgen.offline.stages.emit_reduce import reduce_body
 
         reduce_body(em)
     else:
-        from kernelgen.offline.nd.emit_reduce import scan_body
+        from kernelgen.offline.stages.emit_reduce import scan_body
 
         scan_body(em)
     params = _params(em)

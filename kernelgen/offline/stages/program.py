@@ -45,7 +45,7 @@ class Stage:
     stores: list[tuple[int, Access]] = field(default_factory=list)  # value -> where it is written
     anchor: int = -1  # the mm, conv or scan value
     unmergeable: set[int] = field(default_factory=set)  # frame dims whose own index the kernel needs
-    spaces: dict[int, str] = field(default_factory=dict)  # value -> full | row | scalar (kernelgen.offline.nd.frames)
+    spaces: dict[int, str] = field(default_factory=dict)  # value -> full | row | scalar (kernelgen.offline.stages.frames)
     groups: list[list[int]] = field(default_factory=list)  # frame dims merged into one loop dim, in order
     operands: list[Access] = field(default_factory=list)  # a matmul's a and b; a convolution's input and weight
 
