@@ -12,10 +12,9 @@ from kernelgen.offline.budgets import Pruned
 from kernelgen.offline.conv.knobs import ConvKnobs
 from kernelgen.offline.conv.pruning import describe, prune_conv
 from kernelgen.offline.dispatch import DispatchEntry, FirstChoice, routes
-from kernelgen.offline.family import Family, Refused, Served, Verdict
+from kernelgen.offline.family import Family, Refused, Served, Subject, Verdict
 from kernelgen.offline.knobs import KnobsModel
-from kernelgen.offline.frontend.trace import traced_spec
-from kernelgen.offline.stages.analysis import analyse_cached, dispatch_key
+from kernelgen.offline.stages.analysis import analyse, dispatch_key
 from kernelgen.offline.stages.cases import stage_case
 from kernelgen.offline.stages.file import stage_file
 from kernelgen.offline.conv.stage import CONV_STAGE
@@ -27,12 +26,12 @@ class ConvFamily(Family):
     name = "conv"
     knobs_model = ConvKnobs
 
-    def examine(self, spec: OperatorSpec) -> Verdict:
-        text = spec.model_dump_json()
-        if not traced_spec(text).graph.computes("conv"):
+    def examine(self, subject: Subject) -> Verdict:
+        spec = subject.spec
+        if not subject.traced.graph.computes("conv"):
             return Refused(self.name, "no convolution (a 1x1 one with stride 1 is a batched matmul)", scope="outside")
         try:
-            analysis = analyse_cached(text, (CONV_STAGE,))
+            analysis = analyse(spec, subject.traced, (CONV_STAGE,))
         except NotServed as e:
             return Refused(self.name, e.what)
         kinds = [st.kind for st in analysis.program.stages]

@@ -8,13 +8,12 @@ from collections.abc import Mapping
 
 from kernelgen.offline.budgets import Pruned
 from kernelgen.offline.dispatch import DispatchEntry, FirstChoice, routes
-from kernelgen.offline.family import Family, Refused, Served, Verdict
+from kernelgen.offline.family import Family, Refused, Served, Subject, Verdict
 from kernelgen.offline.knobs import KnobsModel
 from kernelgen.offline.nd.knobs import NdKnobs
 from kernelgen.offline.nd.pruning import prune_nd
 from kernelgen.offline.nd.round0 import first_choices as nd_first_choices
-from kernelgen.offline.frontend.trace import traced_spec
-from kernelgen.offline.stages.analysis import analyse_cached, dispatch_key
+from kernelgen.offline.stages.analysis import analyse, dispatch_key
 from kernelgen.offline.stages.cases import stage_case
 from kernelgen.offline.stages.file import stage_file
 from kernelgen.offline.unsupported import NotServed
@@ -25,11 +24,11 @@ class NdFamily(Family):
     name = "nd"
     knobs_model = NdKnobs
 
-    def examine(self, spec: OperatorSpec) -> Verdict:
-        if traced_spec(spec.model_dump_json()).graph.computes("conv"):
+    def examine(self, subject: Subject) -> Verdict:
+        if subject.traced.graph.computes("conv"):
             return Refused(self.name, "a convolution (the conv family's)", scope="outside")
         try:
-            analysis = analyse_cached(spec.model_dump_json())
+            analysis = analyse(subject.spec, subject.traced)
         except NotServed as e:
             return Refused(self.name, e.what)
         return Served(analysis, "nd", analysis.summary)

@@ -4,12 +4,11 @@ a stage kind a family brings (anchors.py), that family's."""
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from typing import Any
 
-from kernelgen.offline.frontend.trace import Traced, traced_spec
+from kernelgen.offline.frontend.trace import Traced
 from kernelgen.offline.naming import Names
 from kernelgen.offline.stages.anchors import AnchorKind
 from kernelgen.offline.stages.emit_matmul import matmul_kernel
@@ -28,9 +27,10 @@ class StageAnalysis:
     anchors: dict[str, AnchorKind]  # the stage kinds a family brought (kind -> its emitter, plan, launch)
 
 
-def analyse(spec: OperatorSpec, anchors: tuple[AnchorKind, ...] = ()) -> StageAnalysis:
+def analyse(spec: OperatorSpec, traced: Traced, anchors: tuple[AnchorKind, ...] = ()) -> StageAnalysis:
+    """The program of `traced` and its kernels (scheduling and emitting every stage costs ~10-50 ms:
+    the route keeps the result for round 0, every file and pruning)."""
     names = Names(spec)
-    traced = traced_spec(spec.model_dump_json())
     g = traced.graph
     prog = schedule(g, list(names.inputs), list(names.outputs))
     emitters = {"matmul": matmul_kernel, **{a.kind: a.kernel for a in anchors}}  # the rest are tile stages
@@ -39,12 +39,6 @@ def analyse(spec: OperatorSpec, anchors: tuple[AnchorKind, ...] = ()) -> StageAn
     kinds = [st.kind for st in prog.stages]
     summary = f"nd: {len(prog.stages)} stage(s) ({', '.join(kinds)}) over {len(spec.inputs)} input(s)"
     return StageAnalysis(traced, prog, kernels, summary, {a.kind: a for a in anchors})
-
-
-@functools.lru_cache(maxsize=64)
-def analyse_cached(spec_json: str, anchors: tuple[AnchorKind, ...] = ()) -> StageAnalysis:
-    # generate, prune and round 0 ask for it in turn; scheduling and emitting every stage costs ~10-50 ms
-    return analyse(OperatorSpec.model_validate_json(spec_json), anchors)
 
 
 def route_input(spec: OperatorSpec) -> str:
