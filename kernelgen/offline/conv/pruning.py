@@ -14,7 +14,7 @@ from kernelgen.offline.budgets import REGS_OVERHEAD, REGS_PER_THREAD, Pruned, fi
 from kernelgen.offline.knobs import KnobsModel
 from kernelgen.offline.launch import ConvTiles, next_pow2
 from kernelgen.offline.stages.cases import StageCase, changed_stages, describe_launches
-from kernelgen.offline.stages.launch import StageLaunch
+from kernelgen.offline.stages.program import StageLaunch
 
 CONV_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_SIZE_M", "FLAT_K")
 TILE_KNOBS = ("MAX_SINGLE_PASS", "ROW_TILE")

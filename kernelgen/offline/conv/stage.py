@@ -9,14 +9,14 @@ from typing import Any
 
 from kernelgen.offline.frontend.ir import Graph
 from kernelgen.offline.launch import ConvTiles, cdiv, conv_tiles
-from kernelgen.offline.conv.emit import conv_kernel
+from kernelgen.offline.conv.emit import ConvKernel, conv_kernel
 from kernelgen.offline.stages.anchors import AnchorKind
 from kernelgen.offline.stages.host import access_literal, dtype_of, py, py_shape
-from kernelgen.offline.stages.launch import StageLaunch, size_at
-from kernelgen.offline.stages.program import Access, Program, Stage
+from kernelgen.offline.stages.launch import size_at
+from kernelgen.offline.stages.program import Access, Program, Stage, StageKnobs, StageLaunch
 
 
-def conv_plan(g: Graph, prog: Program, st: Stage, k: Any) -> dict[str, Any]:
+def conv_plan(g: Graph, prog: Program, st: Stage, k: ConvKernel) -> dict[str, Any]:
     """A convolution stage's operands and geometry, as the plan's _conv_launch takes them."""
     a = g[st.anchor].attrs
     geometry = "(" + ", ".join(py_shape(a[k]) for k in ("stride", "padding", "dilation")) + ")"
@@ -26,7 +26,7 @@ def conv_plan(g: Graph, prog: Program, st: Stage, k: Any) -> dict[str, Any]:
             "moves": list(k.moves), "form": k.form, "geometry": geometry, "conv_groups": py(a["groups"])}
 
 
-def conv_launch(g: Graph, st: Stage, kernel: Any, knobs: Any, binding: dict[str, int], fp32: bool) -> StageLaunch:
+def conv_launch(g: Graph, st: Stage, kernel: ConvKernel, knobs: StageKnobs, binding: dict[str, int], fp32: bool) -> StageLaunch:
     """A convolution stage's tiles at a case, as the generated _conv_launch works them out."""
     v = g[st.anchor]
     x, w = ([size_at(d, binding) for d in g[a].shape] for a in v.args)

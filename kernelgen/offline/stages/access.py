@@ -9,6 +9,7 @@ never walks (a broadcast) is not an argument at all: it is 0, so its term is lef
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from kernelgen.offline.frontend import shapes as S
 from kernelgen.offline.frontend.ir import Graph
@@ -62,3 +63,16 @@ def ports(g: Graph, stage: Stage, buffers: dict[str, Buffer]) -> list[Port]:
         out.append(Port(name_for(acc.buffer), acc.buffer, acc, u, True, walked_groups(stage, acc, buffers[acc.buffer]),
                         any(step[0] in MOVES for step in acc.views)))
     return out
+
+
+class StageKernel(Protocol):
+    """What the file needs of any stage's kernel (the engine's TileKernel and MatmulKernel, a family's
+    own: kernelgen.offline.stages.anchors): its name and text, and how it is called."""
+
+    name: str
+    kind: str
+    params: list[tuple[str, str]]  # (argument, comment)
+    body: list[str]
+    ports: list[Port]
+    sizes: list[int]  # `size` values passed as c<id>
+    params_used: list[str]

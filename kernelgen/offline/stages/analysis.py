@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from kernelgen.offline.frontend.trace import Traced
 from kernelgen.offline.naming import Names
+from kernelgen.offline.stages.access import StageKernel
 from kernelgen.offline.stages.anchors import AnchorKind
 from kernelgen.offline.stages.emit_matmul import matmul_kernel
 from kernelgen.offline.stages.emit_tile import tile_kernel
@@ -22,7 +22,7 @@ from kernelgen.spec import OperatorSpec
 class StageAnalysis:
     traced: Traced
     program: Program
-    kernels: tuple[Any, ...]  # one per stage, in launch order (no knob changes their text)
+    kernels: tuple[StageKernel, ...]  # one per stage, in launch order (no knob changes their text)
     summary: str
     anchors: dict[str, AnchorKind]  # the stage kinds a family brought (kind -> its emitter, plan, launch)
 

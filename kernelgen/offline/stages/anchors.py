@@ -15,13 +15,15 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from kernelgen.offline.frontend.ir import Graph
-from kernelgen.offline.stages.program import Buffer, Program, Stage
+from kernelgen.offline.stages.access import StageKernel
+from kernelgen.offline.stages.program import Buffer, Program, Stage, StageKnobs, StageLaunch
 
 
 @dataclass(frozen=True)
 class AnchorKind:
     kind: str  # the stage kind the scheduler gives the anchor ("conv")
-    kernel: Callable[[Graph, Stage, dict[str, Buffer], str], Any]  # (graph, stage, buffers, name) -> its kernel
-    plan: Callable[[Graph, Program, Stage, Any], dict[str, Any]]  # the template's data for the stage's plan
-    launch: Callable[[Graph, Stage, Any, Any, dict[str, int], bool], Any]  # (.., kernel, knobs, sizes, fp32) -> StageLaunch
+    kernel: Callable[[Graph, Stage, dict[str, Buffer], str], StageKernel]  # (graph, stage, buffers, name) -> its kernel
+    plan: Callable[[Graph, Program, Stage, Any], dict[str, Any]]  # (.., its kernel) -> the template's data for its plan
+    # (graph, stage, its kernel, knobs, each dim symbol's size at the case, fp32) -> its launch there
+    launch: Callable[[Graph, Stage, Any, StageKnobs, dict[str, int], bool], StageLaunch]
     describe: Callable[[Graph, Stage], str]  # one line for the file's docstring and the plan's comment

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from kernelgen.offline.budgets import DEFAULT_SMS, Pruned, matmul_budget, register_budget
-from kernelgen.offline.stages.launch import StageLaunch, stage_launches
+from kernelgen.offline.stages.analysis import StageAnalysis
+from kernelgen.offline.stages.launch import stage_launches
+from kernelgen.offline.stages.program import StageKnobs, StageLaunch
 from kernelgen.spec import DTYPES, OperatorSpec
 
 # fp32 values a tile holds per element: the tile and a temporary, + an accumulator where it loops
@@ -20,7 +22,7 @@ class StageCase:
     """One case a knob's values are judged at."""
 
     spec: OperatorSpec
-    analysis: Any  # kernelgen.offline.stages.analysis.StageAnalysis
+    analysis: StageAnalysis
     shapes: dict[str, list[int]]
     fp32: bool
     itemsize: int
@@ -30,11 +32,11 @@ class StageCase:
     def shape_text(self) -> str:
         return ", ".join(f"{n} {list(self.shapes[n])}" for n in self.spec.input_names)
 
-    def launches(self, knobs: Any) -> list[StageLaunch]:
+    def launches(self, knobs: StageKnobs) -> list[StageLaunch]:
         return stage_launches(self.analysis, knobs, self.shapes, self.spec.input_names, self.fp32, self.sms)
 
 
-def stage_case(spec: OperatorSpec, analysis: Any, shapes: dict[str, list[int]], dtype: str,
+def stage_case(spec: OperatorSpec, analysis: StageAnalysis, shapes: dict[str, list[int]], dtype: str,
                sm_count: int | None) -> StageCase:
     import torch  # ~1 s: only when values are judged
 

@@ -42,7 +42,7 @@ def stage_file(spec: OperatorSpec, analysis: StageAnalysis, routes_: list[Route]
         knobs=", ".join(f"{k}={'auto' if v is None else v}" for k, v in knobs.model_dump().items()),
         knob_items=[(k, literal(v)) for k, v in knobs.model_dump().items()],
         dispatch=table(routes_, spec) if len(routes_) > 1 else [],
-        kernels=kernels, needs_prod=any(getattr(k, "needs_prod", False) for k in kernels), family=family,
+        kernels=kernels, needs_prod=any("_prod" in getattr(k, "helpers", ()) for k in kernels), family=family,
         stages=ctx["stages"], binds=ctx["binds"], checks=ctx["checks"], temps=ctx["temps"],
         outputs=ctx["outputs"], output_names=[o["name"] for o in ctx["outputs"]],
         temp_names=[t["name"] for t in ctx["temps"]], returns=ctx["returns"],

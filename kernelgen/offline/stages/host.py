@@ -11,9 +11,10 @@ import sympy
 
 from kernelgen.offline.frontend import shapes as S
 from kernelgen.offline.frontend.ir import Graph
+from kernelgen.offline.stages.access import StageKernel
 from kernelgen.offline.stages.anchors import AnchorKind
 from kernelgen.offline.stages.launch import split_per_sm
-from kernelgen.offline.stages.program import Access, Program
+from kernelgen.offline.stages.program import Access, Program, Stage
 
 DTYPE = {"float32": "torch.float32", "float16": "torch.float16", "bfloat16": "torch.bfloat16", "float64": "torch.float64",
          "int64": "torch.int64", "int32": "torch.int32", "int16": "torch.int16", "int8": "torch.int8",
@@ -23,7 +24,7 @@ DTYPE = {"float32": "torch.float32", "float16": "torch.float16", "bfloat16": "to
 _RENAME: dict = {}  # the trace's symbols (s75, ...) -> readable names (x_0: x.shape[0]), per file
 
 
-def py(e: Any) -> str:
+def py(e: sympy.Expr | int) -> str:
     e = S.expr(e)
     return S.python(e.xreplace(_RENAME) if _RENAME else e)
 
@@ -98,7 +99,7 @@ def size_value(g: Graph, u: int) -> str:
     return f"float({py(e)})" if g[u].dtype.startswith("float") else f"int({py(e)})"
 
 
-def context(g: Graph, prog: Program, input_names: list[str], kernels: list[Any],
+def context(g: Graph, prog: Program, input_names: list[str], kernels: list[StageKernel],
             anchors: Mapping[str, AnchorKind]) -> dict[str, Any]:
     rename_symbols(g, input_names)
     binds, checks = symbol_lines(g, input_names)
@@ -165,7 +166,7 @@ def _returned(name: str, views: list) -> str:
     return expr
 
 
-def describe(g: Graph, st: Any, anchors: Mapping[str, AnchorKind]) -> str:
+def describe(g: Graph, st: Stage, anchors: Mapping[str, AnchorKind]) -> str:
     if st.kind in anchors:
         return anchors[st.kind].describe(g, st)
     frame = ", ".join(py(d) for d in st.frame)

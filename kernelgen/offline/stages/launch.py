@@ -10,12 +10,16 @@ generated _layout does for contiguous inputs.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 import sympy
 
-from kernelgen.offline.launch import ConvTiles, Launch, cdiv, default_warps, matmul_tiles, next_pow2
+from kernelgen.offline.stages.analysis import StageAnalysis
+from kernelgen.offline.stages.emit_matmul import MatmulKernel
+from kernelgen.offline.stages.emit_split import SplitKernel
+from kernelgen.offline.stages.emit_tile import TileKernel
+from kernelgen.offline.stages.program import Stage, StageKnobs, StageLaunch
+from kernelgen.offline.launch import Launch, cdiv, default_warps, matmul_tiles, next_pow2
 
 # Launch heuristics of the generated file (its _tile_config): a reduction whose elements fit 16384
 # (64 KB of fp32 per program) is read once into registers; a step of a tile stage holds 4096
@@ -36,26 +40,14 @@ SINGLE_KEPT = CONFIG["single_kept"]
 CONTIGUOUS_KEPT = CONFIG["contig_kept"]
 
 
-@dataclass(frozen=True)
-class StageLaunch:
-    """One stage's launch at a case: a tile stage's Launch, or a matmul stage's tiles at M x N x K."""
-
-    stage: int
-    kind: str  # pointwise | reduce | scan | matmul | conv
-    launch: Optional[Launch] = None  # tile stages: block_r = BLOCK_K (kept), block_c = BLOCK_R (reduced)
-    tiles: Optional[tuple[int, int, int, int, int, int]] = None  # matmul, conv: BLOCK_M, N, K, GROUP_SIZE_M, warps, stages
-    mnk: Optional[tuple[int, int, int]] = None
-    conv: Optional[ConvTiles] = None  # a convolution stage's launch
-
-
-def split_per_sm(split: Any) -> int:
+def split_per_sm(split: Optional[SplitKernel]) -> int:
     """The programs per SM a stage's split form aims at (0: it has none): the file's split_sm."""
     if split is None:
         return 0
     return CONFIG["split_per_sm_writes"] if split.writes else CONFIG["split_per_sm"]
 
 
-def tile_config(knobs: Any, kind: str, n_kt: int, n_ko: int, n_rt: int, n_ro: int, k_contig: bool,
+def tile_config(knobs: StageKnobs, kind: str, n_kt: int, n_ko: int, n_rt: int, n_ro: int, k_contig: bool,
                 one_pass: bool = False, split_sm: int = 0, sms: int = 132) -> Launch:
     """The generated _tile_config: the path (pointwise, scan, single, looped or split), BLOCK_K x
     BLOCK_R, the warps and the grid (a split's: kept blocks x n_split, chunks = n_split)."""
@@ -105,22 +97,22 @@ def split_count(kept: int, steps_all: int, block_k: int, block_r: int, sms: int,
     return cdiv(steps_all, steps), steps
 
 
-def _binding(analysis: Any, shapes: dict[str, list[int]], input_names: list[str]) -> dict[str, int]:
+def _binding(analysis: StageAnalysis, shapes: dict[str, list[int]], input_names: list[str]) -> dict[str, int]:
     """Each dimension symbol of the trace -> its size at the case."""
     return {name: shapes[input_names[i]][d] for name, (i, d) in analysis.traced.graph.symbols.items()}
 
 
-def size_at(e: Any, binding: dict[str, int]) -> int:
+def size_at(e: sympy.Expr | int, binding: dict[str, int]) -> int:
     e = sympy.sympify(e)
     return int(e.xreplace({s: sympy.Integer(binding[s.name]) for s in e.free_symbols if s.name in binding}))
 
 
-def _group_sizes(st: Any, binding: dict[str, int]) -> list[int]:
+def _group_sizes(st: Stage, binding: dict[str, int]) -> list[int]:
     frame = [size_at(d, binding) for d in st.frame]
     return [math.prod(frame[d] for d in grp) for grp in st.groups]
 
 
-def _k_contig(analysis: Any, st: Any, kernel: Any, binding: dict[str, int]) -> bool:
+def _k_contig(analysis: StageAnalysis, st: Stage, kernel: TileKernel, binding: dict[str, int]) -> bool:
     """Whether the stage's first access walks the tiled kept group with stride 1 (contiguous buffers)."""
     from kernelgen.offline.stages.frames import frame_strides
 
@@ -135,7 +127,7 @@ def _k_contig(analysis: Any, st: Any, kernel: Any, binding: dict[str, int]) -> b
     return bool(dims) and size_at(strides[dims[-1]], binding) == 1
 
 
-def stage_launches(analysis: Any, knobs: Any, shapes: dict[str, list[int]], input_names: list[str],
+def stage_launches(analysis: StageAnalysis, knobs: StageKnobs, shapes: dict[str, list[int]], input_names: list[str],
                    fp32: bool, sms: int = 132) -> list[StageLaunch]:
     """Every stage's launch under `knobs` at the case `shapes` (input name -> shape)."""
     binding = _binding(analysis, shapes, input_names)
@@ -146,11 +138,12 @@ def stage_launches(analysis: Any, knobs: Any, shapes: dict[str, list[int]], inpu
         if anchor is not None:  # a family's own stage kind (a convolution): its own launch model
             out.append(anchor.launch(analysis.traced.graph, st, kernel, knobs, binding, fp32))
             continue
-        if st.kind == "matmul":
+        if isinstance(kernel, MatmulKernel):
             m, n = sizes[kernel.batch], sizes[kernel.batch + 1]
             k = size_at(analysis.traced.graph[analysis.traced.graph[st.anchor].args[0]].shape[-1], binding)
             out.append(StageLaunch(st.id, "matmul", tiles=matmul_tiles(knobs, m, n, fp32, k), mnk=(m, n, k)))
             continue
+        assert isinstance(kernel, TileKernel)
         kt, rt = kernel.k_groups[-1], kernel.r_groups[-1] if kernel.r_groups else None
         launch = tile_config(knobs, st.kind, sizes[kt], math.prod(sizes[g] for g in kernel.k_groups[:-1]),
                              sizes[rt] if rt is not None else 1, math.prod(sizes[g] for g in kernel.r_groups[:-1]),

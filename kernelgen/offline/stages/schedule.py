@@ -11,8 +11,7 @@ makes that value a buffer first. A `cat` is a buffer each part is written into (
 from __future__ import annotations
 
 from kernelgen.offline.frontend import shapes as S
-from kernelgen.offline.stages.frames import (NotInFrame, contiguous_view_strides, fits, frame_strides, groups, invert,
-                                        is_relabel, solve)
+from kernelgen.offline.stages.frames import NotInFrame, fits, frame_strides, groups, invert, is_relabel, solve
 from kernelgen.offline.frontend.ir import Graph, Value
 from kernelgen.offline.stages.program import Access, Buffer, Program, Stage
 from kernelgen.offline.unsupported import unsupported
