@@ -194,3 +194,25 @@ def test_a_family_s_modules_serve_that_family_only():
     bad = sorted(f"{m} imports {d}" for m in GRAPH for d in GRAPH[m]
                  if _family(d) and _family(m) != _family(d) and not (m == registry and d.endswith(".family")))
     assert not bad, bad
+
+
+# What the offline generator writes, as checked in (tests/offline/snapshots: one file per family and form).
+SNAPSHOTS = sorted((PKG.parent / "tests" / "offline" / "snapshots").glob("*.py"))
+
+
+def test_the_snapshots_are_read():
+    assert len(SNAPSHOTS) >= 20
+
+
+@pytest.mark.parametrize("path", SNAPSHOTS, ids=lambda p: p.stem)
+def test_a_generated_file_defines_only_what_it_uses_kernels_first(path: Path):
+    """A generated file carries the helpers it calls and no other (the host runtime is included piece by
+    piece: templates/offline/_runtime.py.j2), and reads like Triton's tutorials: the kernels first."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    unused = [d.name for d in defs if d.name not in used]
+    assert not unused, f"{path.name} defines {unused} and never uses them"
+    first = defs[0]
+    assert isinstance(first, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in first.decorator_list), \
+        f"{path.name} starts with {first.name}, not a @triton.jit kernel"

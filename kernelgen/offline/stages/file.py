@@ -3,7 +3,7 @@ templates/offline/<family>.py.j2 (which extends stages.py.j2)."""
 
 from __future__ import annotations
 
-from kernelgen.offline.dispatch import Route, literal, table
+from kernelgen.offline.dispatch import Route, knobs_assignment, table
 from kernelgen.offline.naming import Names
 from kernelgen.offline.selfcheck import main_context
 from kernelgen.offline.stages import host
@@ -23,7 +23,9 @@ def stage_file(spec: OperatorSpec, analysis: StageAnalysis, routes_: list[Route]
     ctx = host.context(g, prog, list(names.inputs), kernels, analysis.anchors)
     for s, k in zip(ctx["stages"], kernels):
         buffers = (s["operand_buffers"] if s["kind"] == "matmul" or s["anchored"] else []) + [p.buffer for p in k.ports]
-        s["pointers"] = buffers + list(k.params_used)
+        s["pointers"], s["n_tensors"] = buffers + list(k.params_used), len(buffers)
+    kinds = {s["kind"] for s in ctx["stages"] if not s["anchored"]}
+    uses = {"matmul": "matmul" in kinds, "tiles": bool(kinds - {"matmul"})}  # the helpers the file calls
     route = route_input(spec)
     route_index = spec.input_names.index(route)
     out_dtypes: list[tuple[str, list[str]]] = []
@@ -40,12 +42,19 @@ def stage_file(spec: OperatorSpec, analysis: StageAnalysis, routes_: list[Route]
         name=spec.name, description=" ".join(spec.description.split()) or spec.name,
         summary=summary or analysis.summary,
         knobs=", ".join(f"{k}={'auto' if v is None else v}" for k, v in knobs.model_dump().items()),
-        knob_items=[(k, literal(v)) for k, v in knobs.model_dump().items()],
+        knob_lines=knobs_assignment("_KNOBS", knobs.model_dump()),
         dispatch=table(routes_, spec) if len(routes_) > 1 else [],
         kernels=kernels, needs_prod=any("_prod" in getattr(k, "helpers", ()) for k in kernels), family=family,
         stages=ctx["stages"], binds=ctx["binds"], checks=ctx["checks"], temps=ctx["temps"],
         outputs=ctx["outputs"], output_names=[o["name"] for o in ctx["outputs"]],
         temp_names=[t["name"] for t in ctx["temps"]], returns=ctx["returns"],
         inputs=list(names.inputs), ranks=ranks, route=route, out_dtypes=out_dtypes,
-        signature=spec.signature, config=CONFIG, main=main_context(spec, names),
+        signature=spec.signature, config=CONFIG, main=main_context(spec, names), uses=uses,
+        aligned=aligned(names.inputs),
     )
+
+
+def aligned(inputs: list[str]) -> str:
+    """The wrapper's test that every input starts on 16 bytes (Triton specialises pointers on it)."""
+    ptrs = [f"{n}.data_ptr()" for n in inputs]
+    return f"not {ptrs[0]} & 15" if len(ptrs) == 1 else f"not ({' | '.join(ptrs)}) & 15"
