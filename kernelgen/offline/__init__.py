@@ -13,7 +13,7 @@
 The kernel is derived from the spec's `reference` (traced to ATen ops), never from its name.
 Operators outside the families raise UnsupportedOperatorError saying how to configure an LLM.
 
-How a spec becomes a kernel file (`kernelgen new` -> backends.OfflineWriter -> first_kernel):
+How a spec becomes a kernel file (`kernelgen new` -> backends.OfflineWriter -> route -> first_kernel):
   1. registry.route(spec), once per `new`: the spec's canonical form keys the one cache; the front
      end traces the reference once per test case with symbolic shapes and lowers it through the op
      table into one IR (frontend/); that trace goes to each family in registry.FAMILIES, in order,
@@ -32,7 +32,7 @@ Where things are (the rooms read as the pipeline: the front end, the two engines
               launch is (the matmul and convolution tile tables), the pruning budgets
   naming.py, selfcheck.py, unsupported.py   kernel-side names, the __main__ self-check, refusals
   frontend/   trace (trace.py) -> IR (ir.py) through the op table (optable.py, lower_*.py);
-              expressions (exprs.py); what the reference returns (outputs.py)
+              expressions (exprs.py), reductions (reductions.py); what the reference returns (outputs.py)
   frame/      the engine of pointwise, rows and matmul: the IR seen over the [rows, cols] frame
               (project.py, view.py), classify, the emitter, host-path data, launch and pruning
   stages/     the engine of nd and conv: the IR cut into stages (schedule.py), one kernel per stage
@@ -43,7 +43,8 @@ Where things are (the rooms read as the pipeline: the front end, the two engines
               no family imports another (tests/test_layout.py)
 A new family is a folder here with a Family subclass in its family.py, its KnobsModel, a template in
 templates/offline/ and a snapshot test in tests/offline/, and one line in registry.FAMILIES (before
-nd). A new ATen op is one row of frontend/optable.py (a pointwise op: one row of frontend/exprs.py).
+nd). A new ATen op is one row of frontend/optable.py (a pointwise op: one row of frontend/exprs.py; a
+reduction kind: one row of frontend/reductions.py).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ own kept blocks fill the SMs) is left to the file's per-stage heuristic instead.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from kernelgen.offline.dispatch import FirstChoice
 from kernelgen.offline.nd.knobs import NdKnobs
@@ -55,7 +55,8 @@ def nd_choice(case: StageCase) -> tuple[dict[str, Any], str]:
     return {"split": True}, f"{why}: {what}"
 
 
-def first_choices(case_of: Any, cases: list[dict[str, list[int]]], dtypes: list[str]) -> list[FirstChoice]:
+def first_choices(case_of: Callable[[dict[str, list[int]], str], StageCase], cases: list[dict[str, list[int]]],
+                  dtypes: list[str]) -> list[FirstChoice]:
     """Every perf case x dtype with its setting; `case_of(shapes, dtype)` -> StageCase."""
     out = []
     for shapes in cases:
