@@ -1,12 +1,17 @@
 """Host time per call of each example operator's offline kernel on a GPU, against an empty Triton launch.
 
-    python benchmarks/launch_overhead.py [--specs operator_specs] [--repeats 20]
+    python benchmarks/launch_overhead.py [--specs operator_specs] [--repeats 20] [--programs] [--tree OLD_TREE]
 
 The target (issue 14): a generated wrapper's host time within 5 us of an empty Triton launch on the
 same machine. Each spec's first test case (decode-sized), contiguous, in its first dtype; host time
 as the judge takes it (kernelgen.verify.timing.host_overhead_us: 50 calls without waiting for the
 device), the best of --repeats, so another process's burst does not count. Run it on an idle GPU:
 a batch sharing the GPU inflates every number here. Prints one table, the empty launch first.
+
+--programs adds the programs of stages (the nd and conv families: one spec per family and kind of
+tests/offline/nd_specs.py and conv_specs.py, at its first test case), whose wrappers launch a kernel
+per stage. --tree OLD_TREE writes every kernel with that checkout's kernelgen instead (this script and
+its spec lists stay this checkout's): run once per tree on one warm GPU to compare two trees' host paths.
 """
 
 from __future__ import annotations
@@ -20,10 +25,11 @@ from pathlib import Path
 import triton
 import triton.language as tl
 
-from common import REPO, load_entry, use_this_tree  # benchmarks/ is this script's folder, first on sys.path
+from common import REPO, load_entry, use_tests, use_this_tree  # benchmarks/ is this script's folder, first on sys.path
 
-os.environ.pop("TRITON_INTERPRET", None)  # host time of the real JIT's launch: triton.jit reads it below
-use_this_tree()
+# host time of the real JIT's launch: triton.jit reads it below ("0", not unset: the test specs' helper
+# turns the interpreter on where it is unset)
+os.environ["TRITON_INTERPRET"] = "0"
 
 
 @triton.jit
@@ -35,7 +41,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--specs", type=Path, default=REPO / "operator_specs")
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--programs", action="store_true", help="also the nd and conv families' programs of stages")
+    ap.add_argument("--tree", type=Path, default=REPO, help="the checkout whose kernelgen writes the kernels")
     args = ap.parse_args()
+    use_this_tree(args.tree.resolve())
 
     import torch
 
@@ -50,8 +59,14 @@ def main() -> int:
     rows = [("empty Triton launch", best(lambda: _empty[(1,)](x, 1024, BLOCK=128)), None)]
     rows.append(("eager torch.add", best(lambda: torch.add(x, x)), None))
     folder = Path(tempfile.mkdtemp(prefix="kg-launch-"))
-    for path in sorted(args.specs.glob("*.yaml")):
-        spec = load_spec(path)
+    specs = [load_spec(path) for path in sorted(args.specs.glob("*.yaml"))]
+    if args.programs:
+        use_tests("offline")
+        from conv_specs import KINDS
+        from nd_specs import FAMILIES
+
+        specs += [group[0] for group in [*FAMILIES.values(), *KINDS.values()]]
+    for spec in specs:
         fn = load_entry(generate_kernel(spec).source, spec.name, folder)
         case, dtype = spec.test_cases[0], spec.dtypes[0]
         inputs = draw_inputs(spec, case, dtype, 0, "cuda", on_device=True)

@@ -59,23 +59,23 @@ class KernelWriter(Protocol):
 
 @dataclass
 class OfflineWriter:
-    """The offline generator runs at construction, so an operator outside its families is refused
-    before `kernelgen new` writes anything."""
+    """The offline generator routes the spec at construction -- one trace, every family's examine --
+    so an operator outside its families is refused before `kernelgen new` writes anything; write()
+    renders round 0's file from that route, once."""
 
     spec: OperatorSpec
     backend: Backend = "offline"
 
     def __post_init__(self) -> None:
-        from kernelgen.offline import generate_kernel
+        from kernelgen.offline import route
 
-        self._kernel = generate_kernel(self.spec)
+        self._routed = route(self.spec)
 
     def write(self, op: OperatorDir, device: DeviceInfo, on_step: Step) -> FirstKernel:
         from kernelgen.devices import device_facts
-        from kernelgen.offline import first_kernel
 
         # round 0 from the analysis: each perf case's algorithm for this device's SMs (132 assumed on the interpreter)
-        kern = first_kernel(self.spec, None if device.interpreter else device_facts(device).sm_count)
+        kern = self._routed.first_kernel(None if device.interpreter else device_facts(device).sm_count)
         return FirstKernel(source=kern.source, backend="offline", note=kern.summary,
                            dispatch=[e.model_dump() for e in kern.dispatch])
 
@@ -145,17 +145,14 @@ class OfflineVerdict:
 def offline_verdict(spec: OperatorSpec, *, run: bool = True, worker: WorkerSession | None = None) -> OfflineVerdict:
     """Try the offline generator, as `kernelgen new --backend offline` would; with `run`, also run the
     kernel it writes once (in `worker`, or one started for it) before saying yes."""
-    from kernelgen.errors import UnsupportedOperatorError
-    from kernelgen.offline import first_kernel, generate_kernel
+    from kernelgen.offline import NotServed, first_kernel, generate_kernel
 
     if spec.reference is None:
         return OfflineVerdict(False, "the spec has no `reference` to derive a kernel from")
     try:
         kernel = first_kernel(spec) if run else generate_kernel(spec)  # first_kernel: what `new` writes
-    except UnsupportedOperatorError as e:
-        prefix, suffix = "the offline generator ", "; this operator needs an LLM"
-        reason = e.message[len(prefix):] if e.message.startswith(prefix) else e.message
-        return OfflineVerdict(False, reason[: -len(suffix)] if reason.endswith(suffix) else reason)
+    except NotServed as e:
+        return OfflineVerdict(False, f"does not support {e.what}")
     detail = kernel.summary or kernel.family
     if not run:
         return OfflineVerdict(True, detail)

@@ -161,3 +161,58 @@ def test_the_command_line_only_parses_and_calls():
                         "measure_performance", "exec", "compile"}
     assert not {d for d in GRAPH["kernelgen.cli"] if d.startswith(("kernelgen.verify.judge.judge", "kernelgen.verify.worker",
                                                                    "kernelgen.offline.", "kernelgen.llm.client"))}
+
+
+# The offline generator's families: the folders whose face (<folder>/family.py) the registry lists.
+OFFLINE = "kernelgen.offline"
+FAMILIES = sorted(m.split(".")[2] for m in GRAPH[f"{OFFLINE}.registry"] if m.startswith(OFFLINE + ".") and m.endswith(".family")
+                  and m.count(".") == 3)
+
+
+def _family(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 and parts[:2] == ["kernelgen", "offline"] and parts[2] in FAMILIES else None
+
+
+def test_the_offline_families_are_read_from_the_registry():
+    assert {"pointwise", "rows", "matmul", "conv", "nd"} <= set(FAMILIES)
+
+
+def test_no_offline_family_imports_another():
+    """A family stands on the front end and the engines (frame/, stages/), never on another family:
+    what two families share belongs to an engine."""
+    bad = sorted(f"{m} imports {d}" for m in GRAPH for d in GRAPH[m]
+                 if _family(m) and _family(d) and _family(d) != _family(m))
+    assert not bad, bad
+
+
+def test_a_family_s_modules_serve_that_family_only():
+    """No module of one family lives in another's folder: a family's modules are imported from its own
+    folder only (its face also from the registry), so nothing another family or an engine needs sits
+    there. A stage kind a family brings to the stage engine goes through kernelgen.offline.stages.anchors."""
+    registry = f"{OFFLINE}.registry"
+    bad = sorted(f"{m} imports {d}" for m in GRAPH for d in GRAPH[m]
+                 if _family(d) and _family(m) != _family(d) and not (m == registry and d.endswith(".family")))
+    assert not bad, bad
+
+
+# What the offline generator writes, as checked in (tests/offline/snapshots: one file per family and form).
+SNAPSHOTS = sorted((PKG.parent / "tests" / "offline" / "snapshots").glob("*.py"))
+
+
+def test_the_snapshots_are_read():
+    assert len(SNAPSHOTS) >= 20
+
+
+@pytest.mark.parametrize("path", SNAPSHOTS, ids=lambda p: p.stem)
+def test_a_generated_file_defines_only_what_it_uses_kernels_first(path: Path):
+    """A generated file carries the helpers it calls and no other (the host runtime is included piece by
+    piece: templates/offline/_runtime.py.j2), and reads like Triton's tutorials: the kernels first."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    unused = [d.name for d in defs if d.name not in used]
+    assert not unused, f"{path.name} defines {unused} and never uses them"
+    first = defs[0]
+    assert isinstance(first, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in first.decorator_list), \
+        f"{path.name} starts with {first.name}, not a @triton.jit kernel"

@@ -107,6 +107,25 @@ def knobs_literal(knobs: dict[str, KnobValue]) -> str:
     return "{" + ", ".join(f'"{k}": {literal(v)}' for k, v in knobs.items()) + "}"
 
 
+def wrapped(head: str, items: list[str], close: str, width: int = 100) -> str:
+    """`head` + the items, comma-separated, + `close`, wrapped under the bracket `head` ends with past
+    `width` characters (`def f(a, b):`, `_BASE = {"a": 1, ...}`)."""
+    lines, line = [], head
+    for i, item in enumerate(items):
+        piece = item + (close if i == len(items) - 1 else ",")
+        if len(line) + 1 + len(piece) > width and line != head:
+            lines.append(line)
+            line = " " * len(head) + piece
+        else:
+            line += ("" if line == head else " ") + piece
+    return "\n".join(lines + [line])
+
+
+def knobs_assignment(name: str, knobs: dict[str, KnobValue]) -> str:
+    """`name = {...}`: the knobs a file's calls use, as a wrapped dict literal."""
+    return wrapped(f"{name} = {{", [f'"{k}": {literal(v)}' for k, v in knobs.items()], "}")
+
+
 def table(routes_: list[Route], spec: OperatorSpec) -> list[dict]:
     """The generated file's _DISPATCH: per dtype (in the spec's order), its entries with a comment
     each (dtype, shapes, setting, the measured reason), in the order given."""

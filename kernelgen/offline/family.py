@@ -1,7 +1,8 @@
 """The face every family of the offline generator shows; kernelgen.offline.registry lists them.
 
-A family serves one kind of kernel (pointwise, rows, matmul, nd, and next: convolution). Shown a
-spec's analysis, it says whether it can serve it -- `Served`, with its own plan of the kernel, or
+A family serves one kind of kernel (pointwise, rows, matmul, conv, nd). Shown a
+spec's trace (a Subject: the front end's trace, made once per spec and handed to every family in
+turn), it says whether it can serve it -- `Served`, with its own plan of the kernel, or
 `Refused`, with the reason naming the op or parameter it does not serve -- and for a spec it
 serves it gives its knobs (a kernelgen.offline.knobs.KnobsModel), round 0's choices per perf case,
 the pruning rules that drop knob values before timing, and the kernel file itself.
@@ -14,13 +15,44 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Union
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, TypeVar, Union
 
 from kernelgen.offline.budgets import Pruned
 from kernelgen.offline.dispatch import DispatchEntry, FirstChoice
 from kernelgen.offline.knobs import KnobsModel, resolve_knobs
+from kernelgen.offline.unsupported import NotServed
 from kernelgen.spec import OperatorSpec
+
+if TYPE_CHECKING:
+    from kernelgen.offline.frontend.trace import Traced
+
+T = TypeVar("T")
+
+
+@dataclass
+class Subject:
+    """What every family examines: the spec, its canonical form (the key the route is cached under,
+    computed once), and the front end's trace of its reference, made once and handed to each family
+    in turn. An analysis several families read (the frame that pointwise, rows and matmul share) is
+    derived once here too."""
+
+    spec: OperatorSpec
+    key: str  # the spec's canonical form: its JSON
+    traced: Traced
+    _derived: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def derived(self, name: str, make: Callable[[], T]) -> T:
+        """`make()` once per subject (its refusal too: the next family asking is refused alike)."""
+        if name not in self._derived:
+            try:
+                self._derived[name] = make()
+            except NotServed as e:
+                self._derived[name] = e
+        got = self._derived[name]
+        if isinstance(got, NotServed):
+            raise NotServed(got.what)
+        return got
 
 
 @dataclass(frozen=True)
@@ -53,12 +85,12 @@ Verdict = Union[Served, Refused]
 class Family(ABC):
     """One family of kernels. Subclasses set `name` and `knobs_model` and implement the methods."""
 
-    name: ClassVar[str]  # the family's folder: pointwise | rows | matmul | nd
+    name: ClassVar[str]  # the family's folder: pointwise | rows | matmul | conv | nd
     knobs_model: ClassVar[type[KnobsModel]]
 
     @abstractmethod
-    def examine(self, spec: OperatorSpec) -> Verdict:
-        """Whether this family serves `spec` (its analysis is cached on the spec's content)."""
+    def examine(self, subject: Subject) -> Verdict:
+        """Whether this family serves the subject's spec, from its trace (the route asks once per spec)."""
 
     @abstractmethod
     def emit(self, spec: OperatorSpec, served: Served, knobs: KnobsModel, entries: list[DispatchEntry]) -> str:

@@ -84,7 +84,7 @@ def test_channels_last_and_sliced_inputs(name: str, tmp_path: Path) -> None:
 def test_a_chain_is_fused_into_the_convolutions_epilogue_and_few_stages(name: str) -> None:
     kern = generate_kernel(ALL[name])
     assert kern.summary.startswith(f"conv: {CHAIN_STAGES[name]} stage(s) (conv"), kern.summary
-    # one kernel per stage, plus the split form (kernelgen.offline.nd.emit_split) a reduction stage
+    # one kernel per stage, plus the split form (kernelgen.offline.stages.emit_split) a reduction stage
     # over many pixels carries beside its single-program form; no other kernel
     kernels = re.findall(r"@triton\.jit\ndef (\w+)", kern.source)
     assert len([k for k in kernels if not k.endswith("_split_kernel")]) == CHAIN_STAGES[name], kernels

@@ -1,4 +1,4 @@
-"""Split reductions of the nd family (kernelgen.offline.nd.emit_split): a kept block's reduced
+"""Split reductions of the nd family (kernelgen.offline.stages.emit_split): a kept block's reduced
 elements shared among programs, partials in a workspace, a launch per reduction level and one that
 combines and writes. Each split form gives the reference's answer on awkward shapes (no dim a power
 of two, shares of unequal length, outer reduced dims), transposed inputs and 16-bit dtypes, under

@@ -15,10 +15,9 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from kernelgen.offline import DispatchEntry, first_choices, first_kernel, generate_kernel, knob_space, prune  # noqa: E402
+from kernelgen.offline import DispatchEntry, first_choices, first_kernel, generate_kernel, knob_space, prune, route  # noqa: E402
 from kernelgen.offline.nd.knobs import NdKnobs  # noqa: E402
-from kernelgen.offline.nd.launch import stage_launches  # noqa: E402
-from kernelgen.offline.nd.program import analyse_nd_cached  # noqa: E402
+from kernelgen.offline.stages.launch import stage_launches  # noqa: E402
 from kernelgen.spec import draw_inputs  # noqa: E402
 from kernelgen.spec.reference import load_reference  # noqa: E402
 from nd_specs import ALL, TUNING_SNAPSHOTS  # noqa: E402
@@ -84,7 +83,7 @@ def test_matmul_stage_budgets() -> None:
 def test_launch_model_matches_the_generated_file(name: str, knobs: dict, tmp_path: Path) -> None:
     spec = ALL[name]
     module = import_source(spec.name, generate_kernel(spec, knobs).source, tmp_path)
-    analysis = analyse_nd_cached(spec.model_dump_json())
+    analysis = route(spec).served.plan
     seen = set()
     for case in spec.test_cases + [{n: [d * 37 for d in s] for n, s in spec.test_cases[0].items()}]:
         inputs = [torch.empty(case[n]) for n in spec.input_names]

@@ -131,9 +131,9 @@ def test_the_front_end_serves_the_row_families_more(name: str, body: str, tmp_pa
     kern = check_kernel(spec, tmp_path)
     assert kern.family == "row_reduction", kern.summary
     if name == "var_and_mean":
-        from kernelgen.offline.frame.plan import analyse_frame
+        from kernelgen.offline import route
 
-        graph = analyse_frame(spec.model_dump_json()).view.graph
+        graph = route(spec).served.plan.view.graph
         assert sum(graph.node(i).op == "sum" for i in graph.live()) == 2  # sum(x) once, sum of squares once
 
 

@@ -1,5 +1,5 @@
-"""The lean launch of the generated wrappers (templates/offline/_macros.py.j2: _launch, _resolve) and
-the guard that must still see it (kernelgen.verify.worker.guard.hook_launcher). No GPU here, so Triton's
+"""The lean launch of the generated wrappers (templates/offline/_runtime.py.j2: _lean, _keep, _resolve),
+in every family's file, and the guard that must still see it (kernelgen.verify.worker.guard.hook_launcher). No GPU here, so Triton's
 driver is a fake: a launcher class that records its calls, and a JIT function whose launch returns a
 compiled kernel holding that launcher, as Triton 3.x's JITFunction.run does."""
 
@@ -20,6 +20,8 @@ from triton.runtime.jit import JITFunction  # noqa: E402
 from kernelgen.offline import generate_kernel  # noqa: E402
 from kernelgen.verify.worker import guard  # noqa: E402
 from kernelgen.verify.poison import draw_fills  # noqa: E402
+from conv_specs import ALL as CONV  # noqa: E402
+from nd_specs import ALL as ND  # noqa: E402
 from offline_check import example, import_source  # noqa: E402
 
 
@@ -134,3 +136,30 @@ def test_a_launcher_without_constexpr_slots_gets_the_sizes_only(fake_gpu):
     module.softmax(x)
     (plan,) = module._PLANS.values()
     assert len(kernel.slow) == 1 and FakeLauncher.calls[-1][3][2:] == plan.sizes
+
+
+def _fake_stages(module, tmp_path: Path) -> dict[str, FakeJIT]:
+    """Every stage kernel of a generated program replaced by a FakeJIT with its own argument names."""
+    fakes = {}
+    for name in [n for n in dir(module) if n.endswith("_kernel") and not n.endswith("_split_kernel")]:
+        names = getattr(module, name).arg_names
+        src = import_source(f"fake{len(fakes)}", f"def {name}({', '.join(names)}):  # noqa\n    pass\n", tmp_path)
+        fakes[name] = FakeJIT(getattr(src, name), {n: "i32" for n in names})  # Triton 3.3+: every argument
+        setattr(module, name, fakes[name])
+    return fakes
+
+
+@pytest.mark.parametrize("spec", [ND["sum_dim0"], ND["linear_leaky_sum"], CONV["conv2d_bias_relu"]], ids=lambda s: s.name)
+def test_a_program_s_stages_go_straight_to_the_launcher_after_the_first_call(spec, fake_gpu, tmp_path: Path) -> None:
+    module = import_source(spec.name, generate_kernel(spec).source, tmp_path)
+    fakes = _fake_stages(module, tmp_path)
+    inputs = [torch.randn(s) for s in spec.test_cases[0].values()]
+    FakeLauncher.calls = []
+    getattr(module, spec.name)(*inputs)  # compiles (here: records) each stage through kernel[grid](...)
+    assert all(len(f.slow) == 1 for f in fakes.values()) and FakeLauncher.calls == []
+    getattr(module, spec.name)(*inputs)
+    assert all(len(f.slow) == 1 for f in fakes.values()) and len(FakeLauncher.calls) == len(fakes)
+    (plan,) = module._PLANS.values()
+    for stage, (grid, _, _, args) in enumerate(FakeLauncher.calls):  # one launch per stage, in order
+        n = next(i for i, a in enumerate(args) if not isinstance(a, torch.Tensor))  # the call's tensors, then the sizes
+        assert grid == (*plan.grids[stage], 1, 1)[:3] and args[n:n + len(plan.args[stage])] == tuple(plan.args[stage])

@@ -1,6 +1,6 @@
 """Which values of a convolution knob are worth timing at one case, and why: what each value launches
-in every stage (kernelgen.offline.nd.launch, whose convolution stage follows the generated
-_conv_config: kernelgen.offline.launch.conv_tiles) against the shared budgets
+in every stage (kernelgen.offline.stages.launch; the convolution stage's follows the generated
+_conv_config: conv/stage.py, kernelgen.offline.launch.conv_tiles) against the shared budgets
 (kernelgen.offline.budgets) -- a knob no stage reads at this case, a value that launches the base's
 kernels, tiles and grids, a GEMM tile off the tensor-core multiples or past the shared-memory or
 accumulator budgets, a direct tile that spills registers, a tile that leaves SMs idle where another
@@ -13,8 +13,8 @@ from typing import Any, Callable
 from kernelgen.offline.budgets import REGS_OVERHEAD, REGS_PER_THREAD, Pruned, fill_the_sms, judge_each, matmul_budget
 from kernelgen.offline.knobs import KnobsModel
 from kernelgen.offline.launch import ConvTiles, next_pow2
-from kernelgen.offline.nd.launch import StageLaunch
-from kernelgen.offline.nd.pruning import NdCase, changed_stages, describe_launches
+from kernelgen.offline.stages.cases import StageCase, changed_stages, describe_launches
+from kernelgen.offline.stages.program import StageLaunch
 
 CONV_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_SIZE_M", "FLAT_K")
 TILE_KNOBS = ("MAX_SINGLE_PASS", "ROW_TILE")
@@ -58,7 +58,7 @@ def _conv_verdict(knob: str, value: Any, new: ConvTiles, old: ConvTiles, itemsiz
     return Pruned(value, True, f"{got.reason}; K={new.k} as {how}; {new.programs} programs with groups and stride phases")
 
 
-def prune_conv(case: NdCase, label: str, resolve: Callable[[Any], KnobsModel], knob: str, values: list,
+def prune_conv(case: StageCase, label: str, resolve: Callable[[Any], KnobsModel], knob: str, values: list,
                base: KnobsModel) -> list[Pruned]:
     base_launches = case.launches(base)
     why = unread(knob, base_launches)
@@ -80,7 +80,7 @@ def prune_conv(case: NdCase, label: str, resolve: Callable[[Any], KnobsModel], k
     return judged
 
 
-def _programs(case: NdCase, resolve: Callable[[Any], KnobsModel], base: KnobsModel, knob: str, stage: int) -> Callable[[Any], int]:
+def _programs(case: StageCase, resolve: Callable[[Any], KnobsModel], base: KnobsModel, knob: str, stage: int) -> Callable[[Any], int]:
     """value -> the grid stage `stage` launches with `knob` set to it."""
     def programs(value: Any) -> int:
         s = case.launches(resolve({**base.model_dump(), knob: value}))[stage]

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 from kernelgen.offline.frame.graph import SPACE_RANK, FrameGraph, Node
 from kernelgen.offline.frontend import exprs
+from kernelgen.offline.frontend.reductions import Reduction, reductions_of
 from kernelgen.offline.naming import Names
 from kernelgen.offline.unsupported import unsupported
 
-REDUCTIONS = {"sum": ("tl.sum", "0.0"), "max": ("tl.max", '-float("inf")'), "min": ("tl.min", 'float("inf")')}
+# the reductions of a frame graph (its node op is the kind: kernelgen.offline.frame.project lowers a
+# var into sums), rows of the one reduction table
+REDUCTIONS: dict[str, Reduction] = reductions_of("sum", "max", "min")
 
 
 def assign_spaces(graph: FrameGraph, roles: list[str]) -> None:
@@ -81,9 +84,10 @@ class Emitter:
 
     def statement(self, n: Node) -> str:
         if n.op in REDUCTIONS:
-            fn, neutral = REDUCTIONS[n.op]
+            row = REDUCTIONS[n.op]
             src = self.var(self.g.node(n.args[0]))
-            return f"v{n.id} = {fn}(tl.where(mask, {src}, {neutral}), axis=1)[:, None]  # {n.op} over the row"
+            masked = f"tl.where(mask, {src}, {row.fill('tl.float32')})"
+            return f"v{n.id} = {row.reduced(masked, 'axis=1')}[:, None]  # {n.op} over the row"
         args = [self.g.node(a) for a in n.args]
         if n.op == "erf" and self.erf == "poly":
             return f"v{n.id} = _erf_poly({self.var(args[0])})  # |error| <= 1.5e-7 (Abramowitz-Stegun 7.1.26)"
@@ -169,3 +173,16 @@ def partial(graph: FrameGraph, oid: int, roles: list[str]) -> bool:
     ids = cone(graph, [oid], set())
     kinds = {roles[graph.node(i).attrs["index"]] for i in ids if graph.node(i).op == "input"}
     return not ("full" in kinds or {"col", "row"} <= kinds)
+
+
+def accumulator(n: Node, src: str) -> tuple[str, str, str]:
+    """A row reduction looped over column blocks: (its fp32 [BLOCK_R, BLOCK_C] accumulator's start,
+    one step over the block's masked `src`, the row's value at the end)."""
+    row = REDUCTIONS[n.op]
+    neutral = row.fill("tl.float32")
+    start = "tl.zeros([BLOCK_R, BLOCK_C], tl.float32)" if row.identity == 0 else \
+        f"tl.full([BLOCK_R, BLOCK_C], {neutral}, tl.float32)"
+    masked = f"tl.where(mask, {src}, {neutral})"
+    infix = row.pairwise.split()  # "{a} + {b}": accumulated in place
+    step = f"acc{n.id} {infix[1]}= {masked}" if infix[0] == "{a}" else f"acc{n.id} = {row.pairwise.format(a=f'acc{n.id}', b=masked)}"
+    return f"acc{n.id} = {start}", step, f"v{n.id} = {row.reduced(f'acc{n.id}', 'axis=1')}[:, None]  # {n.op} over the row"

@@ -9,7 +9,7 @@ from typing import Any, Callable, ClassVar
 
 from kernelgen.offline.budgets import Pruned
 from kernelgen.offline.dispatch import DispatchEntry, Route, frame_key, routes
-from kernelgen.offline.family import Family, Refused, Served, Verdict
+from kernelgen.offline.family import Family, Refused, Served, Subject, Verdict
 from kernelgen.offline.frame.emitter import assign_spaces
 from kernelgen.offline.frame.host import render_file
 from kernelgen.offline.frame.plan import FramePlan, analyse_frame
@@ -23,9 +23,9 @@ from kernelgen.spec import OperatorSpec
 class FrameFamily(Family):
     labels: ClassVar[tuple[str, ...]]  # the classifications this family serves (kernelgen.offline.frame.classify)
 
-    def examine(self, spec: OperatorSpec) -> Verdict:
-        try:
-            plan = analyse_frame(spec.model_dump_json())
+    def examine(self, subject: Subject) -> Verdict:
+        try:  # one frame analysis for the three families that read it
+            plan = subject.derived("frame", lambda: analyse_frame(subject.spec, subject.traced))
         except NotServed as e:  # outside the frame: the general families may still serve it
             return Refused(self.name, e.what, "outside")
         if plan.kind.family not in self.labels:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelgen.offline.dispatch import Route, literal, table
+from kernelgen.offline.dispatch import Route, knobs_assignment, table, wrapped
 from kernelgen.offline.frame.launch import DEFAULT_L2_BYTES, INTERPRETER_SMS
 from kernelgen.offline.frame.view import FrameView
 from kernelgen.offline.frontend.outputs import DtypeRule, FixedDtype, LikeInput, Promoted
@@ -55,15 +55,7 @@ def variant_name(base: str, key: tuple, fields: tuple[str, ...], default_key: tu
 
 def def_line(head: str, params: list[str], width: int = 100) -> str:
     """`def name(a, b, ...):` wrapped under its opening parenthesis past `width` characters."""
-    lines, line = [], head
-    for i, p in enumerate(params):
-        piece = p + ("):" if i == len(params) - 1 else ",")
-        if len(line) + 1 + len(piece) > width and not line.endswith("("):
-            lines.append(line)
-            line = " " * head.index("(") + " " + piece
-        else:
-            line += ("" if line.endswith("(") else " ") + piece
-    return "\n".join(lines + [line])
+    return wrapped(head, params, "):", width)
 
 
 def host_context(spec: OperatorSpec, names: Names, view: FrameView, routes_: list[Route], forms: list[dict],
@@ -77,7 +69,7 @@ def host_context(spec: OperatorSpec, names: Names, view: FrameView, routes_: lis
     params = list(view.params)
     return {"entry": spec.name, "inputs": names.inputs, "pointers": [p for p in pointers if p not in params + ["partials"]],
             "params": params, "outputs": names.outputs, "returns_tuple": view.returns_tuple,
-            "base": [(k, literal(v)) for k, v in base.model_dump().items()],
+            "base_lines": knobs_assignment("_BASE", base.model_dump()),
             "dispatch": table(routes_, spec) if len(routes_) > 1 else [], "key_what": key_what,
             "imports_functools": sm or l2, "interpreter_sms": INTERPRETER_SMS, "l2": l2,
             "interpreter_l2": DEFAULT_L2_BYTES,

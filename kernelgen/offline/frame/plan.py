@@ -4,12 +4,11 @@ frame (kernelgen.offline.frame.view) and its classification (family label, each 
 from __future__ import annotations
 
 import copy
-import functools
 from dataclasses import dataclass
 
 from kernelgen.offline.frame.classify import Classification, classify
 from kernelgen.offline.frame.view import FrameView, frame_view
-from kernelgen.offline.frontend.trace import traced_spec
+from kernelgen.offline.frontend.trace import Traced
 from kernelgen.spec import OperatorSpec
 
 
@@ -23,8 +22,8 @@ class FramePlan:
         return FramePlan(copy.deepcopy(self.view), self.kind)
 
 
-@functools.lru_cache(maxsize=64)
-def analyse_frame(spec_json: str) -> FramePlan:
-    # the optimize loop asks for many knob settings of one spec: the view is built once per content
-    view = frame_view(OperatorSpec.model_validate_json(spec_json), traced_spec(spec_json))
+def analyse_frame(spec: OperatorSpec, traced: Traced) -> FramePlan:
+    """The reference over its frame and what kind of work it is (the route keeps it with the family
+    that serves it: the optimize loop asks many knob settings of one spec)."""
+    view = frame_view(spec, traced)
     return FramePlan(view, classify(view))

@@ -85,6 +85,10 @@ class Graph:
                 stack.extend(self.values[i].args)
         return seen
 
+    def computes(self, op: str) -> bool:
+        """Whether a value the outputs depend on is an `op` (the conv family serves what computes a "conv")."""
+        return any(self.values[i].op == op for i in self.live())
+
     def signature(self) -> tuple:
         """The structure, without sizes or literal values: two traces of one reference must agree."""
         return tuple((v.op, v.args, v.dtype, tuple(sorted((k, str(type(x))) for k, x in v.attrs.items())))

@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from kernelgen.offline.frontend import shapes as S
-from kernelgen.offline.frontend.call import Call
+from kernelgen.offline.frontend.call import Builder, Call
 from kernelgen.offline.frontend.ir import FLOATS, NoValue
 from kernelgen.offline.frontend.lower_reduce import softmax
 from kernelgen.offline.frontend.lower_views import view
@@ -23,7 +23,7 @@ ATTENTION_OPS = {"_scaled_dot_product_flash_attention_for_cpu": (4, "is_causal")
        "scaled_dot_product_attention": (5, "is_causal")}
 
 
-def attention(b: Any, c: Call) -> Any:
+def attention(b: Builder, c: Call) -> Any:
     base, args, kwargs, dtype = c.base, c.args, c.kwargs, c.dtype
     if dtype not in FLOATS:
         unsupported("attention over integers")

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from kernelgen.offline.frontend.call import Call
+from kernelgen.offline.frontend.call import Builder, Call
 from kernelgen.offline.frontend.exprs import POW_EXPONENTS
 from kernelgen.offline.frontend.ir import FLOATS, NoValue
 from kernelgen.offline.frontend.lower_views import view
@@ -20,7 +20,7 @@ FILLS = {"full": None, "full_like": None, "new_full": None, "zeros": 0, "zeros_l
          "ones": 1, "ones_like": 1, "new_ones": 1}
 
 
-def cast(b: Any, c: Call) -> int:
+def cast(b: Builder, c: Call) -> int:
     """A dtype change: float -> float is no value (fp32 inside the kernel, rounded once at the store)."""
     x = b.operand(c.args[0])
     target = c.kwargs.get("dtype") or (c.args[1] if len(c.args) > 1 else None)
@@ -35,25 +35,25 @@ def cast(b: Any, c: Call) -> int:
     return b.add("cast", (x,), src.shape, target)
 
 
-def identity(b: Any, c: Call) -> int:
+def identity(b: Builder, c: Call) -> int:
     return b.operand(c.args[0])
 
 
-def copy_into(b: Any, c: Call) -> None:
+def copy_into(b: Builder, c: Call) -> None:
     if c.args[0].op == "placeholder":
         return None  # a running statistic written back into an input: not part of the result
     unsupported("an in-place copy into an intermediate value")
 
 
-def uninitialised(b: Any, c: Call) -> NoValue:
+def uninitialised(b: Builder, c: Call) -> NoValue:
     return NoValue("an uninitialised tensor (torch.empty)")
 
 
-def scalar_tensor(b: Any, c: Call) -> int:
+def scalar_tensor(b: Builder, c: Call) -> int:
     return b.scalar(c.args[0])
 
 
-def filled(b: Any, c: Call) -> int:
+def filled(b: Builder, c: Call) -> int:
     value = FILLS[c.base]
     if value is None:
         value = c.arg(1, "fill_value")
@@ -65,7 +65,7 @@ def filled(b: Any, c: Call) -> int:
 
 def unary(op: str) -> Any:
     """The handler of an ATen op that is the IR's unary `op`."""
-    def lower(b: Any, c: Call) -> int:
+    def lower(b: Builder, c: Call) -> int:
         return b.add(op, (b.operand(c.args[0]),), b.shape_of(c.node), c.dtype)
     return lower
 
@@ -73,7 +73,7 @@ def unary(op: str) -> Any:
 def binary(op: str) -> Any:
     """The handler of an ATen op that is the IR's binary `op`: add and sub scale their second
     operand by alpha; rsub(x, y, alpha) is y - alpha * x."""
-    def lower(b: Any, c: Call) -> int:
+    def lower(b: Builder, c: Call) -> int:
         if op == "div" and c.kwargs.get("rounding_mode") is not None:
             unsupported(f"division with rounding_mode={c.kwargs['rounding_mode']!r}")
         x, y = b.operand(c.args[0]), b.operand(c.args[1])
@@ -86,7 +86,7 @@ def binary(op: str) -> Any:
     return lower
 
 
-def power(b: Any, c: Call) -> int:
+def power(b: Builder, c: Call) -> int:
     x = b.operand(c.args[0])
     b.operand(c.args[1])  # the exponent, a literal (kept in the graph, as every operand is)
     e = c.args[1]
@@ -98,15 +98,15 @@ def power(b: Any, c: Call) -> int:
     unsupported("pow with an exponent other than -1, -0.5, 0.5, 1, 2 or 3")
 
 
-def where(b: Any, c: Call) -> int:
+def where(b: Builder, c: Call) -> int:
     return b.add("where", tuple(b.operand(a) for a in c.args[:3]), b.shape_of(c.node), c.dtype)
 
 
-def masked_fill(b: Any, c: Call) -> int:
+def masked_fill(b: Builder, c: Call) -> int:
     return b.add("where", (b.operand(c.args[1]), b.operand(c.args[2]), b.operand(c.args[0])), b.shape_of(c.node), c.dtype)
 
 
-def clamp(b: Any, c: Call) -> int:
+def clamp(b: Builder, c: Call) -> int:
     x = b.operand(c.args[0])
     lo = c.args[1] if c.base != "clamp_max" and len(c.args) > 1 else c.kwargs.get("min")
     hi = (c.args[2] if len(c.args) > 2 else c.kwargs.get("max")) if c.base == "clamp" else (
@@ -119,7 +119,7 @@ def clamp(b: Any, c: Call) -> int:
     return x
 
 
-def triangle(b: Any, c: Call) -> int:
+def triangle(b: Builder, c: Call) -> int:
     """triu / tril over the last two dims: where(col - row >= k, x, 0) (tril: <= k), built from ramps."""
     x = b.operand(c.args[0])
     diagonal = c.arg(1, "diagonal", 0)

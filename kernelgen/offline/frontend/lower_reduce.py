@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelgen.offline.frontend import shapes as S
-from kernelgen.offline.frontend.call import Call
+from kernelgen.offline.frontend.call import Builder, Call
 from kernelgen.offline.frontend.ir import FLOATS, NoValue
 from kernelgen.offline.frontend.lower_views import _dims, view
 from kernelgen.offline.unsupported import unsupported
@@ -17,26 +17,26 @@ from kernelgen.offline.unsupported import unsupported
 NEG_INF = float("-inf")
 
 
-def reduce(b: Any, kind: str, x: int, dims: tuple[int, ...], keepdim: bool, dtype: str = "float32", **attrs: Any) -> int:
+def reduce(b: Builder, kind: str, x: int, dims: tuple[int, ...], keepdim: bool, dtype: str = "float32", **attrs: Any) -> int:
     xs = b.v(x).shape
     shape = tuple(S.ONE if i in dims else d for i, d in enumerate(xs))
     r = b.add("reduce", (x,), shape, dtype, kind=kind, dims=dims, **attrs)
     return r if keepdim else (view(b, r, "squeeze", dims=dims) if dims else r)
 
 
-def count(b: Any, x: int, dims: tuple[int, ...]) -> int:
+def count(b: Builder, x: int, dims: tuple[int, ...]) -> int:
     """The number of elements reduced over, as a float size."""
     n = S.prod(b.v(x).shape[d] for d in dims)
     return b.add("size", (), (), "float32", expr=n) if not n.is_number else b.scalar(float(n))
 
 
-def mean(b: Any, x: int, dims: tuple[int, ...], keepdim: bool) -> int:
+def mean(b: Builder, x: int, dims: tuple[int, ...], keepdim: bool) -> int:
     s = reduce(b, "sum", x, dims, True)
     m = b.add("div", (s, count(b, x, dims)), b.v(s).shape, "float32")
     return m if keepdim else view(b, m, "squeeze", dims=dims)
 
 
-def variance(b: Any, x: int, dims: tuple[int, ...], correction: float, keepdim: bool) -> int:
+def variance(b: Builder, x: int, dims: tuple[int, ...], correction: float, keepdim: bool) -> int:
     return reduce(b, "var", x, dims, keepdim, correction=float(correction))
 
 
@@ -48,7 +48,7 @@ def _dims_arg(c: Call) -> Any:
     return c.args[1] if len(c.args) > 1 else c.kwargs.get("dim")
 
 
-def sum_or_mean(b: Any, c: Call) -> int:
+def sum_or_mean(b: Builder, c: Call) -> int:
     x = b.operand(c.args[0])
     dims, keep = _dims(_dims_arg(c), b.v(x).rank), _keep(c, 2)
     if c.kwargs.get("dtype") is not None and str(c.kwargs["dtype"]).replace("torch.", "") not in FLOATS:
@@ -58,12 +58,12 @@ def sum_or_mean(b: Any, c: Call) -> int:
     return reduce(b, "sum", x, dims, keep, c.dtype if b.v(x).is_float else "int64")
 
 
-def amax_or_amin(b: Any, c: Call) -> int:
+def amax_or_amin(b: Builder, c: Call) -> int:
     x = b.operand(c.args[0])
     return reduce(b, c.base[1:], x, _dims(_dims_arg(c), b.v(x).rank), _keep(c, 2), c.dtype)
 
 
-def max_or_min(b: Any, c: Call) -> Any:
+def max_or_min(b: Builder, c: Call) -> Any:
     """torch.max / torch.min: of two tensors (maximum), of everything, or along a dim with indices."""
     if c.overload in ("other", "default") and len(c.args) == 2:
         return b.add("maximum" if c.base == "max" else "minimum", (b.operand(c.args[0]), b.operand(c.args[1])),
@@ -76,20 +76,20 @@ def max_or_min(b: Any, c: Call) -> Any:
     return [reduce(b, c.base, x, dims, keep, c.dtype), reduce(b, "arg" + c.base, x, dims, keep, "int64")]
 
 
-def argmax_or_argmin(b: Any, c: Call) -> int:
+def argmax_or_argmin(b: Builder, c: Call) -> int:
     x = b.operand(c.args[0])
     dim = c.arg(1, "dim")
     return reduce(b, c.base, x, _dims(dim, b.v(x).rank), _keep(c, 2) and dim is not None, "int64")
 
 
-def prod(b: Any, c: Call) -> int:
+def prod(b: Builder, c: Call) -> int:
     x = b.operand(c.args[0])
     whole = c.overload == "default"
     dims = _dims(c.args[1] if len(c.args) > 1 and not whole else None, b.v(x).rank)
     return reduce(b, "prod", x, dims, _keep(c, 2) if not whole else False, c.dtype)
 
 
-def var_or_var_mean(b: Any, c: Call) -> Any:
+def var_or_var_mean(b: Builder, c: Call) -> Any:
     x = b.operand(c.args[0])
     dims = _dims(_dims_arg(c), b.v(x).rank)
     correction = c.kwargs.get("correction")
@@ -101,36 +101,36 @@ def var_or_var_mean(b: Any, c: Call) -> Any:
     return var if c.base == "var" else [var, mean(b, x, dims, keep)]
 
 
-def lower_logsumexp(b: Any, c: Call) -> int:
+def lower_logsumexp(b: Builder, c: Call) -> int:
     x = b.operand(c.args[0])
     return logsumexp(b, x, _dims(c.args[1], b.v(x).rank), _keep(c, 2))
 
 
-def lower_softmax(b: Any, c: Call) -> int:
+def lower_softmax(b: Builder, c: Call) -> int:
     x = b.operand(c.args[0])
     return softmax(b, x, (c.args[1] % b.v(x).rank,), log="log" in c.base)
 
 
-def lower_layer_norm(b: Any, c: Call) -> list:
+def lower_layer_norm(b: Builder, c: Call) -> list:
     x = b.operand(c.args[0])
     return layer_norm(b, x, len(c.args[1]), c.args[2], c.args[3], c.args[4])
 
 
-def lower_group_norm(b: Any, c: Call) -> list:
+def lower_group_norm(b: Builder, c: Call) -> list:
     x = b.operand(c.args[0])
     return group_norm(b, x, c.args[1], c.args[2], int(c.args[6]), float(c.args[7]))
 
 
-def lower_batch_norm(b: Any, c: Call) -> list:
+def lower_batch_norm(b: Builder, c: Call) -> list:
     return batch_norm(b, c.node, c.base, c.overload, b.operand(c.args[0]), c.args)
 
 
-def any_or_all(b: Any, c: Call) -> None:
+def any_or_all(b: Builder, c: Call) -> None:
     b.operand(c.args[0])
     unsupported(f"torch.{c.base}")
 
 
-def logsumexp(b: Any, x: int, dims: tuple[int, ...], keepdim: bool) -> int:
+def logsumexp(b: Builder, x: int, dims: tuple[int, ...], keepdim: bool) -> int:
     shape = b.v(x).shape
     m = reduce(b, "max", x, dims, True)
     # an all -inf row: torch gives -inf, not the nan of -inf - -inf
@@ -140,7 +140,7 @@ def logsumexp(b: Any, x: int, dims: tuple[int, ...], keepdim: bool) -> int:
     return out if keepdim else view(b, out, "squeeze", dims=dims)
 
 
-def softmax(b: Any, x: int, dims: tuple[int, ...], *, log: bool) -> int:
+def softmax(b: Builder, x: int, dims: tuple[int, ...], *, log: bool) -> int:
     shape = b.v(x).shape
     m = reduce(b, "max", x, dims, True)
     shifted = b.add("sub", (x, m), shape)
@@ -151,7 +151,7 @@ def softmax(b: Any, x: int, dims: tuple[int, ...], *, log: bool) -> int:
     return b.add("div", (e, s), shape)
 
 
-def _normalise(b: Any, x: int, dims: tuple[int, ...], eps: float) -> tuple[int, int, int]:
+def _normalise(b: Builder, x: int, dims: tuple[int, ...], eps: float) -> tuple[int, int, int]:
     """(y, mean, rstd) of x over dims: y = (x - mean) * rsqrt(var + eps), biased variance."""
     shape = b.v(x).shape
     mu = mean(b, x, dims, True)
@@ -161,7 +161,7 @@ def _normalise(b: Any, x: int, dims: tuple[int, ...], eps: float) -> tuple[int, 
     return y, mu, rstd
 
 
-def _affine(b: Any, y: int, weight: Any, bias: Any) -> int:
+def _affine(b: Builder, y: int, weight: Any, bias: Any) -> int:
     shape = b.v(y).shape
     if weight is not None:
         y = b.add("mul", (y, b.operand(weight) if not isinstance(weight, int) else weight), shape)
@@ -170,13 +170,13 @@ def _affine(b: Any, y: int, weight: Any, bias: Any) -> int:
     return y
 
 
-def layer_norm(b: Any, x: int, k: int, weight: Any, bias: Any, eps: float) -> list:
+def layer_norm(b: Builder, x: int, k: int, weight: Any, bias: Any, eps: float) -> list:
     rank = b.v(x).rank
     y, mu, rstd = _normalise(b, x, tuple(range(rank - k, rank)), float(eps))
     return [_affine(b, y, weight, bias), mu, rstd]
 
 
-def group_norm(b: Any, x: int, weight: Any, bias: Any, groups: int, eps: float) -> list:
+def group_norm(b: Builder, x: int, weight: Any, bias: Any, groups: int, eps: float) -> list:
     from torch.utils._sympy.functions import FloorDiv
 
     xs = b.v(x).shape
@@ -191,7 +191,7 @@ def group_norm(b: Any, x: int, weight: Any, bias: Any, groups: int, eps: float) 
     return [out, stat, stat]
 
 
-def batch_norm(b: Any, n: Any, base: str, overload: str, x: int, args: list) -> list:
+def batch_norm(b: Builder, n: Any, base: str, overload: str, x: int, args: list) -> list:
     """_native_batch_norm_legit(x, w, b, running_mean, running_var, training, momentum, eps) and its
     variants: batch statistics in training, the running ones otherwise."""
 

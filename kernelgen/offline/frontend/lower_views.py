@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelgen.offline.frontend import shapes as S
-from kernelgen.offline.frontend.call import Call
+from kernelgen.offline.frontend.call import Builder, Call
 
 
 def _dims(dims: Any, rank: int) -> tuple[int, ...]:
@@ -18,7 +18,7 @@ def _dims(dims: Any, rank: int) -> tuple[int, ...]:
     return tuple(sorted({d % max(rank, 1) for d in dl}))
 
 
-def view(b: Any, x: int, kind: str, shape: tuple | None = None, **attrs: Any) -> int:
+def view(b: Builder, x: int, kind: str, shape: tuple | None = None, **attrs: Any) -> int:
     """A view of x; its shape from the trace (`shape`) or worked out here for the simple kinds."""
     xs = b.v(x).shape
     if shape is None:
@@ -37,15 +37,15 @@ def view(b: Any, x: int, kind: str, shape: tuple | None = None, **attrs: Any) ->
     return b.add("view", (x,), tuple(shape), b.v(x).dtype, kind=kind, **attrs)
 
 
-def reshape(b: Any, c: Call) -> int:
+def reshape(b: Builder, c: Call) -> int:
     return view(b, b.operand(c.args[0]), "reshape", b.shape_of(c.node))
 
 
-def expand(b: Any, c: Call) -> int:
+def expand(b: Builder, c: Call) -> int:
     return view(b, b.operand(c.args[0]), "expand", b.shape_of(c.node))
 
 
-def broadcast_in_dim(b: Any, c: Call) -> int:
+def broadcast_in_dim(b: Builder, c: Call) -> int:
     x = b.operand(c.args[0])
     for d in range(len(c.args[1])):
         if d not in c.args[2]:
@@ -53,11 +53,11 @@ def broadcast_in_dim(b: Any, c: Call) -> int:
     return view(b, x, "expand", b.shape_of(c.node))
 
 
-def unsqueeze(b: Any, c: Call) -> int:
+def unsqueeze(b: Builder, c: Call) -> int:
     return view(b, b.operand(c.args[0]), "unsqueeze", dim=c.args[1] % (b.v(b.operand(c.args[0])).rank + 1))
 
 
-def squeeze(b: Any, c: Call) -> int:
+def squeeze(b: Builder, c: Call) -> int:
     x = b.operand(c.args[0])
     rank = b.v(x).rank
     given = range(rank) if c.overload == "default" else ([c.args[1]] if c.overload == "dim" else c.args[1])
@@ -65,7 +65,7 @@ def squeeze(b: Any, c: Call) -> int:
     return view(b, x, "squeeze", dims=dims) if dims else x
 
 
-def permute(b: Any, c: Call) -> int:
+def permute(b: Builder, c: Call) -> int:
     """permute, transpose, t and .T: one permute view (none when it moves nothing)."""
     x = b.operand(c.args[0])
     rank = b.v(x).rank
@@ -81,7 +81,7 @@ def permute(b: Any, c: Call) -> int:
     return view(b, x, "permute", perm=perm) if perm != tuple(range(rank)) else x
 
 
-def slice_(b: Any, c: Call) -> int:
+def slice_(b: Builder, c: Call) -> int:
     x = b.operand(c.args[0])
     dim = (c.args[1] if len(c.args) > 1 else 0) % b.v(x).rank
     start = S.expr(c.args[2] if len(c.args) > 2 and c.args[2] is not None else 0)
@@ -91,7 +91,7 @@ def slice_(b: Any, c: Call) -> int:
     return view(b, x, "slice", b.shape_of(c.node), dim=dim, start=start, step=int(step))
 
 
-def select(b: Any, c: Call) -> int:
+def select(b: Builder, c: Call) -> int:
     x = b.operand(c.args[0])
     dim = c.args[1] % b.v(x).rank
     index = S.expr(c.args[2])
@@ -100,6 +100,6 @@ def select(b: Any, c: Call) -> int:
     return view(b, x, "select", b.shape_of(c.node), dim=dim, index=index)
 
 
-def flip(b: Any, c: Call) -> int:
+def flip(b: Builder, c: Call) -> int:
     x = b.operand(c.args[0])
     return view(b, x, "flip", dims=tuple(d % b.v(x).rank for d in c.args[1]))

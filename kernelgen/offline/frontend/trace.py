@@ -16,7 +16,6 @@ operator's name.
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable
@@ -85,7 +84,8 @@ def trace_graph(fn: Callable, inputs: list[torch.Tensor], params: dict[str, Any]
 
 def trace_reference(spec: OperatorSpec) -> Traced:
     """Lower every test case's symbolic trace (the first TRACED_CASES) and check the structures agree,
-    then that the params and the dtypes do not change the graph."""
+    then that the params and the dtypes do not change the graph. Made once per spec: the route
+    (kernelgen.offline.registry) hands it to every family and keeps it with the family's analysis."""
     if spec.reference is None:
         unsupported("a spec without a `reference`")
     for p in spec.params:
@@ -108,13 +108,6 @@ def trace_reference(spec: OperatorSpec) -> Traced:
     _check_dtypes(spec, fn, first, sent, dtype0)
     return Traced(graph=first, case=spec.test_cases[0], out_dtypes=output_dtypes(spec, fn),
                   params=[p.name for p in spec.params])
-
-
-@functools.lru_cache(maxsize=64)
-def traced_spec(spec_json: str) -> Traced:
-    """trace_reference, once per spec content: every family reads the same trace, and the optimize
-    loop asks for many knob settings of one spec (tracing costs 0.2-1 s)."""
-    return trace_reference(OperatorSpec.model_validate_json(spec_json))
 
 
 def _same_literal(a: Any, b: Any) -> bool:

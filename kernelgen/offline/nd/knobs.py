@@ -30,7 +30,7 @@ class NdKnobs(KnobsModel):
     # split: a reduction whose kept blocks are too few to fill the SMs (a norm or a loss down to a
     # scalar, per-channel statistics over a large batch) shares each block's reduced elements among
     # several programs, a launch per reduction level writing partials, then one combining them and
-    # writing (kernelgen.offline.nd.emit_split). None: when the kept blocks give fewer than
+    # writing (kernelgen.offline.stages.emit_split). None: when the kept blocks give fewer than
     # SPLIT_PER_SM programs per SM; True: wherever the stage has a split form; False: never.
     split: Optional[StrictBool] = candidates(None, False, True)
     SPLIT_PER_SM: Optional[Count] = candidates(None, 2, 8, 16)  # programs per SM a split aims at (None: 4)

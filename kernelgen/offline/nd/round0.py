@@ -1,17 +1,17 @@
 """Round 0 of the nd family from the analysis: per perf case x dtype, what the file's heuristics
-launch (nd/launch.py), and where a reduce stage's kept blocks are too few to fill the SMs, the
-split written into round 0's dispatch table (`split=True`), so the rounds and the tuning memory can
-take it back per shape. A split that forcing would also impose on another stage (one whose own kept
-blocks fill the SMs) is left to the file's per-stage heuristic instead."""
+launch (kernelgen.offline.stages.launch), and where a reduce stage's kept blocks are too few to fill the
+SMs, the split written into round 0's dispatch table (`split=True`), so the rounds and the tuning
+memory can take it back per shape. A split that forcing would also impose on another stage (one whose
+own kept blocks fill the SMs) is left to the file's per-stage heuristic instead."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from kernelgen.offline.dispatch import FirstChoice
 from kernelgen.offline.nd.knobs import NdKnobs
-from kernelgen.offline.nd.launch import CONTIGUOUS_KEPT, split_per_sm
-from kernelgen.offline.nd.pruning import NdCase, describe_launches
+from kernelgen.offline.stages.cases import StageCase, describe_launches
+from kernelgen.offline.stages.launch import CONTIGUOUS_KEPT, split_per_sm
 
 
 # A one-pass reduction that loops wide along contiguous kept positions reads 128 rows of them per step
@@ -21,7 +21,7 @@ from kernelgen.offline.nd.pruning import NdCase, describe_launches
 WIDE_TILE = 16384
 
 
-def _wide(case: NdCase, base: list) -> bool:
+def _wide(case: StageCase, base: list) -> bool:
     """Whether ROW_TILE=WIDE_TILE changes only one-pass reductions over contiguous kept positions."""
     g, stages = case.analysis.traced.graph, case.analysis.program.stages
     changed = [(new, old) for new, old in zip(case.launches(NdKnobs(ROW_TILE=WIDE_TILE)), base) if new != old]
@@ -34,7 +34,7 @@ def _wide(case: NdCase, base: list) -> bool:
     return bool(changed)
 
 
-def nd_choice(case: NdCase) -> tuple[dict[str, Any], str]:
+def nd_choice(case: StageCase) -> tuple[dict[str, Any], str]:
     """(knobs, reason) for one case."""
     base = case.launches(NdKnobs())
     split = [s for s in base if s.launch is not None and s.launch.path == "split"]
@@ -55,8 +55,9 @@ def nd_choice(case: NdCase) -> tuple[dict[str, Any], str]:
     return {"split": True}, f"{why}: {what}"
 
 
-def first_choices(case_of: Any, cases: list[dict[str, list[int]]], dtypes: list[str]) -> list[FirstChoice]:
-    """Every perf case x dtype with its setting; `case_of(shapes, dtype)` -> NdCase."""
+def first_choices(case_of: Callable[[dict[str, list[int]], str], StageCase], cases: list[dict[str, list[int]]],
+                  dtypes: list[str]) -> list[FirstChoice]:
+    """Every perf case x dtype with its setting; `case_of(shapes, dtype)` -> StageCase."""
     out = []
     for shapes in cases:
         for dtype in dtypes:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelgen.offline.frame.emitter import REDUCTIONS, Emitter, cone, partial, row_offsets, signature
+from kernelgen.offline.frame.emitter import REDUCTIONS, Emitter, accumulator, cone, partial, row_offsets, signature
 from kernelgen.offline.frame.graph import FrameGraph
 from kernelgen.offline.naming import Names
 
@@ -112,24 +112,12 @@ def _looped(graph: FrameGraph, em: Emitter, names: Names, out_spaces: list[str],
     for level in levels:
         group = [n for n in reductions if stage(graph, n.id, memo) == level]
         what = ", ".join(f"v{n.id} = {n.op} over the row" for n in group)
-        inits = []
-        for n in group:
-            neutral = REDUCTIONS[n.op][1]
-            inits.append(f"acc{n.id} = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)" if n.op == "sum" else
-                         f"acc{n.id} = tl.full([BLOCK_R, BLOCK_C], {neutral}, tl.float32)")
+        accs = [accumulator(n, em.var(graph.node(n.args[0]))) for n in group]
+        inits = [start for start, _, _ in accs]
         loop = full_statements(graph, em, [a for n in group for a in n.args], computed)
-        for n in group:
-            src = em.var(graph.node(n.args[0]))
-            neutral = REDUCTIONS[n.op][1]
-            if n.op == "sum":
-                loop.append(f"acc{n.id} += tl.where(mask, {src}, 0.0)")
-            else:
-                fn = "tl.maximum" if n.op == "max" else "tl.minimum"
-                loop.append(f"acc{n.id} = {fn}(acc{n.id}, tl.where(mask, {src}, {neutral}))")
-        after = []
-        for n in group:
-            after.append(f"v{n.id} = {REDUCTIONS[n.op][0]}(acc{n.id}, axis=1)[:, None]  # {n.op} over the row")
-            computed.add(n.id)
+        loop += [step for _, step, _ in accs]
+        after = [end for _, _, end in accs]
+        computed.update(n.id for n in group)
         after += row_values(graph, em, computed, level, memo)
         passes.append(RowPass(level, what, inits, loop, after))
     row_stores, final = write_pass(graph, em, names, out_spaces, computed)

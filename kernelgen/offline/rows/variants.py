@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from kernelgen.offline.rows.fusion import Fusion, fuse
 from kernelgen.offline.frame.graph import FrameGraph
 from kernelgen.offline.naming import Names
-from kernelgen.offline.frame.emitter import REDUCTIONS, Emitter, signature
+from kernelgen.offline.frame.emitter import REDUCTIONS, Emitter, accumulator, signature
 from kernelgen.offline.rows.kernel import full_statements, row_prologue, row_values, write_pass
 
 NEG_INF = '-float("inf")'
@@ -64,16 +64,10 @@ def _stats_pass(g: FrameGraph, em: Emitter, fusion: Fusion, computed: set[int], 
     loop = full_statements(g, em, roots, computed)
     after: list[str] = []
     for n in fusion.plain:
-        neutral = REDUCTIONS[n.op][1]
-        src = em.var(g.node(n.args[0]))
-        inits.append(f"acc{n.id} = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)" if n.op == "sum" else
-                     f"acc{n.id} = tl.full([BLOCK_R, BLOCK_C], {neutral}, tl.float32)")
-        if n.op == "sum":
-            loop.append(f"acc{n.id} += tl.where(mask, {src}, 0.0)")
-        else:
-            fn = "tl.maximum" if n.op == "max" else "tl.minimum"
-            loop.append(f"acc{n.id} = {fn}(acc{n.id}, tl.where(mask, {src}, {neutral}))")
-        after.append(f"v{n.id} = {REDUCTIONS[n.op][0]}(acc{n.id}, axis=1)[:, None]  # {n.op} over the row")
+        start, step, end = accumulator(n, em.var(g.node(n.args[0])))
+        inits.append(start)
+        loop.append(step)
+        after.append(end)
     for m in fusion.maxes:
         b = em.var(g.node(m.args[0]))
         sums = [s for mm, s in fusion.softmax if mm.id == m.id]
@@ -164,7 +158,7 @@ def split_kernels(graph: FrameGraph, roles: list[str], names: Names, params: lis
 
 def partial_stats(fusion: Fusion) -> list[tuple[str, str, str]]:
     """(value in stage 1, what it is, the neutral stage 2 loads for a missing chunk) per statistic."""
-    out = [(f"v{n.id}", f"{n.op} over the chunk", REDUCTIONS[n.op][1]) for n in fusion.plain]
+    out = [(f"v{n.id}", f"{n.op} over the chunk", REDUCTIONS[n.op].fill("tl.float32")) for n in fusion.plain]
     out += [(f"v{m.id}", "the chunk's max", NEG_INF) for m in fusion.maxes]
     out += [(f"v{s.id}", "the chunk's sum of exp(x - its max)", "0.0") for _, s in fusion.softmax]
     for s1 in fusion.means:
@@ -177,7 +171,8 @@ def _merge(fusion: Fusion, stats: list[tuple[str, str, str]]) -> list[str]:
     index = {val: k for k, (val, _, _) in enumerate(stats)}
     lines = []
     for n in fusion.plain:
-        lines.append(f"v{n.id} = {REDUCTIONS[n.op][0]}(p{index[f'v{n.id}']}, axis=1)[:, None]  # {n.op} over the row")
+        partials = f"p{index[f'v{n.id}']}"
+        lines.append(f"v{n.id} = {REDUCTIONS[n.op].reduced(partials, 'axis=1')}[:, None]  # {n.op} over the row")
     for m in fusion.maxes:
         pm = f"p{index[f'v{m.id}']}"
         lines.append(f"v{m.id} = tl.max({pm}, axis=1)[:, None]  # max over the row")

@@ -86,12 +86,91 @@ _matmul_leakyrelu_kernel_autotuned = triton.autotune(
 )(_matmul_leakyrelu_kernel)
 
 
-def _expanded(shape, stride, to):
-    """The strides `t.expand(to)` would have, for a tensor of this shape and stride: 0 where it broadcasts."""
-    lead = len(to) - len(shape)
-    if lead < 0 or any(d != 1 and d != t for d, t in zip(shape, to[lead:])):
-        raise ValueError(f"shape {tuple(shape)} does not broadcast to {tuple(to)}")
-    return (0,) * lead + tuple(0 if d == 1 and t != 1 else s for d, t, s in zip(shape, to[lead:], stride))
+def matmul_leakyrelu(a, b, negative_slope=0.01):
+    """Same signature and results as the reference matmul_leakyrelu; the wrapper only allocates, takes views and launches the kernel."""
+    key = (a.shape, a.stride(), a.dtype, b.shape, b.stride(), b.dtype, a.device)
+    plan = _PLANS.get(key) or _new_plan(key)  # the first call with this signature: analysed once
+    if plan.packed != (None, None):  # fp32 operands the tensor cores must read K-major, 16-byte rows
+        a, b = _pack(plan.packed, a, b)
+    out = torch.empty(plan.out_shapes[0], dtype=plan.out_dtypes[0], device=plan.device)
+    # Triton specialises pointers on 16-byte alignment: an input sliced off it takes the plain launch
+    aligned = not (a.data_ptr() | b.data_ptr()) & 15
+    if plan.kernel is _matmul_leakyrelu_kernel_autotuned:  # the base kernel, autotuned (GPUs)
+        if not _lean(plan.lean, _matmul_leakyrelu_kernel_autotuned, aligned, 3, a, b, out, negative_slope):
+            compiled = _matmul_leakyrelu_kernel_autotuned[plan.grid](a, b, out, negative_slope, *plan.sizes, **plan.meta)
+            _keep(plan.lean, _matmul_leakyrelu_kernel_autotuned, _matmul_leakyrelu_kernel_autotuned, compiled, plan.grid, plan.sizes, plan.meta, aligned, 3, a, b, out, negative_slope)
+    else:  # the kernel with the plan's tiles
+        if not _lean(plan.lean, _matmul_leakyrelu_kernel, aligned, 3, a, b, out, negative_slope):
+            compiled = _matmul_leakyrelu_kernel[plan.grid](a, b, out, negative_slope, *plan.sizes, **plan.meta)
+            _keep(plan.lean, _matmul_leakyrelu_kernel, _matmul_leakyrelu_kernel, compiled, plan.grid, plan.sizes, plan.meta, aligned, 3, a, b, out, negative_slope)
+    return out
+
+
+# --- the host path: each call signature (shapes, strides, dtypes, device) is analysed once into a
+# _Plan; later calls cost a dict lookup, the allocation and the launch: 2.3-3.5 us with Triton's launch
+# mocked out on a CPU (benchmarks/host_path.py), where re-analysing every call cost 6.4-11.8 us.
+
+# The knobs every call uses unless _DISPATCH routes its shape elsewhere (None: _launch_config's heuristic).
+_BASE = {"BLOCK_M": None, "BLOCK_N": None, "BLOCK_K": None, "GROUP_SIZE_M": 8, "num_warps": None,
+         "num_stages": None, "autotune": True, "pack": None}
+
+
+class _Plan(typing.NamedTuple):
+    """What every call with one signature needs, worked out once by _plan."""
+
+    kernel: typing.Any  # the kernel to launch (see matmul_leakyrelu())
+    grid: typing.Any  # its grid: a tuple, or a function of an autotuned config
+    sizes: tuple  # the launch arguments after the tensors and scalar params: sizes and strides
+    meta: dict  # constexprs, num_warps, num_stages
+    out_shapes: tuple  # per output
+    out_dtypes: tuple
+    device: torch.device
+    packed: tuple  # per operand (a, b): None, or (transposed, K): copied K-major first (_pack)
+    lean: dict  # kernel -> its _Lean launch, once the first call of this plan has compiled it
+
+
+_PLANS = {}  # call signature -> _Plan
+
+
+def _new_plan(key):
+    """The plan of a signature seen for the first time, kept (at most 1024: shapes that keep changing)."""
+    if len(_PLANS) >= 1024:
+        _PLANS.clear()
+    plan = _PLANS[key] = _plan(*key)
+    return plan
+
+
+def _plan(a_shape, a_stride, a_dtype, b_shape, b_stride, b_dtype, device):
+    """The plan of one call signature: M, N, K and the strides, the route (the base knobs or the
+    nearest dispatch entry), the tiles, the grid."""
+    M, K = a_shape
+    stride_am, stride_ak = a_stride
+    N = b_shape[1]
+    stride_bk, stride_bn = b_stride
+    knobs = _BASE
+    upcast = device.type == "cpu" and a_dtype == torch.bfloat16  # interpreter workaround, see the kernel
+    precision = _precision(a_dtype, device, upcast)
+    fp32 = a_dtype == torch.float32
+    # operands not K-major with 16-byte rows are copied so first (_pack: (transposed, K) each): fp32 ones
+    # where pack is None (Hopper's wgmma reads 32-bit operands only K-major), any where it is True
+    packed = tuple((mt, K) if (knobs["pack"] or (knobs["pack"] is None and fp32)) and not (sk == 1 and sr % 4 == 0) else None
+                   for mt, sr, sk in ((False, stride_am, stride_ak), (True, stride_bn, stride_bk)))
+    if packed[0] is not None:
+        stride_am, stride_ak = -(-K // 4) * 4, 1
+    if packed[1] is not None:
+        stride_bk, stride_bn = 1, -(-K // 4) * 4
+    kmajor = stride_ak == 1 and stride_bk == 1 and stride_am % 4 == 0 and stride_bn % 4 == 0
+    bm, bn, bk, group, num_warps, num_stages = _launch_config(M, N, K, fp32, kmajor, precision == "tf32", **knobs)
+    sizes = (M, N, K, stride_am, stride_ak, stride_bk, stride_bn)
+    kernel, grid = _matmul_leakyrelu_kernel, (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+    meta = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_SIZE_M=group, INPUT_PRECISION=precision, UPCAST=upcast,
+                num_warps=num_warps, num_stages=num_stages)
+    if knobs["autotune"] and device.type != "cpu":
+        # the autotuned configs pick the tiles; the precision arguments still come from here
+        kernel, grid = _matmul_leakyrelu_kernel_autotuned, lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+        meta = dict(INPUT_PRECISION=precision, UPCAST=upcast)
+    out_dtype = a_dtype
+    return _Plan(kernel, grid, sizes, meta, ((M, N),), (out_dtype,), device, packed, {})
 
 
 def _precision(dtype, device, upcast):
@@ -148,55 +227,9 @@ def _launch_config(M, N, K, fp32, kmajor, tf32, *, BLOCK_M, BLOCK_N, BLOCK_K, GR
     return BLOCK_M or bm, BLOCK_N or bn, BLOCK_K or bk, GROUP_SIZE_M, num_warps or warps, num_stages or stages
 
 
-# --- the host path: each call signature (shapes, strides, dtypes, device) is analysed once into a
-# _Plan; later calls cost a dict lookup, the output's allocation and the launch. With Triton's launch
-# mocked out on a CPU (benchmarks/host_path.py), a call costs 2.3-3.5 us, of which ~0.7-1.2 us is the
-# allocation; re-analysing every call, with expand views, cost 6.4-11.8 us.
-
-# The knobs every call uses unless _DISPATCH routes its shape elsewhere (None: _launch_config's heuristic).
-_BASE = {
-    "BLOCK_M": None,
-    "BLOCK_N": None,
-    "BLOCK_K": None,
-    "GROUP_SIZE_M": 8,
-    "num_warps": None,
-    "num_stages": None,
-    "autotune": True,
-    "pack": None,
-}
-
-
-class _Plan(typing.NamedTuple):
-    """What every call with one signature needs, worked out once by _plan."""
-
-    kernel: typing.Any  # the kernel to launch (see matmul_leakyrelu())
-    grid: typing.Any  # its grid: a tuple, or a function of an autotuned config
-    sizes: tuple  # the launch arguments after the tensors and scalar params: sizes and strides
-    meta: dict  # constexprs, num_warps, num_stages
-    out_shapes: tuple  # per output
-    out_dtypes: tuple
-    device: torch.device
-    packed: tuple  # per operand (a, b): None, or (transposed, K): copied K-major first (_pack)
-    lean: dict  # kernel -> its _Lean launch, once the first call of this plan has compiled it
-
-
-_PLANS = {}  # call signature -> _Plan
-
-
-def _new_plan(key):
-    """The plan of a signature seen for the first time, kept (at most 1024: shapes that keep changing)."""
-    if len(_PLANS) >= 1024:
-        _PLANS.clear()
-    plan = _PLANS[key] = _plan(*key)
-    return plan
-
-
-# --- the lean launch: after a plan's first call, each kernel goes straight to Triton's launcher with
-# the compiled kernel, the grid and the trailing arguments the plan already knows. kernel[grid](...)
-# binds and specialises every argument again on each call (JITFunction.run: 10-20 us for 10-20
-# arguments on an H100, where an empty 3-argument launch takes 12.6); the launcher itself takes a few.
-# Triton's launch hooks (a profiler such as proton) see a plan's first launch only: CUPTI-based
-# profilers (torch.profiler, nsys) see every one.
+# --- the lean launch: after a plan's first call, each kernel goes straight to Triton's launcher, where
+# kernel[grid](...) binds and specialises every argument again (10-20 us for 10-20 arguments on an H100;
+# an empty launch takes 12.6). Launch hooks (proton) see the first launch only; CUPTI (nsys) sees all.
 class _Lean(typing.NamedTuple):
     """One compiled kernel of one plan, ready for Triton's launcher."""
 
@@ -208,11 +241,28 @@ class _Lean(typing.NamedTuple):
     stream: typing.Any  # driver.active.get_current_stream
     grid: tuple  # 3 dims
     tail: tuple  # after the call's arguments: the plan's sizes, and the constexprs where the launcher takes them
-    n: int  # the call's tensors; the scalars after them were these:
-    params: tuple
+    params: tuple  # the call's scalars it was compiled with
 
 
-def _resolve(kernel, compiled, n_tensors, args, plan):
+def _lean(lean, key, aligned, n_tensors, *args):
+    """Launch `key`'s compiled kernel on the call's `args` through Triton's launcher; False, launching
+    nothing, until the plan's first call compiled it, or where the inputs are off 16-byte alignment or
+    the scalars after the tensors changed (what Triton specialised the compiled kernel on)."""
+    fast = lean.get(key)
+    if fast is None or not aligned or args[n_tensors:] != fast.params or fast.current() != fast.device:
+        return False
+    fast.run(*fast.grid, fast.stream(fast.device), fast.function, fast.packed, None, None, None, *args, *fast.tail)
+    return True
+
+
+def _keep(lean, key, kernel, compiled, grid, sizes, meta, aligned, n_tensors, *args):
+    """After a launch through kernel[grid](*args, *sizes, **meta): its compiled kernel, kept for the lean
+    launch of later calls (None: the interpreter, or a launch the judge turned into a no-op)."""
+    if compiled is not None and aligned and key not in lean:
+        lean[key] = _resolve(kernel, compiled, grid, sizes, meta, args[n_tensors:], len(args))
+
+
+def _resolve(kernel, compiled, grid, sizes, meta, params, given):
     """A _Lean for `compiled`, or None where Triton's own launch stays: an autotuned kernel, a backend
     without a launcher class, or a launcher that takes its arguments in an order this file does not know."""
     backend = triton.runtime.driver.active
@@ -224,91 +274,17 @@ def _resolve(kernel, compiled, n_tensors, args, plan):
     names = list(kernel.arg_names)
     # what the launcher takes, in order: Triton 3.3+ every argument (constexprs too), 3.0-3.2 the rest
     taken = [names[k] if isinstance(k, int) else k for k in signature]
-    given = len(args) + len(plan.sizes)
-    if taken[:given] != names[:given] or any(k not in plan.meta for k in taken[given:]):
+    given += len(sizes)
+    if taken[:given] != names[:given] or any(k not in meta for k in taken[given:]):
         return None
-    grid = (*plan.grid, 1, 1)[:3]
-    tail = (*plan.sizes, *(plan.meta[k] for k in taken[given:]))
     return _Lean(compiled.run, compiled.function, compiled.packed_metadata, backend.get_current_device(),
-                 backend.get_current_device, backend.get_current_stream, grid, tail, n_tensors, args[n_tensors:])
-
-
-def _lean(plan, kernel, aligned, n_tensors, *args):
-    """Launch `kernel` on the call's tensors and scalars `args` straight through Triton's launcher (the
-    sizes and constants come from the plan); False, launching nothing, until the plan's first call has
-    compiled it, or where the inputs are off 16-byte alignment or the scalars changed (what Triton
-    specialised the compiled kernel on)."""
-    lean = plan.lean.get(kernel)
-    if lean is None or not aligned or args[n_tensors:] != lean.params or lean.current() != lean.device:
-        return False
-    lean.run(*lean.grid, lean.stream(lean.device), lean.function, lean.packed, None, None, None, *args, *lean.tail)
-    return True
-
-
-def _keep(plan, kernel, compiled, aligned, n_tensors, *args):
-    """After a launch through kernel[grid](...): its compiled kernel, kept for the lean launch of later
-    calls (None: the interpreter, or a launch the judge turned into a no-op)."""
-    if compiled is not None and aligned and kernel not in plan.lean:
-        plan.lean[kernel] = _resolve(kernel, compiled, n_tensors, args, plan)
-
-
-def _plan(a_shape, a_stride, a_dtype, b_shape, b_stride, b_dtype, device):
-    """The plan of one call signature: M, N, K and the strides, the route (the base knobs or the
-    nearest dispatch entry), the tiles, the grid."""
-    M, K = a_shape
-    stride_am, stride_ak = a_stride
-    N = b_shape[1]
-    stride_bk, stride_bn = b_stride
-    knobs = _BASE
-    upcast = device.type == "cpu" and a_dtype == torch.bfloat16  # interpreter workaround, see the kernel
-    precision = _precision(a_dtype, device, upcast)
-    fp32 = a_dtype == torch.float32
-    # operands not K-major with 16-byte rows are copied so first (_pack: (transposed, K) each): fp32 ones
-    # where pack is None (Hopper's wgmma reads 32-bit operands only K-major), any where it is True
-    packed = tuple((mt, K) if (knobs["pack"] or (knobs["pack"] is None and fp32)) and not (sk == 1 and sr % 4 == 0) else None
-                   for mt, sr, sk in ((False, stride_am, stride_ak), (True, stride_bn, stride_bk)))
-    if packed[0] is not None:
-        stride_am, stride_ak = -(-K // 4) * 4, 1
-    if packed[1] is not None:
-        stride_bk, stride_bn = 1, -(-K // 4) * 4
-    kmajor = stride_ak == 1 and stride_bk == 1 and stride_am % 4 == 0 and stride_bn % 4 == 0
-    bm, bn, bk, group, num_warps, num_stages = _launch_config(M, N, K, fp32, kmajor, precision == "tf32", **knobs)
-    sizes = (M, N, K, stride_am, stride_ak, stride_bk, stride_bn)
-    kernel, grid = _matmul_leakyrelu_kernel, (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
-    meta = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_SIZE_M=group, INPUT_PRECISION=precision, UPCAST=upcast,
-                num_warps=num_warps, num_stages=num_stages)
-    if knobs["autotune"] and device.type != "cpu":
-        # the autotuned configs pick the tiles; the precision arguments still come from here
-        kernel, grid = _matmul_leakyrelu_kernel_autotuned, lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-        meta = dict(INPUT_PRECISION=precision, UPCAST=upcast)
-    out_dtype = a_dtype
-    return _Plan(kernel, grid, sizes, meta, ((M, N),), (out_dtype,), device, packed, {})
-
-
-def matmul_leakyrelu(a, b, negative_slope=0.01):
-    """Same signature and results as the reference matmul_leakyrelu; the wrapper only allocates, takes views and launches the kernel."""
-    key = (a.shape, a.stride(), a.dtype, b.shape, b.stride(), b.dtype, a.device)
-    plan = _PLANS.get(key)
-    if plan is None:  # the first call with this signature: analyse it once
-        plan = _new_plan(key)
-    if plan.packed != (None, None):  # fp32 operands the tensor cores must read K-major, 16-byte rows
-        a, b = _pack(plan.packed, a, b)
-    out = torch.empty(plan.out_shapes[0], dtype=plan.out_dtypes[0], device=plan.device)
-    # Triton specialises pointers on 16-byte alignment: an input sliced off it takes the plain launch
-    aligned = not (a.data_ptr() | b.data_ptr()) & 15
-    if plan.kernel is _matmul_leakyrelu_kernel_autotuned:  # the base kernel, autotuned (GPUs)
-        if not _lean(plan, _matmul_leakyrelu_kernel_autotuned, aligned, 3, a, b, out, negative_slope):
-            _keep(plan, _matmul_leakyrelu_kernel_autotuned, _matmul_leakyrelu_kernel_autotuned[plan.grid](a, b, out, negative_slope, *plan.sizes, **plan.meta), aligned, 3, a, b, out, negative_slope)
-    else:  # the kernel with the plan's tiles
-        if not _lean(plan, _matmul_leakyrelu_kernel, aligned, 3, a, b, out, negative_slope):
-            _keep(plan, _matmul_leakyrelu_kernel, _matmul_leakyrelu_kernel[plan.grid](a, b, out, negative_slope, *plan.sizes, **plan.meta), aligned, 3, a, b, out, negative_slope)
-    return out
+                 backend.get_current_device, backend.get_current_stream, (*grid, 1, 1)[:3],
+                 (*sizes, *(meta[k] for k in taken[given:])), params)
 
 
 if __name__ == "__main__":
-    # A self-check, `python matmul_leakyrelu_triton.py`: the spec's first test case against its PyTorch
-    # reference (copied below), on the GPU, or on the CPU through Triton's interpreter. KernelGen
-    # never runs this block; matmul_leakyrelu_accuracy.py and matmul_leakyrelu_performance.py are the real checks.
+    # `python matmul_leakyrelu_triton.py`: the spec's first test case against its reference (copied below), on the
+    # GPU or in Triton's interpreter. KernelGen never runs this block: matmul_leakyrelu_accuracy.py is the real check.
     import math  # noqa: F401 - the names a spec's reference may use, as in matmul_leakyrelu_baseline.py
     import os
     import subprocess
@@ -317,13 +293,11 @@ if __name__ == "__main__":
     import torch.nn.functional as F  # noqa: F401
 
     if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
-        # No GPU driver: a launch would fail with "0 active drivers". Triton's interpreter runs the
-        # kernel on the CPU, but must be on before the kernel above is decorated: run the file again.
+        # no GPU driver: run again in Triton's interpreter, which must be on before the kernels are decorated
         sys.exit(subprocess.call([sys.executable, *sys.argv], env={**os.environ, "TRITON_INTERPRET": "1"}))
     device = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
 
-    def reference(*args, **kwargs):
-        """The spec's reference, as written there."""
+    def reference(*args, **kwargs):  # the spec's reference, as written there
         def matmul_leakyrelu(a, b, negative_slope=0.01):
             return F.leaky_relu(a @ b, negative_slope)
 

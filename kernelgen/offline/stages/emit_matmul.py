@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelgen.offline.nd.access import MOVES, Port, ports
-from kernelgen.offline.nd.emit_epilogue import tile_epilogue
+from kernelgen.offline.stages.access import MOVES, Port, ports
+from kernelgen.offline.stages.emit_epilogue import tile_epilogue
 from kernelgen.offline.frontend.ir import Graph
-from kernelgen.offline.nd.stages import Buffer, Stage
+from kernelgen.offline.stages.program import Buffer, Stage
 
 
 @dataclass

@@ -11,10 +11,9 @@ makes that value a buffer first. A `cat` is a buffer each part is written into (
 from __future__ import annotations
 
 from kernelgen.offline.frontend import shapes as S
-from kernelgen.offline.nd.frames import (NotInFrame, contiguous_view_strides, fits, frame_strides, groups, invert,
-                                        is_relabel, solve)
+from kernelgen.offline.stages.frames import NotInFrame, fits, frame_strides, groups, invert, is_relabel, solve
 from kernelgen.offline.frontend.ir import Graph, Value
-from kernelgen.offline.nd.stages import Access, Buffer, Program, Stage
+from kernelgen.offline.stages.program import Access, Buffer, Program, Stage
 from kernelgen.offline.unsupported import unsupported
 
 LEAF_OPS = ("input", "param", "const", "size", "full", "iota")

@@ -1,49 +1,25 @@
-"""Kernel text of the tile stages: pointwise, reduce and scan.
+"""The emitter of a tile stage's kernel (pointwise, reduce and scan stages: emit_tile.py lays them
+out, emit_reduce.py and emit_split.py write the reductions' passes): how a program names its indices,
+addresses and masks, which space each value lives in, and the statements of its values.
 
 A program owns BLOCK_K positions of the frame's last kept group (`kk`) and one position of every
 other kept group (decomposed from the program id, once); a reduction loops over the reduced groups,
 BLOCK_R elements of the last one at a time (`rr`), the others one at a time (`ro`). Values live in
 three spaces: full ([BLOCK_K, BLOCK_R]: per element), row ([BLOCK_K, 1]: per kept position, after a
-reduction or loaded once) and scalar. SINGLE (the reduced elements fit one block): everything is
-loaded once and reduced in registers; otherwise one loop per reduction level, recomputing the
-pointwise work from loads, then a write loop. A scan loops over its dim carrying the running total.
+reduction or loaded once) and scalar.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Optional
-
-from kernelgen.offline.nd.access import Port, ports
-from kernelgen.offline.nd.emit_split import SplitKernel, split_kernel, splittable
-from kernelgen.offline.nd.emit_values import is_scalar_leaf, pointwise, var
 from kernelgen.offline.frontend.ir import Graph
-from kernelgen.offline.nd.stages import Buffer, Stage
-from kernelgen.offline.unsupported import unsupported
-
-NAN_ALL = "propagate_nan=tl.PropagateNan.ALL"
-BIG_INDEX = "9223372036854775807"
+from kernelgen.offline.stages.access import Port, ports
+from kernelgen.offline.stages.emit_values import is_scalar_leaf, pointwise, var
+from kernelgen.offline.stages.program import Buffer, Stage
 
 
-@dataclass
-class TileKernel:
-    name: str
-    kind: str  # pointwise | reduce | scan
-    params: list[tuple[str, str]]  # (argument, comment)
-    body: list[str]
-    ports: list[Port]
-    groups: list[list[int]]  # frame dims per group
-    k_groups: list[int]  # kept groups, the tiled one last
-    r_groups: list[int]  # reduced groups, the tiled one last
-    sizes: list[int] = field(default_factory=list)  # `size` values passed as c<id>
-    params_used: list[str] = field(default_factory=list)
-    levels: int = 0
-    needs_prod: bool = False
-    split: Optional[SplitKernel] = None  # reduce stages: the form that shares a kept block's reduction
-    one_pass: bool = False  # a reduce stage that reads its elements once (one level, no write pass)
+class TileEmitter:
+    """One tile stage's kernel as it is written: its lines, and what it knows of the stage."""
 
-
-class _Emitter:
     def __init__(self, g: Graph, st: Stage, buffers: dict[str, Buffer], name: str):
         self.g, self.st, self.name = g, st, name
         self.ports = ports(g, st, buffers)
@@ -59,7 +35,7 @@ class _Emitter:
         self.k_groups = k_groups
         self.two_d = st.kind in ("reduce", "scan")
         self.level = self._levels()
-        self.needs_prod = False
+        self.helpers: set[str] = set()  # the file's @triton.jit helpers the kernel calls ("_prod")
         self.lines: list[str] = []
 
     # --- spaces and levels -------------------------------------------------------------------------
@@ -251,68 +227,3 @@ class _Emitter:
         """The flat index over all reduced groups (argmax, gather), in 64 bits: ro * n_tiled + rr."""
         rt = self.r_groups[-1]
         return f"(ro * n{rt} + rr[None, :].to(tl.int64))" if self.r_groups[:-1] else "rr[None, :].to(tl.int64)"
-
-
-def tile_kernel(g: Graph, st: Stage, buffers: dict[str, Buffer], name: str) -> TileKernel:
-    em = _Emitter(g, st, buffers, name)
-    if not em.k_groups:
-        unsupported("a stage with no kept dimension")  # the scheduler gives every reduction one
-    if st.kind == "pointwise":
-        _pointwise_body(em)
-    elif st.kind == "reduce":
-        from kernelgen.offline.nd.emit_reduce import reduce_body
-
-        reduce_body(em)
-    else:
-        from kernelgen.offline.nd.emit_reduce import scan_body
-
-        scan_body(em)
-    params = _params(em)
-    split = None
-    if st.kind == "reduce" and splittable(em):
-        sem = _Emitter(g, st, buffers, name.removesuffix("_kernel") + "_split_kernel")
-        split = split_kernel(sem, params)
-        em.needs_prod = em.needs_prod or sem.needs_prod
-    return TileKernel(name, st.kind, params, em.lines, em.ports, st.groups, em.k_groups, em.r_groups,
-                      sizes=[u for u in st.values if g[u].op == "size"],
-                      params_used=sorted({g[u].attrs["name"] for u in st.values if g[u].op == "param"}),
-                      levels=max(em.level.values(), default=0), needs_prod=em.needs_prod, split=split,
-                      one_pass=st.kind == "reduce" and max(em.level.values(), default=0) == 1 and
-                      not any(p.store and em.space(p.value) == "full" for p in em.ports))
-
-
-def _pointwise_body(em: _Emitter) -> None:
-    em.prologue()
-    em.emit([u for u in em.st.values], 0)
-    for p in em.ports:
-        if p.store:
-            em.lines.append(em.store(p))
-
-
-def _params(em: _Emitter) -> list[tuple[str, str]]:
-    g, st = em.g, em.st
-    out: list[tuple[str, str]] = []
-    for p in em.ports:
-        what = "written" if p.store else "read"
-        out.append((f"{p.name}_ptr", f"{p.buffer}, {what}" + (f" through {', '.join(s[0] for s in p.access.views)}"
-                                                                if p.access.views else "")))
-    for name in sorted({g[u].attrs["name"] for u in st.values if g[u].op == "param"}):
-        out.append((name, f"scalar param {name}"))
-    for u in st.values:
-        if g[u].op == "size":
-            out.append((f"c{u}", f"the size {g[u].attrs['expr']}, as a number"))
-    for gi, grp in enumerate(st.groups):
-        role = "reduced" if gi in em.r_groups else "kept"
-        out.append((f"n{gi}", f"{role} group {gi}: frame dims {grp}"))
-    for p in em.ports:
-        if p.offset:
-            out.append((f"{p.name}_off", f"{p.name}: element offset of its view"))
-        for gi in p.groups:
-            out.append((p.stride(gi), f"{p.name}: element stride along group {gi}" if gi == p.groups[0] else ""))
-    out.append(("BLOCK_K: tl.constexpr", "kept positions per program (the last kept group)"))
-    if st.kind != "pointwise":
-        out.append(("BLOCK_R: tl.constexpr", "reduced elements per step (the last reduced group)"))
-    if st.kind == "reduce":
-        out.append(("SINGLE: tl.constexpr", "True: the reduced elements fit one block and are read once"))
-    out.append(("I64: tl.constexpr", "64-bit offsets (a buffer of 2**31 elements or more)"))
-    return out

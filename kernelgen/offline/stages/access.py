@@ -2,17 +2,18 @@
 
 Each access (a load or a store of a buffer through views) gets a pointer argument, an element
 offset when its views slice or flip, and one stride per frame *group* it walks along (the wrapper
-merges frame dims into groups at run time: kernelgen.offline.nd.frames.groups). A stride the access
+merges frame dims into groups at run time: kernelgen.offline.stages.frames.groups). A stride the access
 never walks (a broadcast) is not an argument at all: it is 0, so its term is left out.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from kernelgen.offline.frontend import shapes as S
 from kernelgen.offline.frontend.ir import Graph
-from kernelgen.offline.nd.stages import Access, Buffer, Stage
+from kernelgen.offline.stages.program import Access, Buffer, Stage
 
 MOVES = ("slice", "select", "flip")
 
@@ -38,7 +39,7 @@ class Port:
 
 def walked_groups(stage: Stage, access: Access, buffer: Buffer) -> list[int]:
     """The groups whose frame dims the access runs along (a dim of size > 1 mapped to them)."""
-    from kernelgen.offline.nd.frames import contiguous_view_strides
+    from kernelgen.offline.stages.frames import contiguous_view_strides
 
     got = contiguous_view_strides(buffer.shape, access.views)
     shape = got[0] if got is not None else None
@@ -62,3 +63,16 @@ def ports(g: Graph, stage: Stage, buffers: dict[str, Buffer]) -> list[Port]:
         out.append(Port(name_for(acc.buffer), acc.buffer, acc, u, True, walked_groups(stage, acc, buffers[acc.buffer]),
                         any(step[0] in MOVES for step in acc.views)))
     return out
+
+
+class StageKernel(Protocol):
+    """What the file needs of any stage's kernel (the engine's TileKernel and MatmulKernel, a family's
+    own: kernelgen.offline.stages.anchors): its name and text, and how it is called."""
+
+    name: str
+    kind: str
+    params: list[tuple[str, str]]  # (argument, comment)
+    body: list[str]
+    ports: list[Port]
+    sizes: list[int]  # `size` values passed as c<id>
+    params_used: list[str]

@@ -11,18 +11,18 @@ One kernel, launched once per PHASE on a (kept blocks, n_split) grid (the file's
       runs the write pass over its own steps.
 The workspace (fp32) holds [slot, split, kept position] with the kept positions contiguous: a
 reduction takes one slot (sum, max, min, prod), a variance three (count, mean, M2: Chan et al.'s
-parallel merge). Integer sums, arg-reductions and gathers keep the unsplit kernel.
+parallel merge): a reduction table row's `slots` (kernelgen.offline.frontend.reductions). Integer
+sums, arg-reductions and gathers (rows whose form has no partial) keep the unsplit kernel.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Callable
 
-from kernelgen.offline.nd.emit_reduce import INF, acc_finish, acc_init, acc_update, lane_merge, rows_after
-
-SPLITTABLE = ("sum", "max", "min", "prod", "var")
-SLOTS = {"var": 3}  # fp32 values a partial needs (1 for the others)
+from kernelgen.offline.frontend.reductions import reduction
+from kernelgen.offline.stages.emit_reduce import acc_finish, acc_init, acc_update, lane_merge, reduced, rows_after
+from kernelgen.offline.stages.tile_emitter import TileEmitter
 
 
 @dataclass
@@ -35,19 +35,17 @@ class SplitKernel:
     writes: bool  # the finish has a write pass (runs on every split, else on one)
 
 
-def splittable(em: Any) -> bool:
+def splittable(em: TileEmitter) -> bool:
     """Whether every reduction of the stage has a partial form the workspace can hold."""
     for u in em.st.values:
         v = em.g[u]
-        if v.op == "gather" and u not in em.load_port:
-            return False
-        if v.op == "reduce" and u not in em.load_port:
-            if v.attrs["kind"] not in SPLITTABLE or not em.g[v.args[0]].is_float:
+        if v.op in ("reduce", "gather") and u not in em.load_port:
+            if not reduction(v.attrs.get("kind", "gather")).splits or not em.g[v.args[0]].is_float:
                 return False
     return bool(em.r_groups)
 
 
-def split_kernel(em: Any, unsplit_params: list[tuple[str, str]]) -> SplitKernel:
+def split_kernel(em: TileEmitter, unsplit_params: list[tuple[str, str]]) -> SplitKernel:
     """The split kernel's text from a fresh emitter of the stage (its lines are written here)."""
     g, st = em.g, em.st
     reductions = [u for u in st.values if g[u].op == "reduce" and u not in em.load_port]
@@ -55,7 +53,7 @@ def split_kernel(em: Any, unsplit_params: list[tuple[str, str]]) -> SplitKernel:
     slot, at = {}, 0
     for r in reductions:
         slot[r] = at
-        at += SLOTS.get(g[r].attrs["kind"], 1)
+        at += reduction(g[r].attrs["kind"]).slots
     full = [p for p in em.ports if p.store and em.space(p.value) == "full"]
     rows = [p for p in em.ports if p.store and em.space(p.value) != "full"]
     em.prologue()
@@ -103,7 +101,7 @@ def split_kernel(em: Any, unsplit_params: list[tuple[str, str]]) -> SplitKernel:
     return SplitKernel(em.name, params, L, levels + 1, at, bool(full))
 
 
-def _loop(em: Any, roots: list[int], inner: Any) -> None:
+def _loop(em: TileEmitter, roots: list[int], inner: Callable[[int], object]) -> None:
     """This program's steps (t_lo..t_hi) of the flat reduced range: the outer reduced groups' index
     and a BLOCK_R block of the tiled one per step."""
     L = em.lines
@@ -128,12 +126,12 @@ def _ws(slot: int, k: int = 0) -> str:
     return f"ws_ptr + ({slot + k} * n_split + ss[None, :]) * kp + wk[:, None]"
 
 
-def _partial(em: Any, r: int, slot: int, depth: int) -> None:
+def _partial(em: TileEmitter, r: int, slot: int, depth: int) -> None:
     """Reduce the accumulator over its lanes and store this split's partial."""
     ind = "    " * depth
     L = em.lines
     where = f"ws_ptr + ({{}} * n_split + sid) * kp + wk[:, None]"
-    if em.g[r].attrs["kind"] == "var":
+    if reduction(em.g[r].attrs["kind"]).form == "moments":
         lane_merge(em, r, depth)
         for k, a in enumerate(("cnt", "mean", "m2")):
             L.append(ind + f"tl.store({where.format(slot + k)}, {a}{r} + tl.zeros([BLOCK_K, 1], tl.float32), "
@@ -143,14 +141,14 @@ def _partial(em: Any, r: int, slot: int, depth: int) -> None:
     L.append(ind + f"tl.store({where.format(slot)}, v{r}, mask=kmask[:, None])")
 
 
-def _combine(em: Any, r: int, slot: int, depth: int) -> None:
+def _combine(em: TileEmitter, r: int, slot: int, depth: int) -> None:
     """v{r} from every split's partial, in split order (each program of a kept block alike)."""
     ind = "    " * depth
     v = em.g[r]
-    kind = v.attrs["kind"]
+    row = reduction(v.attrs["kind"])
     L = em.lines
     pmask = "kmask[:, None] & smask[None, :]"
-    if kind == "var":
+    if row.form == "moments":
         L.append(ind + f"pc{r} = tl.load({_ws(slot)}, mask={pmask}, other=0.0)")
         L.append(ind + f"pm{r} = tl.load({_ws(slot, 1)}, mask={pmask}, other=0.0)")
         L.append(ind + f"pq{r} = tl.load({_ws(slot, 2)}, mask={pmask}, other=0.0)")
@@ -159,10 +157,5 @@ def _combine(em: Any, r: int, slot: int, depth: int) -> None:
         L.append(ind + f"v{r} = tl.sum(pq{r} + pc{r} * (pm{r} - mu{r}) * (pm{r} - mu{r}), 1)[:, None] / "
                        f"(tot{r} - {v.attrs['correction']})")
         return
-    other = {"sum": "0.0", "max": f"-{INF}", "min": INF, "prod": "1.0"}[kind]
-    part = f"tl.load({_ws(slot)}, mask={pmask}, other={other})"
-    if kind == "prod":
-        em.needs_prod = True
-        L.append(ind + f"v{r} = tl.reduce({part}, 1, _prod)[:, None]")
-    else:
-        L.append(ind + f"v{r} = tl.{kind}({part}, 1)[:, None]")
+    part = f"tl.load({_ws(slot)}, mask={pmask}, other={row.fill('tl.float32')})"
+    L.append(ind + f"v{r} = {reduced(em, row, part)}")

@@ -1,17 +1,20 @@
-"""The wrapper's side of an n-dimensional program, as data for templates/offline/nd.py.j2:
+"""The wrapper's side of an n-dimensional program, as data for templates/offline/stages.py.j2:
 how each call's plan binds the dimension symbols, sizes the buffers, lays out every stage's accesses
-(kernelgen.offline.nd.frames' groups, merged at run time by the file's `_layout`) and launches."""
+(kernelgen.offline.stages.frames' groups, merged at run time by the file's `_layout`) and launches."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import sympy
 
 from kernelgen.offline.frontend import shapes as S
 from kernelgen.offline.frontend.ir import Graph
-from kernelgen.offline.nd.launch import split_per_sm
-from kernelgen.offline.nd.stages import Access, Program
+from kernelgen.offline.stages.access import StageKernel
+from kernelgen.offline.stages.anchors import AnchorKind
+from kernelgen.offline.stages.launch import split_per_sm
+from kernelgen.offline.stages.program import Access, Program, Stage
 
 DTYPE = {"float32": "torch.float32", "float16": "torch.float16", "bfloat16": "torch.bfloat16", "float64": "torch.float64",
          "int64": "torch.int64", "int32": "torch.int32", "int16": "torch.int16", "int8": "torch.int8",
@@ -21,7 +24,7 @@ DTYPE = {"float32": "torch.float32", "float16": "torch.float16", "bfloat16": "to
 _RENAME: dict = {}  # the trace's symbols (s75, ...) -> readable names (x_0: x.shape[0]), per file
 
 
-def py(e: Any) -> str:
+def py(e: sympy.Expr | int) -> str:
     e = S.expr(e)
     return S.python(e.xreplace(_RENAME) if _RENAME else e)
 
@@ -96,7 +99,8 @@ def size_value(g: Graph, u: int) -> str:
     return f"float({py(e)})" if g[u].dtype.startswith("float") else f"int({py(e)})"
 
 
-def context(g: Graph, prog: Program, input_names: list[str], kernels: list[Any]) -> dict[str, Any]:
+def context(g: Graph, prog: Program, input_names: list[str], kernels: list[StageKernel],
+            anchors: Mapping[str, AnchorKind]) -> dict[str, Any]:
     rename_symbols(g, input_names)
     binds, checks = symbol_lines(g, input_names)
     temps = [{"name": b.name, "shape": py_shape(b.shape), "dtype": DTYPE[b.dtype or "float32"]}
@@ -110,18 +114,18 @@ def context(g: Graph, prog: Program, input_names: list[str], kernels: list[Any])
             "groups": repr(st.groups), "accesses": accesses,
             "ports": [{"name": p.name, "buffer": p.buffer, "groups": p.groups, "offset": p.offset} for p in k.ports],
             "sizes": [size_value(g, u) for u in k.sizes], "params": k.params_used,
-            "what": describe(g, st), "split": getattr(k, "split", None), "one_pass": getattr(k, "one_pass", False),
+            "what": describe(g, st, anchors), "anchored": st.kind in anchors, "split": getattr(k, "split", None), "one_pass": getattr(k, "one_pass", False),
             "split_sm": split_per_sm(getattr(k, "split", None)),
         }
         if st.kind == "matmul":
             entry["operands"] = [access_literal(Access(a.buffer, a.views, ())) for a in st.operands]
             entry["operand_buffers"] = [a.buffer for a in st.operands]
-            entry["operand_dtypes"] = [_dtype_of(prog, a.buffer) for a in st.operands]
+            entry["operand_dtypes"] = [dtype_of(prog, a.buffer) for a in st.operands]
             entry["batch"] = k.batch
             entry["moves"] = list(k.moves)
             entry["k_size"] = py(g[g[st.anchor].args[0]].shape[-1])
-        elif st.kind == "conv":
-            entry.update(_conv_entry(g, prog, st, k))
+        elif st.kind in anchors:
+            entry.update(anchors[st.kind].plan(g, prog, st, k))
         else:
             entry["k_groups"] = k.k_groups
             entry["r_groups"] = k.r_groups
@@ -131,17 +135,7 @@ def context(g: Graph, prog: Program, input_names: list[str], kernels: list[Any])
             "stages": stages, "returns": [_returned(name, views) for name, views in prog.returns]}
 
 
-def _conv_entry(g: Graph, prog: Program, st: Any, k: Any) -> dict[str, Any]:
-    """A convolution stage's operands and geometry, as the plan's _conv_launch takes them."""
-    a = g[st.anchor].attrs
-    geometry = "(" + ", ".join(py_shape(a[k]) for k in ("stride", "padding", "dilation")) + ")"
-    return {"operands": [access_literal(Access(o.buffer, o.views, ())) for o in st.operands],
-            "operand_buffers": [o.buffer for o in st.operands],
-            "operand_dtypes": [_dtype_of(prog, o.buffer) for o in st.operands],
-            "moves": list(k.moves), "form": k.form, "geometry": geometry, "conv_groups": py(a["groups"])}
-
-
-def _dtype_of(prog: Program, buffer: str) -> str:
+def dtype_of(prog: Program, buffer: str) -> str:
     """The dtype of a buffer, as the plan knows it: an input's from the call, a temporary's fixed."""
     b = prog.buffers[buffer]
     if b.kind == "input":
@@ -172,15 +166,12 @@ def _returned(name: str, views: list) -> str:
     return expr
 
 
-def describe(g: Graph, st: Any) -> str:
+def describe(g: Graph, st: Stage, anchors: Mapping[str, AnchorKind]) -> str:
+    if st.kind in anchors:
+        return anchors[st.kind].describe(g, st)
     frame = ", ".join(py(d) for d in st.frame)
     if st.kind == "matmul":
         return f"matmul [{frame}] with its epilogue"
-    if st.kind == "conv":
-        a = g[st.anchor].attrs
-        what = ("transposed " if a["transposed"] else "") + f"{a['n']}-D convolution"
-        geo = ", ".join(f"{k}={py_shape(a[k])}" for k in ("stride", "padding", "dilation"))
-        return f"{what} [{frame}] ({geo}, groups={py(a['groups'])}) with its epilogue"
     if st.kind == "reduce":
         kinds = sorted({g[u].attrs.get("kind", "gather") for u in st.values if g[u].op in ("reduce", "gather")})
         return f"{', '.join(kinds)} over dims {list(st.reduced)} of [{frame}]"

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Callable
 
 from kernelgen.offline.frontend.ir import Graph
-from kernelgen.offline.nd.access import Port
-from kernelgen.offline.nd.emit_values import is_scalar_leaf, pointwise, var
-from kernelgen.offline.nd.stages import Buffer, Stage
+from kernelgen.offline.stages.access import Port
+from kernelgen.offline.stages.emit_values import is_scalar_leaf, pointwise, var
+from kernelgen.offline.stages.program import Buffer, Stage
 
 
 def tile_epilogue(g: Graph, st: Stage, ps: list[Port], buffers: dict[str, Buffer], address: Callable[[Port], str],

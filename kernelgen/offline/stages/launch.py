@@ -1,21 +1,25 @@
 """What an nd knob setting launches at one case, stage by stage: a Python model of the generated
-file's _tile_config and _matmul_config (templates/offline/nd.py.j2), for the pruning rules
+file's _tile_config and _matmul_config (templates/offline/stages.py.j2), for the pruning rules
 and round 0. tests/offline/test_nd_pruning.py holds the two to the same answers.
 
 Sizes come from the case: each stage's frame is symbolic in the inputs' dims, and the groups the
-wrapper merges (kernelgen.offline.nd.frames.groups) are evaluated at the case's shapes, as the
+wrapper merges (kernelgen.offline.stages.frames.groups) are evaluated at the case's shapes, as the
 generated _layout does for contiguous inputs.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 import sympy
 
-from kernelgen.offline.launch import ConvTiles, Launch, cdiv, conv_tiles, default_warps, matmul_tiles, next_pow2
+from kernelgen.offline.stages.analysis import StageAnalysis
+from kernelgen.offline.stages.emit_matmul import MatmulKernel
+from kernelgen.offline.stages.emit_split import SplitKernel
+from kernelgen.offline.stages.emit_tile import TileKernel
+from kernelgen.offline.stages.program import Stage, StageKnobs, StageLaunch
+from kernelgen.offline.launch import Launch, cdiv, default_warps, matmul_tiles, next_pow2
 
 # Launch heuristics of the generated file (its _tile_config): a reduction whose elements fit 16384
 # (64 KB of fp32 per program) is read once into registers; a step of a tile stage holds 4096
@@ -36,26 +40,14 @@ SINGLE_KEPT = CONFIG["single_kept"]
 CONTIGUOUS_KEPT = CONFIG["contig_kept"]
 
 
-@dataclass(frozen=True)
-class StageLaunch:
-    """One stage's launch at a case: a tile stage's Launch, or a matmul stage's tiles at M x N x K."""
-
-    stage: int
-    kind: str  # pointwise | reduce | scan | matmul | conv
-    launch: Optional[Launch] = None  # tile stages: block_r = BLOCK_K (kept), block_c = BLOCK_R (reduced)
-    tiles: Optional[tuple[int, int, int, int, int, int]] = None  # matmul, conv: BLOCK_M, N, K, GROUP_SIZE_M, warps, stages
-    mnk: Optional[tuple[int, int, int]] = None
-    conv: Optional[ConvTiles] = None  # a convolution stage's launch
-
-
-def split_per_sm(split: Any) -> int:
+def split_per_sm(split: Optional[SplitKernel]) -> int:
     """The programs per SM a stage's split form aims at (0: it has none): the file's split_sm."""
     if split is None:
         return 0
     return CONFIG["split_per_sm_writes"] if split.writes else CONFIG["split_per_sm"]
 
 
-def tile_config(knobs: Any, kind: str, n_kt: int, n_ko: int, n_rt: int, n_ro: int, k_contig: bool,
+def tile_config(knobs: StageKnobs, kind: str, n_kt: int, n_ko: int, n_rt: int, n_ro: int, k_contig: bool,
                 one_pass: bool = False, split_sm: int = 0, sms: int = 132) -> Launch:
     """The generated _tile_config: the path (pointwise, scan, single, looped or split), BLOCK_K x
     BLOCK_R, the warps and the grid (a split's: kept blocks x n_split, chunks = n_split)."""
@@ -105,24 +97,24 @@ def split_count(kept: int, steps_all: int, block_k: int, block_r: int, sms: int,
     return cdiv(steps_all, steps), steps
 
 
-def _binding(analysis: Any, shapes: dict[str, list[int]], input_names: list[str]) -> dict[str, int]:
+def _binding(analysis: StageAnalysis, shapes: dict[str, list[int]], input_names: list[str]) -> dict[str, int]:
     """Each dimension symbol of the trace -> its size at the case."""
     return {name: shapes[input_names[i]][d] for name, (i, d) in analysis.traced.graph.symbols.items()}
 
 
-def _size(e: Any, binding: dict[str, int]) -> int:
+def size_at(e: sympy.Expr | int, binding: dict[str, int]) -> int:
     e = sympy.sympify(e)
     return int(e.xreplace({s: sympy.Integer(binding[s.name]) for s in e.free_symbols if s.name in binding}))
 
 
-def _group_sizes(st: Any, binding: dict[str, int]) -> list[int]:
-    frame = [_size(d, binding) for d in st.frame]
+def _group_sizes(st: Stage, binding: dict[str, int]) -> list[int]:
+    frame = [size_at(d, binding) for d in st.frame]
     return [math.prod(frame[d] for d in grp) for grp in st.groups]
 
 
-def _k_contig(analysis: Any, st: Any, kernel: Any, binding: dict[str, int]) -> bool:
+def _k_contig(analysis: StageAnalysis, st: Stage, kernel: TileKernel, binding: dict[str, int]) -> bool:
     """Whether the stage's first access walks the tiled kept group with stride 1 (contiguous buffers)."""
-    from kernelgen.offline.nd.frames import frame_strides
+    from kernelgen.offline.stages.frames import frame_strides
 
     if not kernel.ports or kernel.k_groups[-1] not in kernel.ports[0].groups:
         return False
@@ -130,43 +122,28 @@ def _k_contig(analysis: Any, st: Any, kernel: Any, binding: dict[str, int]) -> b
     strides = frame_strides(st, analysis.program.buffers[port.buffer].shape, port.access.views, port.access.map)
     if strides is None:
         return False
-    frame = [_size(d, binding) for d in st.frame]
+    frame = [size_at(d, binding) for d in st.frame]
     dims = [d for d in st.groups[kernel.k_groups[-1]] if frame[d] != 1]
-    return bool(dims) and _size(strides[dims[-1]], binding) == 1
+    return bool(dims) and size_at(strides[dims[-1]], binding) == 1
 
 
-def _conv_launch(analysis: Any, st: Any, form: str, knobs: Any, binding: dict[str, int], fp32: bool) -> ConvTiles:
-    """A convolution stage's tiles at a case, as the generated _conv_launch works them out."""
-    g = analysis.traced.graph
-    v = g[st.anchor]
-    x, w = ([_size(d, binding) for d in g[a].shape] for a in v.args)
-    outs = [_size(d, binding) for d in st.frame]
-    groups, stride = _size(v.attrs["groups"], binding), v.attrs["stride"]
-    if form == "transposed":
-        rows = outs[0] * math.prod(cdiv(o, s) for o, s in zip(outs[2:], stride))
-    else:
-        rows = outs[0] * math.prod(outs[2:])
-    cols = outs[1] if form == "direct" else outs[1] // groups
-    grid_y = 1 if form == "direct" else groups * (math.prod(stride) if form == "transposed" else 1)
-    return conv_tiles(knobs, form, rows, cols, x[1] // groups, math.prod(w[2:]), grid_y, fp32)
-
-
-def stage_launches(analysis: Any, knobs: Any, shapes: dict[str, list[int]], input_names: list[str],
+def stage_launches(analysis: StageAnalysis, knobs: StageKnobs, shapes: dict[str, list[int]], input_names: list[str],
                    fp32: bool, sms: int = 132) -> list[StageLaunch]:
     """Every stage's launch under `knobs` at the case `shapes` (input name -> shape)."""
     binding = _binding(analysis, shapes, input_names)
     out = []
     for st, kernel in zip(analysis.program.stages, analysis.kernels):
         sizes = _group_sizes(st, binding)
-        if st.kind == "conv":
-            ct = _conv_launch(analysis, st, kernel.form, knobs, binding, fp32)
-            out.append(StageLaunch(st.id, "conv", tiles=ct.tiles, mnk=(ct.rows, ct.cols, ct.k), conv=ct))
+        anchor = analysis.anchors.get(st.kind)
+        if anchor is not None:  # a family's own stage kind (a convolution): its own launch model
+            out.append(anchor.launch(analysis.traced.graph, st, kernel, knobs, binding, fp32))
             continue
-        if st.kind == "matmul":
+        if isinstance(kernel, MatmulKernel):
             m, n = sizes[kernel.batch], sizes[kernel.batch + 1]
-            k = _size(analysis.traced.graph[analysis.traced.graph[st.anchor].args[0]].shape[-1], binding)
+            k = size_at(analysis.traced.graph[analysis.traced.graph[st.anchor].args[0]].shape[-1], binding)
             out.append(StageLaunch(st.id, "matmul", tiles=matmul_tiles(knobs, m, n, fp32, k), mnk=(m, n, k)))
             continue
+        assert isinstance(kernel, TileKernel)
         kt, rt = kernel.k_groups[-1], kernel.r_groups[-1] if kernel.r_groups else None
         launch = tile_config(knobs, st.kind, sizes[kt], math.prod(sizes[g] for g in kernel.k_groups[:-1]),
                              sizes[rt] if rt is not None else 1, math.prod(sizes[g] for g in kernel.r_groups[:-1]),

@@ -16,7 +16,7 @@ import sympy
 
 from kernelgen.offline.frontend import shapes as S
 from kernelgen.offline.frontend.ir import Graph, Value
-from kernelgen.offline.nd.stages import Stage
+from kernelgen.offline.stages.program import Stage
 
 
 class NotInFrame(ValueError):

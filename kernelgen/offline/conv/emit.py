@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 from kernelgen.offline.frontend import shapes as S
 from kernelgen.offline.frontend.ir import Graph
-from kernelgen.offline.nd.access import MOVES, Port, ports
-from kernelgen.offline.nd.emit_epilogue import tile_epilogue
-from kernelgen.offline.nd.stages import Buffer, Stage
+from kernelgen.offline.stages.access import MOVES, Port, ports
+from kernelgen.offline.stages.emit_epilogue import tile_epilogue
+from kernelgen.offline.stages.program import Buffer, Stage
 
 DIM_NAMES = {1: ("l",), 2: ("h", "w"), 3: ("d", "h", "w")}
 
