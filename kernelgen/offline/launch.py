@@ -111,9 +111,14 @@ def conv_tiles(knobs: Any, form: str, rows: int, cols: int, cin_g: int, taps: in
         bm, bn, bk, warps, stages, flat = 128, min(next_pow2(cols), 32), 16, 4, 2, False
     else:
         flat = form == "forward" and (knobs.FLAT_K if knobs.FLAT_K is not None else cin_g < 16)
-        bn = min(max(next_pow2(cols), 16), 128)
+        # fp32, from an H100 sweep of 68 KernelBench convolutions (benchmarks/conv_tune.py, tf32x3, 2026-11-27):
+        # 256 pixels x 64 channels over 8 warps was the fastest of 12 tiles on 34, 128x32 over 4 on 24, and
+        # 128 channels won twice. Geomean x eager, forward/transposed: these tiles before 0.34/0.40; 256x64
+        # everywhere 0.39/0.35 (a group of 16 channels wastes 3/4 of it); the best of the old tile, 256x64
+        # and 128x32 per problem 0.43/0.51 -- what following the group's channels up to 64 approximates
+        bn = min(max(next_pow2(cols), 16), 64 if fp32 else 128)
         bk = 32 if flat or fp32 else min(max(next_pow2(cin_g), 16), 64)
-        bm = 128 if rows >= 128 * 264 else 64
+        bm = 256 if fp32 and bn >= 64 and rows >= 256 * 264 else 128 if rows >= 128 * 264 else 64
         warps, stages = (8 if bm * bn >= 128 * 128 else 4), (3 if fp32 else 4)
     bm, bn, bk = knobs.BLOCK_M or bm, knobs.BLOCK_N or bn, knobs.BLOCK_K or bk
     warps, stages = knobs.num_warps or warps, knobs.num_stages or stages

@@ -156,18 +156,66 @@ def test_knob_space_pruning_and_round_zero_speak_of_the_convolution() -> None:
     assert "conv 1048576x16" in choice.reason and "(channel, tap) pairs" in choice.reason, choice.reason
 
 
-def test_fp32_convolutions_multiply_near_fp32_whatever_the_tf32_flags(tmp_path: Path) -> None:
-    """fp32 convolutions take three TF32 products on NVIDIA GPUs under either switch (cuDNN runs IEEE
-    algorithms for many shapes even with TF32 allowed, and the oracle holds the kernel to eager's
-    error), IEEE elsewhere; 16-bit inputs do not ask."""
+def test_fp32_convolutions_multiply_near_fp32_unless_one_tf32_product_is_asked_and_allowed(tmp_path: Path) -> None:
+    """fp32 convolutions take three TF32 products on NVIDIA GPUs under either switch by default (cuDNN
+    runs IEEE algorithms for many shapes even with TF32 allowed, and the oracle holds the kernel to
+    eager's error), IEEE elsewhere; the tf32 knob asks for one TF32 product of operands rounded to
+    nearest, granted only while torch.backends.cudnn.allow_tf32 allows it; 16-bit inputs do not ask."""
     module = import_source("conv2d_bias_relu", generate_kernel(ALL["conv2d_bias_relu"]).source, tmp_path)
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
     before = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     try:
         for conv_tf32, mm_tf32 in ((True, False), (False, True), (True, True), (False, False)):
             torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = conv_tf32, mm_tf32
-            assert module._conv_precision(torch.float32, cuda) == "tf32x3"
-            assert module._conv_precision(torch.float32, cpu) == "ieee"
-        assert module._conv_precision(torch.float16, cuda) == "tf32"
+            assert module._conv_precision(torch.float32, cuda, None) == ("tf32x3", False)
+            assert module._conv_precision(torch.float32, cpu, None) == ("ieee", False)
+            asked = ("tf32", True) if conv_tf32 else ("tf32x3", False)
+            assert module._conv_precision(torch.float32, cuda, True) == asked
+        assert module._conv_precision(torch.float16, cuda, True) == ("tf32", False)
     finally:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def _tf32_nearest(t: torch.Tensor) -> torch.Tensor:
+    """Each float32 rounded to the nearest TF32 (10-bit mantissa, ties away from zero), as cuDNN rounds."""
+    return ((t.view(torch.int32).to(torch.int64) + 0x1000) & 0xFFFFE000).to(torch.int32).view(torch.float32)
+
+
+def test_one_tf32_product_rounds_its_operands_to_nearest(tmp_path: Path) -> None:
+    """With the tf32 knob the kernel computes the convolution of its operands rounded to the nearest
+    TF32 (what cuDNN's TF32 algorithms compute), not of the truncated ones the tensor core would read:
+    on the interpreter, whose tl.dot multiplies in fp32, it matches the rounded-operand reference to
+    fp32 rounding, and lies measurably further from the float64 truth than the IEEE kernel."""
+    spec = ALL["conv2d_bias_relu"]
+    ref = load_reference(spec)
+    one = getattr(import_source("conv_tf32", generate_kernel(spec, {"tf32": True}).source, tmp_path), spec.name)
+    ieee = getattr(import_source("conv_ieee", generate_kernel(spec).source, tmp_path), spec.name)
+    inputs = draw_inputs(spec, spec.test_cases[0], "float32", 5, "cpu")
+    truth = ref(*[t.double() for t in inputs])
+    x, w, b = inputs  # the bias is added to the fp32 accumulator, not multiplied
+    rounded = ref(_tf32_nearest(x), _tf32_nearest(w), b)
+    before = torch.backends.cudnn.allow_tf32
+    try:
+        torch.backends.cudnn.allow_tf32 = True
+        got = run_guarded(one, inputs)
+        torch.backends.cudnn.allow_tf32 = False  # the user's switch off: the knob is not granted
+        off = run_guarded(one, inputs)
+    finally:
+        torch.backends.cudnn.allow_tf32 = before
+    exact = run_guarded(ieee, inputs)
+    assert torch.allclose(got, rounded, atol=1e-5, rtol=1e-5), (got - rounded).abs().max()
+    assert torch.equal(off, exact)
+    err_one, err_ieee = (got.double() - truth).abs().max().item(), (exact.double() - truth).abs().max().item()
+    assert err_one > 10 * err_ieee, (err_one, err_ieee)
+
+
+def test_the_tf32_knob_is_timed_only_where_products_are_fp32_tensor_core_ones() -> None:
+    spec = ALL["conv_relu_group_norm"]
+    shapes = {"x": [64, 3, 130, 130], "w": [16, 3, 3, 3], "b": [16], "gw": [16], "gb": [16]}
+    fp32 = {p.value: p for p in prune(spec, "tf32", [None, True], {}, shapes, "float32", 132)}
+    assert fp32[True].kept and "eager's own error" in fp32[True].reason
+    half = {p.value: p for p in prune(spec, "tf32", [None, True], {}, shapes, "float16", 132)}
+    assert not half[True].kept and "float32 products only" in half[True].reason
+    dw = {p.value: p for p in prune(ALL["depthwise2d"], "tf32", [None, True], {}, {"x": [8, 64, 99, 99], "w": [64, 1, 3, 3]},
+                                    "float32", 132)}
+    assert not dw[True].kept and "direct" in dw[True].reason

@@ -149,6 +149,9 @@ def _dot(a: str, b: str, mask_a: str, mask_b: str, depth: str) -> list[str]:
             f"{depth}b = tl.load({b}, mask={mask_b}, other=0.0)",
             f"{depth}if UPCAST:  # operands of two dtypes (an fp32 buffer between stages), or bf16 under the CPU interpreter",
             f"{depth}    a = a.to(tl.float32)", f"{depth}    b = b.to(tl.float32)",
+            f"{depth}if ROUND_TF32:  # to the nearest TF32, as cuDNN rounds: the tensor core would truncate",
+            f"{depth}    a = ((a.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)",
+            f"{depth}    b = ((b.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)",
             f"{depth}acc = tl.dot(a, b, acc=acc, input_precision=PRECISION)"]
 
 
@@ -268,6 +271,7 @@ def _params(g: Graph, st: Stage, ps: list[Port], form: str, dims: tuple[str, ...
         params.append(("FLAT_K: tl.constexpr", "K as flattened (channel, tap) pairs rather than a loop over taps"))
     if form != "direct":
         params += [("PRECISION: tl.constexpr", 'fp32 products: "tf32", "tf32x3" or "ieee"'),
+                   ("ROUND_TF32: tl.constexpr", "fp32 operands rounded to the nearest TF32 before one TF32 product"),
                    ("UPCAST: tl.constexpr", "multiply in fp32: operands of two dtypes, or bf16 under the CPU interpreter")]
     params += [("ROUND: tl.constexpr", "results kept for a later stage rounded to float16 (1), bfloat16 (2), or not (0)"),
                ("I64: tl.constexpr", "64-bit offsets (a buffer of 2**31 elements or more)")]

@@ -27,6 +27,11 @@ class ConvKnobs(KnobsModel):
     # K as flattened (channel, tap) pairs (True) or a loop over taps of BLOCK_K channels (False);
     # None: flattened where a group has fewer than 16 input channels (forward convolutions)
     FLAT_K: Optional[StrictBool] = candidates(None, False, True)
+    # float32 products of a tensor-core convolution as one TF32 product (operands rounded to nearest, as
+    # cuDNN rounds) where PyTorch allows TF32 for convolutions (torch.backends.cudnn.allow_tf32, its
+    # default), instead of three (tf32x3, near IEEE). 2.0-3.5x faster on KernelBench's convolutions (H100),
+    # at cuDNN's TF32 error: the judge keeps it only where eager's own error at that shape allows it
+    tf32: Optional[StrictBool] = candidates(None, True)
     # the later stages, as the nd family's knobs of the same names
     MAX_SINGLE_PASS: Optional[Count] = candidates(None, 4096, 8192, 32768)
     ROW_TILE: Optional[Pow2] = candidates(None, 1024, 2048, 8192, 16384)

@@ -28,6 +28,8 @@ def unread(knob: str, launches: list[StageLaunch]) -> str | None:
         return f"{knob} sets the tiles of the stages after a convolution; this program has none"
     if knob == "FLAT_K" and not any(c.form == "forward" for c in convs):
         return "FLAT_K chooses how a forward convolution walks K; this one is " + "/".join(sorted({c.form for c in convs}))
+    if knob == "tf32" and all(c.form == "direct" for c in convs):
+        return "tf32 chooses a tensor-core convolution's fp32 products; the direct (depthwise) form multiplies in fp32"
     if knob in ("BLOCK_K", "GROUP_SIZE_M") and all(c.form == "direct" for c in convs) and \
             not any(s.kind == "matmul" for s in launches):
         return f"{knob} is a GEMM's; the direct (depthwise) convolution has no K loop over channels"
@@ -66,6 +68,10 @@ def prune_conv(case: StageCase, label: str, resolve: Callable[[Any], KnobsModel]
     def judge(knob: str, value: Any, knobs: KnobsModel) -> Pruned:
         if why:
             return Pruned(value, False, why)
+        if knob == "tf32":  # the same launches, another product: worth timing where the products are fp32
+            return Pruned(value, case.fp32, "one TF32 product instead of three where PyTorch allows TF32 for "
+                          "convolutions, held to eager's own error at each shape" if case.fp32 else
+                          f"tf32 changes float32 products only; this case is {case.itemsize}-byte")
         changed = [(new, old) for new, old in zip(case.launches(knobs), base_launches) if new != old]
         if not changed:
             return Pruned(value, False, f"{knob}={value!r} launches the same kernels, tiles and grids as the base at "

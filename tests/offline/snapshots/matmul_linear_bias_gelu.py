@@ -82,7 +82,7 @@ def _linear_bias_gelu_kernel(
 
 def linear_bias_gelu(x, w, bias):
     """Same signature and results as the reference linear_bias_gelu; the wrapper only allocates, takes views and launches the kernel."""
-    key = (x.shape, x.stride(), x.dtype, w.shape, w.stride(), w.dtype, bias.shape, bias.stride(), bias.dtype, x.device)
+    key = (x.shape, x.stride(), x.dtype, w.shape, w.stride(), w.dtype, bias.shape, bias.stride(), bias.dtype, x.device, torch.backends.cuda.matmul.allow_tf32)
     plan = _PLANS.get(key) or _new_plan(key)  # the first call with this signature: analysed once
     if plan.packed != (None, None):  # fp32 operands the tensor cores must read K-major, 16-byte rows
         x, w = _pack(plan.packed, x, w)
@@ -129,9 +129,10 @@ def _new_plan(key):
     return plan
 
 
-def _plan(x_shape, x_stride, x_dtype, w_shape, w_stride, w_dtype, bias_shape, bias_stride, bias_dtype, device):
+def _plan(x_shape, x_stride, x_dtype, w_shape, w_stride, w_dtype, bias_shape, bias_stride, bias_dtype, device, tf32=None):
     """The plan of one call signature: M, N, K and the strides, the route (the base knobs or the
-    nearest dispatch entry), the tiles, the grid."""
+    nearest dispatch entry), the tiles, the grid. `tf32`: PyTorch's matmul TF32 switch, in the key so
+    that a switch flipped between calls is followed (_precision reads it)."""
     M, K = x_shape
     stride_am, stride_ak = x_stride
     N = w_shape[1]

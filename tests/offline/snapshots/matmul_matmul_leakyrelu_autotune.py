@@ -88,7 +88,7 @@ _matmul_leakyrelu_kernel_autotuned = triton.autotune(
 
 def matmul_leakyrelu(a, b, negative_slope=0.01):
     """Same signature and results as the reference matmul_leakyrelu; the wrapper only allocates, takes views and launches the kernel."""
-    key = (a.shape, a.stride(), a.dtype, b.shape, b.stride(), b.dtype, a.device)
+    key = (a.shape, a.stride(), a.dtype, b.shape, b.stride(), b.dtype, a.device, torch.backends.cuda.matmul.allow_tf32)
     plan = _PLANS.get(key) or _new_plan(key)  # the first call with this signature: analysed once
     if plan.packed != (None, None):  # fp32 operands the tensor cores must read K-major, 16-byte rows
         a, b = _pack(plan.packed, a, b)
@@ -140,9 +140,10 @@ def _new_plan(key):
     return plan
 
 
-def _plan(a_shape, a_stride, a_dtype, b_shape, b_stride, b_dtype, device):
+def _plan(a_shape, a_stride, a_dtype, b_shape, b_stride, b_dtype, device, tf32=None):
     """The plan of one call signature: M, N, K and the strides, the route (the base knobs or the
-    nearest dispatch entry), the tiles, the grid."""
+    nearest dispatch entry), the tiles, the grid. `tf32`: PyTorch's matmul TF32 switch, in the key so
+    that a switch flipped between calls is followed (_precision reads it)."""
     M, K = a_shape
     stride_am, stride_ak = a_stride
     N = b_shape[1]

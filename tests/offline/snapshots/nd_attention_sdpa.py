@@ -334,7 +334,7 @@ def _sdpa_stage2_kernel(
 
 def sdpa(q, k, v):
     """Same signature and results as the reference sdpa; the wrapper only allocates, takes views and launches the kernels."""
-    call_key = (q.shape, q.stride(), q.dtype, k.shape, k.stride(), k.dtype, v.shape, v.stride(), v.dtype, q.device)
+    call_key = (q.shape, q.stride(), q.dtype, k.shape, k.stride(), k.dtype, v.shape, v.stride(), v.dtype, q.device, _switches())
     plan = _PLANS.get(call_key) or _new_plan(call_key)  # the first call with this signature: analysed once
     if plan.copies[0]:
         q = q.contiguous()
@@ -413,8 +413,14 @@ _OUT_DTYPES = {
 }
 
 
-def _plan(q_shape, q_stride, q_dtype, k_shape, k_stride, k_dtype, v_shape, v_stride, v_dtype, device):
-    """Sizes from the inputs' shapes, every stage's layout, the launch constants."""
+def _switches():
+    """PyTorch's TF32 switches for convolutions and matmuls: the precision of this file's fp32 products follows them."""
+    return torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+
+
+def _plan(q_shape, q_stride, q_dtype, k_shape, k_stride, k_dtype, v_shape, v_stride, v_dtype, device, switches=None):
+    """Sizes from the inputs' shapes, every stage's layout, the launch constants. `switches`:
+    PyTorch's TF32 switches, in the key so that one flipped between calls is followed."""
     if len(q_shape) != 4:
         raise ValueError(f"sdpa: q has {len(q_shape)} dims, this kernel takes 4")
     if len(k_shape) != 4:

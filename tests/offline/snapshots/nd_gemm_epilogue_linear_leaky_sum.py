@@ -201,7 +201,7 @@ def _linear_leaky_sum_stage1_split_kernel(
 
 def linear_leaky_sum(x, w, b):
     """Same signature and results as the reference linear_leaky_sum; the wrapper only allocates, takes views and launches the kernels."""
-    call_key = (x.shape, x.stride(), x.dtype, w.shape, w.stride(), w.dtype, b.shape, b.stride(), b.dtype, x.device)
+    call_key = (x.shape, x.stride(), x.dtype, w.shape, w.stride(), w.dtype, b.shape, b.stride(), b.dtype, x.device, _switches())
     plan = _PLANS.get(call_key) or _new_plan(call_key)  # the first call with this signature: analysed once
     if plan.copies[0]:
         x = x.contiguous()
@@ -273,8 +273,14 @@ _OUT_DTYPES = {
 }
 
 
-def _plan(x_shape, x_stride, x_dtype, w_shape, w_stride, w_dtype, b_shape, b_stride, b_dtype, device):
-    """Sizes from the inputs' shapes, every stage's layout, the launch constants."""
+def _switches():
+    """PyTorch's TF32 switches for convolutions and matmuls: the precision of this file's fp32 products follows them."""
+    return torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+
+
+def _plan(x_shape, x_stride, x_dtype, w_shape, w_stride, w_dtype, b_shape, b_stride, b_dtype, device, switches=None):
+    """Sizes from the inputs' shapes, every stage's layout, the launch constants. `switches`:
+    PyTorch's TF32 switches, in the key so that one flipped between calls is followed."""
     if len(x_shape) != 2:
         raise ValueError(f"linear_leaky_sum: x has {len(x_shape)} dims, this kernel takes 2")
     if len(w_shape) != 2:

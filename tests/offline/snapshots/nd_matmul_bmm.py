@@ -86,7 +86,7 @@ def _bmm_stage0_kernel(
 
 def bmm(a, b):
     """Same signature and results as the reference bmm; the wrapper only allocates, takes views and launches the kernels."""
-    call_key = (a.shape, a.stride(), a.dtype, b.shape, b.stride(), b.dtype, a.device)
+    call_key = (a.shape, a.stride(), a.dtype, b.shape, b.stride(), b.dtype, a.device, _switches())
     plan = _PLANS.get(call_key) or _new_plan(call_key)  # the first call with this signature: analysed once
     if plan.copies[0]:
         a = a.contiguous()
@@ -146,8 +146,14 @@ _OUT_DTYPES = {
 }
 
 
-def _plan(a_shape, a_stride, a_dtype, b_shape, b_stride, b_dtype, device):
-    """Sizes from the inputs' shapes, every stage's layout, the launch constants."""
+def _switches():
+    """PyTorch's TF32 switches for convolutions and matmuls: the precision of this file's fp32 products follows them."""
+    return torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+
+
+def _plan(a_shape, a_stride, a_dtype, b_shape, b_stride, b_dtype, device, switches=None):
+    """Sizes from the inputs' shapes, every stage's layout, the launch constants. `switches`:
+    PyTorch's TF32 switches, in the key so that one flipped between calls is followed."""
     if len(a_shape) != 3:
         raise ValueError(f"bmm: a has {len(a_shape)} dims, this kernel takes 3")
     if len(b_shape) != 3:
