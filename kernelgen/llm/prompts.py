@@ -97,13 +97,14 @@ def optimization_messages(spec: OperatorSpec, best_source: str, *, device: Devic
                           performance: PerformanceResult | None = None, diagnosis: Diagnosis | None = None,
                           history: list[HistoryEntry] | None = None, best_round: int = 0, round_k: int | None = None,
                           candidate: int = 1, candidates: int = 1, earlier: list[str] | None = None,
-                          remembered: list[MemoryEntry] | None = None) -> Messages:
+                          remembered: list[MemoryEntry] | None = None, shipped: int | None = None) -> Messages:
     """One optimization proposal: the device's facts, the current best code, its measurements per
     case x dtype, the diagnosis, every earlier round (llm/history), what each change type may touch,
     and the advice for the operator's kind. `earlier`: the CHANGE lines of this round's proposals so
     far, when several are asked for. `remembered`: the tuning memory's entries about this device and
     family (kernelgen.optimize.remember.recalled); those on cases alike to the spec's are quoted with
-    their numbers. The reply starts with CHANGE / TYPE / REASON (llm/replies)."""
+    their numbers. `shipped`: the best round, where the round starts from a later, unjudged one
+    (optimize.resume.start_round). The reply starts with CHANGE / TYPE / REASON (llm/replies)."""
     peaks = performance.peaks if performance is not None else None
     quoted = memory_lines(spec, remembered or [])
     first = remembered[0] if remembered else None
@@ -111,7 +112,7 @@ def optimization_messages(spec: OperatorSpec, best_source: str, *, device: Devic
     return _with_system(spec, render(
         "prompts/optimize.md.j2", best_source=best_source, dev=dev, analysis=cost_lines(spec, dev.peaks), perf=performance,
         unmeasured=unmeasured_cases(spec, performance), diagnosis=diagnosis, history=history or [],
-        best_round=best_round, round_k=round_k, candidate=candidate, candidates=candidates, earlier=earlier or [],
+        best_round=best_round, shipped=shipped, round_k=round_k, candidate=candidate, candidates=candidates, earlier=earlier or [],
         remembered=quoted, remembered_device=first.device if first else "", remembered_family=first.family if first else "",
         **_spec_context(spec)))
 

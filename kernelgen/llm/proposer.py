@@ -65,7 +65,7 @@ class LLMProposer:
             messages = optimization_messages(
                 self.op.spec, ctx.best_source, device=self.device, performance=perf, diagnosis=ctx.diagnosis,
                 history=entries, best_round=ctx.best.round, round_k=ctx.round, candidate=c, candidates=n,
-                earlier=[p.change for p in proposals], remembered=self.remembered)
+                earlier=[p.change for p in proposals], remembered=self.remembered, shipped=ctx.state.best_round)
             outcome = write_and_repair(self.session, self.op, self.device, messages, round_k=ctx.round,
                                        repairs=self.setup.repairs, purpose="optimize", tag=f"candidate-{c}" if n > 1 else "",
                                        check=self._check(ctx))
