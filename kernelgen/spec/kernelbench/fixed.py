@@ -29,7 +29,7 @@ _PINNED_PROBE = 13  # an odd size no channel count of KernelBench's is a multipl
 
 
 def _doubled(value: Size) -> Size:
-    return 2 * value if isinstance(value, int) else tuple(2 * v for v in value)
+    return 2 * value if isinstance(value, int) else type(value)(2 * v for v in value)
 
 
 def _draws(obs: Observation) -> list:
