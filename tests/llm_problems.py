@@ -1,7 +1,8 @@
 """KernelBench-format problem files of this repository's own (KernelBench's files never enter it), for
 the LLM path's prompts and end-to-end runs: a strided, padded 2-D convolution with a bias; a sum over
 one dimension; a GEMM with an epilogue (Linear, scale, GroupNorm); a padded, dilated 1-D max pool
-(KernelBench level 1's 41, whose output length is `L - 13`). Small sizes: the CPU interpreter
+(KernelBench level 1's 41, whose output length is `L - 13`); a whole MLP whose hidden widths are a list
+(KernelBench level 3's 1: three GEMMs, its output `[x[0], network_4_weight[0]]`). Small sizes: the CPU interpreter
 runs their kernels.
 
 `CONV2D_KERNEL` is a real Triton implicit-GEMM kernel for CONV2D (tests/data/conv2d_strided_kernel.py);
@@ -128,7 +129,40 @@ def get_init_inputs():
     return [kernel_size, stride, padding, dilation, return_indices]
 '''
 
-PROBLEMS = {"conv2d_strided": CONV2D, "row_sum_dim": ROW_SUM, "gemm_scale_groupnorm": GEMM_EPILOGUE, "max_pool1d": MAX_POOL1D}
+MLP = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    """A whole MLP: KernelBench level 3's 1, at smaller sizes; its hidden widths come as a list."""
+    def __init__(self, input_size, layer_sizes, output_size):
+        super().__init__()
+        layers = []
+        current_input_size = input_size
+        for layer_size in layer_sizes:
+            layers.append(nn.Linear(current_input_size, layer_size))
+            layers.append(nn.ReLU())
+            current_input_size = layer_size
+        layers.append(nn.Linear(current_input_size, output_size))
+        self.network = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.network(x)
+
+batch_size = 128
+input_size = 2048
+layer_sizes = [2048, 2048]
+output_size = 1024
+
+def get_inputs():
+    return [torch.rand(batch_size, input_size)]
+
+def get_init_inputs():
+    return [input_size, layer_sizes, output_size]
+'''
+
+PROBLEMS = {"conv2d_strided": CONV2D, "row_sum_dim": ROW_SUM, "gemm_scale_groupnorm": GEMM_EPILOGUE, "max_pool1d": MAX_POOL1D,
+            "mlp": MLP}
 
 
 def write_problem(folder: Path, stem: str) -> Path:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kernelgen.llm.devicefacts import cost_lines, prompt_device
+from kernelgen.llm.devicefacts import cost_lines, precision_facts, prompt_device
 from kernelgen.llm.failures import failure_report
-from kernelgen.llm.kinds import operator_kind
+from kernelgen.llm.kinds import describe_layers, model_parts, operator_kind
 from kernelgen.llm.specfacts import fixed_lines, spec_facts
 from kernelgen.llm.untrusted import scrub_candidate_text
 from kernelgen.render import render
@@ -37,17 +37,21 @@ def system_prompt(spec: OperatorSpec) -> str:
     return render("prompts/system.md.j2", spec=spec, allowed_imports=sorted(ALLOWED_IMPORTS - {"__future__"}))
 
 
-def _spec_context(spec: OperatorSpec) -> dict[str, Any]:
+def _spec_context(spec: OperatorSpec, peaks: DevicePeaks | None = None) -> dict[str, Any]:
     from kernelgen.spec.hyperparams import module_constants
     from kernelgen.spec.kernelbench.readback import read_back
     from kernelgen.spec.symbolic import trace_reference
-    from kernelgen.verify.judge.precision import tf32_enabled
 
     trace = trace_reference(spec)
-    return {"spec": spec, "facts": spec_facts(spec), "kind": operator_kind(spec), "problem": read_back(spec),
+    calls = trace.calls if trace is not None else []
+    kind = operator_kind(spec)
+    parts = model_parts(calls) if kind == "model" else []
+    dots = {"convolution", "matmul", "attention"} & {kind, *parts}
+    return {"spec": spec, "facts": spec_facts(spec), "kind": kind, "problem": read_back(spec),
             "calls": trace.ops[:MAX_OPS_SHOWN] if trace is not None else [], "fixed": fixed_lines(spec),
-            "constants": [c.describe() for c in module_constants(spec)], "tf32": tf32_enabled(),
-            "float32": "float32" in spec.dtypes}
+            "constants": [c.describe() for c in module_constants(spec)], "parts": parts,
+            "layers": describe_layers(calls) if kind == "model" else "",
+            "precision": precision_facts(peaks) if dots and "float32" in spec.dtypes else None}
 
 
 def _with_system(spec: OperatorSpec, user: str) -> Messages:
@@ -63,7 +67,7 @@ def generation_messages(spec: OperatorSpec, device: DeviceInfo | None = None, *,
     want = spec.reference is None if want_baseline is None else want_baseline
     dev = prompt_device(device, peaks)
     return _with_system(spec, render("prompts/generate.md.j2", want_baseline=want, dev=dev,
-                                     analysis=cost_lines(spec, dev.peaks), **_spec_context(spec)))
+                                     analysis=cost_lines(spec, dev.peaks), **_spec_context(spec, dev.peaks)))
 
 
 def repair_messages(spec: OperatorSpec, source: str, run: RunRecord, *, verdict: str = "rejected",
@@ -71,7 +75,7 @@ def repair_messages(spec: OperatorSpec, source: str, run: RunRecord, *, verdict:
     """A failing kernel and exactly what failed: every case passing or failing, the violations, the
     error. `intent`: what an optimization round's change was meant to do, so the fix keeps the idea;
     `baseline`: the LLM's own baseline, for a spec without a reference."""
-    return _with_system(spec, render("prompts/repair.md.j2", source=source, report=failure_report(run), verdict=verdict,
+    return _with_system(spec, render("prompts/repair.md.j2", source=source, report=failure_report(run, spec), verdict=verdict,
                                      attempt=attempt, intent=intent, baseline=baseline, **_spec_context(spec)))
 
 
@@ -114,7 +118,7 @@ def optimization_messages(spec: OperatorSpec, best_source: str, *, device: Devic
         unmeasured=unmeasured_cases(spec, performance), diagnosis=diagnosis, history=history or [],
         best_round=best_round, shipped=shipped, round_k=round_k, candidate=candidate, candidates=candidates, earlier=earlier or [],
         remembered=quoted, remembered_device=first.device if first else "", remembered_family=first.family if first else "",
-        **_spec_context(spec)))
+        **_spec_context(spec, dev.peaks)))
 
 
 def memory_lines(spec: OperatorSpec, entries: list[MemoryEntry], limit: int = 12) -> list[str]:

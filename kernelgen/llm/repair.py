@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Callable
 from kernelgen.errors import MalformedReplyError
 from kernelgen.fsutil import atomic_write
 from kernelgen.llm.client import Messages, Session
+from kernelgen.llm.failures import violation_line
 from kernelgen.llm.prompts import malformed_followup, repair_messages
 from kernelgen.llm.replies import ParsedReply, parse_reply, short_reason
 from kernelgen.llm.untrusted import scrub_candidate_text
@@ -106,7 +107,7 @@ def verdict(run: RunRecord) -> tuple[str, str]:
         return "wrong answer", (f"{len(acc.failed_checks)} of {len(acc.checks)} checks failed; first: {first.label}"
                                 f"{output}: {clip(first.message, 200)}")
     if violations:
-        return "violation", "; ".join(f"{v.code}: {v.message}" for v in violations[:2])
+        return "violation", "; ".join(violation_line(v.code, v.message) for v in violations[:2])
     if acc is not None and acc.error:
         last = acc.error.strip().splitlines()[-1]
         return ("compile error" if "CompilationError" in acc.error else "error"), last
