@@ -71,12 +71,15 @@ def generation_messages(spec: OperatorSpec, device: DeviceInfo | None = None, *,
 
 
 def repair_messages(spec: OperatorSpec, source: str, run: RunRecord, *, verdict: str = "rejected",
-                    attempt: int | None = None, intent: str = "", baseline: str | None = None) -> Messages:
+                    attempt: int | None = None, intent: str = "", baseline: str | None = None,
+                    earlier: list[str] | None = None) -> Messages:
     """A failing kernel and exactly what failed: every case passing or failing, the violations, the
     error. `intent`: what an optimization round's change was meant to do, so the fix keeps the idea;
-    `baseline`: the LLM's own baseline, for a spec without a reference."""
+    `baseline`: the LLM's own baseline, for a spec without a reference; `earlier`: one line per reply
+    of an earlier run this one continues (kernelgen.llm.earlier), the kernel being its closest."""
     return _with_system(spec, render("prompts/repair.md.j2", source=source, report=failure_report(run, spec), verdict=verdict,
-                                     attempt=attempt, intent=intent, baseline=baseline, **_spec_context(spec)))
+                                     attempt=attempt, intent=intent, baseline=baseline, earlier=earlier or [],
+                                     **_spec_context(spec)))
 
 
 def malformed_followup(messages: Messages, reply: str, problem: str, remaining: int) -> Messages:

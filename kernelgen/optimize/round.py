@@ -37,7 +37,8 @@ Step = Callable[[str], None]
 CANDIDATES_DIR = "candidates"
 
 
-def _apply(record: RoundRecord, proposal: Proposal, best_source: str, best_file: str, op: OperatorDir) -> None:
+def apply_proposal(record: RoundRecord, proposal: Proposal, best_source: str, best_file: str, op: OperatorDir) -> None:
+    """The proposal's change, reason, detected type, diff and knobs, written into the round's record."""
     record.change = proposal.change
     record.reason = proposal.reason
     record.backend = proposal.backend
@@ -145,7 +146,7 @@ def run_round(op: OperatorDir, state: OpState, k: int, proposer: Proposer, diag:
     atomic_write(rdir / name, chosen.source)
     for fname, text in chosen.files.items():
         atomic_write(rdir / fname, text)
-    _apply(record, chosen, best_source, best.kernel_file, op)
+    apply_proposal(record, chosen, best_source, best.kernel_file, op)
     save_state(op.path, state)
     decision = _judge_candidate(op, state, record, chosen, _origin(proposer), best, best_kernel, device, judge, on_step)
     return _finish(op, state, record, proposer, ctx, chosen, decision, on_step)
