@@ -19,6 +19,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from kernelgen.spec.model import OperatorSpec
+from kernelgen.spec.rnnshapes import rnn_shapes
 from kernelgen.spec.shapes import Case
 from kernelgen.spec.symbolic import SymbolicTrace, trace_reference
 
@@ -46,7 +47,8 @@ def meta_shapes(spec: OperatorSpec, case: Case, dtype: str | None = None) -> lis
     fn = load_reference(spec)
     dtype = dtype or spec.dtypes[0]
     args = [torch.empty(case[i.name], dtype=torch_dtype(spec.input_dtype(i, dtype)), device="meta") for i in spec.inputs]
-    out = without_dynamo(lambda: fn(*args, **spec.param_defaults))  # meta kernels would import it: 3.4 s
+    with rnn_shapes():
+        out = without_dynamo(lambda: fn(*args, **spec.param_defaults))  # meta kernels would import it: 3.4 s
     outs = out if isinstance(out, (tuple, list)) else (out,)
     return [(list(o.shape), str(o.dtype).removeprefix("torch.")) for o in outs if isinstance(o, torch.Tensor)]
 
