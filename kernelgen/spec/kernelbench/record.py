@@ -123,6 +123,15 @@ _SCHEDULES = (torch.linspace, torch.logspace)
 _SCHEDULE_CAP = 1 << 16  # elements: a decay schedule over layers, never a tensor the kernel reads
 
 
+def _function_of_constant(name: str, p: Provenance) -> InitPlan | None:
+    """A function of one constant is a constant (SwinV2's logit_scale: log(10 * ones(heads, 1, 1)))."""
+    constant = canonical(p) if isinstance(p, InitPlan) else None
+    if name not in _UNARY or constant is None or constant.generator not in ("full", "ones", "zeros") or constant.steps:
+        return None
+    value = {"ones": 1.0, "zeros": 0.0}.get(constant.generator, constant.args[0] if constant.args else 0.0)
+    return InitPlan("full", (float(getattr(torch, name)(torch.tensor(value, dtype=torch.float64))),))
+
+
 def _small_schedule(func: Any, args: tuple, kwargs: dict) -> bool:
     steps = args[2] if len(args) > 2 else kwargs.get("steps")
     return isinstance(steps, int) and 0 <= steps <= _SCHEDULE_CAP
@@ -308,9 +317,4 @@ class Recorder:
         if name in ("triu", "tril"):
             k = float(args[1]) if len(args) > 1 else float(kwargs.get("diagonal", 0))
             return _with_step(a0, name, (k,) if k else ())
-        constant = canonical(a0) if isinstance(a0, InitPlan) else None
-        if name in _UNARY and constant is not None and constant.generator in ("full", "ones", "zeros") and not constant.steps:
-            # a function of one constant is a constant (SwinV2's logit_scale: log(10 * ones(heads, 1, 1)))
-            value = {"ones": 1.0, "zeros": 0.0}.get(constant.generator, constant.args[0] if constant.args else 0.0)
-            return InitPlan("full", (float(getattr(torch, name)(torch.tensor(value, dtype=torch.float64))),))
-        return Opaque(f"aten.{name}")
+        return _function_of_constant(name, a0) or Opaque(f"aten.{name}")
