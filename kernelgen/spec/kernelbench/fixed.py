@@ -55,10 +55,11 @@ def reaching_names(src: ProblemSource, perf: Observation) -> dict[str, str]:
 def _pinned(src: ProblemSource, name: str, fits: Callable[[Observation], bool]) -> bool:
     """Whether the module built at KernelBench's sizes refuses this name shrunk alone."""
     value = src.sizes[name]
-    if not isinstance(value, int) or value <= _PINNED_PROBE:
+    if min(ints(value), default=0) <= _PINNED_PROBE:
         return True
+    probe = _PINNED_PROBE if isinstance(value, int) else type(value)(_PINNED_PROBE for _ in value)  # a list as a list
     try:
-        return not fits(observe(src, {name: _PINNED_PROBE}))
+        return not fits(observe(src, {name: probe}))
     except ProblemFileError:
         return True
 
