@@ -83,19 +83,19 @@ def _random_calls(fn: object, inputs: list, spec: OperatorSpec) -> str:
     return ", ".join(dict.fromkeys(seen))
 
 
-NUMERIC_CAP = 1 << 20  # input elements of the smallest case above which 16-bit dtypes are tried on meta tensors only
+NUMERIC_FLOPS = 500e6  # above this a case's 16-bit runs are tried on meta tensors (CPU fp16 convolutions are slow)
 
 
 def runnable_dtypes(spec: OperatorSpec, candidates: tuple[str, ...]) -> list[str]:
     """The candidate dtypes the reference runs in on the CPU, with finite results wherever float32's are.
-    Above NUMERIC_CAP input elements, the dtypes it runs in on meta tensors: level 3's ResNetBasicBlock,
-    whose smallest case is its own 10x3x224x224, spent 148 s in CPU float16 and bfloat16 convolutions
-    (2 cores, 2026-11-27). They are reported beside float32, which decides."""
+    Where the smallest case costs more than NUMERIC_FLOPS, the dtypes it runs in on meta tensors: level
+    3's ResNetBasicBlock (its own 10x3x224x224 is its smallest case, 4 GFLOP) spent 148 s in CPU float16
+    and bfloat16 convolutions (2 cores, 2026-11-27). They are reported beside float32, which decides."""
     import torch
 
     fn = load_reference(spec)
     case = _smallest(spec)
-    if sum(math.prod(s) for s in case.values()) > NUMERIC_CAP:
+    if _flops(fn, spec, case) > NUMERIC_FLOPS:
         return [d for d in candidates if _runs_on_meta(fn, spec, case, d)]
     with torch.no_grad():
         base = _outputs(fn(*draw_inputs(spec, case, "float32", 0, "cpu")))
@@ -138,3 +138,20 @@ def _runs_on_meta(fn: object, spec: OperatorSpec, case: dict, dtype: str) -> boo
     except Exception:  # noqa: BLE001 - an op without this dtype: not a dtype of this problem
         return False
     return True
+
+
+def _flops(fn: object, spec: OperatorSpec, case: dict) -> float:
+    """The case's FLOPs, counted on meta tensors (0 where they cannot be)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from kernelgen.spec.sampling import torch_dtype
+
+    args = [torch.empty(case[i.name], dtype=torch_dtype(spec.input_dtype(i, "float32")), device="meta") for i in spec.inputs]
+    counter = FlopCounterMode(display=False)
+    try:
+        with counter:
+            fn(*args)  # type: ignore[operator]
+    except Exception:  # noqa: BLE001 - an op without a meta kernel: the CPU runs decide
+        return 0.0
+    return float(counter.get_total_flops())
