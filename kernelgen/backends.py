@@ -48,6 +48,7 @@ class FirstKernel:
     attempts: list[str] = field(default_factory=list)
     model_notes: list[str] = field(default_factory=list)  # an LLM's design note and stated causes -> RoundRecord.model_notes
     dispatch: list[dict[str, Any]] = field(default_factory=list)  # the offline kernel's dispatch table -> RoundRecord.dispatch
+    checked: Any = None  # an LLM's repair loop's verdict (RunRecord) on these very bytes: `new` does not check them again
 
 
 class KernelWriter(Protocol):
@@ -85,13 +86,14 @@ class LLMWriter:
     setup: Any  # kernelgen.llm.setup.LLMSetup, validated before anything is written
     backend: Backend = "openai"
     transcript: Any = None  # kernelgen.llm.transcript.Transcript: where `new` keeps the exchanges as they happen
+    earlier: Any = None  # kernelgen.llm.earlier.EarlierAttempts: a failed round 0 this run continues from
 
     def write(self, op: OperatorDir, device: DeviceInfo, on_step: Step) -> FirstKernel:
         from kernelgen.llm.generate import generate
 
-        got = generate(self.setup, op, device, on_step=on_step, transcript=self.transcript)
+        got = generate(self.setup, op, device, on_step=on_step, transcript=self.transcript, earlier=self.earlier)
         return FirstKernel(source=got.source, backend=self.backend, note=got.note, baseline_source=got.baseline_source,
-                           tokens=got.tokens, attempts=got.attempts, model_notes=got.model_notes)
+                           tokens=got.tokens, attempts=got.attempts, model_notes=got.model_notes, checked=got.checked)
 
 
 def kernel_writer(requested: str, spec: OperatorSpec, llm_options: dict[str, Any] | None = None) -> KernelWriter:

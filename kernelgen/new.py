@@ -5,7 +5,11 @@ operator the offline generator cannot serve) fails before anything is written. T
 — files, accuracy check, timing, state and log — happens in a staging folder that is renamed into
 place only when round 0 is finished; an existing output is moved aside, never overwritten. An LLM's
 exchanges are written beside the staging folder as they happen (kernelgen.llm.transcript), so a run
-that fails or is interrupted keeps every reply, and the same command again reuses them.
+that fails or is interrupted keeps every reply, and the same command again reuses them. A finished
+round 0 without a correct kernel is continued, not redone: with an LLM, `new` again (with or without
+--force) sends its closest kernel and the judge's verdict first (kernelgen.llm.earlier), and moves the
+old folder aside at the end. A verdict the repair loop reached on the kernel's very bytes is not
+computed again.
 """
 
 from __future__ import annotations
@@ -31,9 +35,13 @@ from kernelgen.record.state import STATE_FILE, DispatchRecord, OpState, RoundRec
 from kernelgen.spec.given import read_spec
 from kernelgen.verify.judge import integrity
 from kernelgen.verify.judge.runner import open_judge, run_accuracy, run_performance
+from kernelgen.verify.judge.judge import KernelSource
 from kernelgen.verify.judge.session import WorkerSession, early_worker
+from kernelgen.verify.results import RunRecord
 
 if TYPE_CHECKING:
+    from kernelgen.llm.earlier import EarlierAttempts
+    from kernelgen.spec import OperatorSpec
     from kernelgen.llm.transcript import Transcript
 
 Step = Callable[[str], None]
@@ -49,9 +57,21 @@ class NewResult:
 
 
 def _check_and_time(op: OperatorDir, record: RoundRecord, device: DeviceInfo, *, measure: bool, on_step: Step,
-                    spare: WorkerSession | None = None, service: Service | None = None) -> None:
+                    spare: WorkerSession | None = None, service: Service | None = None, known: RunRecord | None = None) -> None:
     """Accuracy first; performance only for a kernel that passed (a wrong kernel has no speed). In the
-    KernelGen service when there is one (`service`: the handle and the device as the user chose it)."""
+    KernelGen service when there is one (`service`: the handle and the device as the user chose it).
+    `known`: the repair loop's verdict, taken as it is when it is about these very bytes (the same
+    kernel and spec draw the same inputs: checking again took half of `new`'s time on the CPU)."""
+    source = op.file("triton").read_text(encoding="utf-8")
+    if known is not None and known.accuracy is not None and known.accuracy.kernel_sha256 == KernelSource(source, "", "file").sha256:
+        record.accuracy = known
+        on_step(f"{op.name}: {record.kernel_file} was checked in the repair loop ({'correct' if known.passed else 'not correct'}); "
+                "not checked again")
+        if known.passed and measure:
+            with open_judge(op, device, spare=spare) as judge:
+                on_step(f"{op.name}: measuring performance")
+                record.performance = run_performance(op, device, judge=judge)
+        return
     if service is not None:
         from kernelgen.serve.commands import check_remotely
 
@@ -70,8 +90,10 @@ def _check_and_time(op: OperatorDir, record: RoundRecord, device: DeviceInfo, *,
             record.performance = run_performance(op, device, judge=judge)
 
 
-def _round0(op: OperatorDir, spec_text: str, writer: KernelWriter, dev: DeviceInfo, on_step: Step) -> tuple[OpState, RoundRecord]:
-    """Write the files and round 0's record into the (staging) folder; nothing checked yet."""
+def _round0(op: OperatorDir, spec_text: str, writer: KernelWriter, dev: DeviceInfo,
+            on_step: Step) -> tuple[OpState, RoundRecord, RunRecord | None]:
+    """Write the files and round 0's record into the (staging) folder; nothing checked yet, but the
+    repair loop's verdict on the kernel, where an LLM wrote it, comes back with them."""
     spec = op.spec
     write_trusted_files(op.path, spec, spec_text, render_baseline(spec))
     generated: FirstKernel = writer.write(op, dev, on_step)
@@ -92,7 +114,20 @@ def _round0(op: OperatorDir, spec_text: str, writer: KernelWriter, dev: DeviceIn
                          model_notes=generated.model_notes,
                          dispatch=[DispatchRecord.model_validate(d) for d in generated.dispatch])
     state.rounds.append(record)
-    return state, record
+    return state, record, generated.checked
+
+
+def _earlier(final: Path, spec: OperatorSpec, spec_text: str, backend: str) -> EarlierAttempts | None:
+    """The finished round 0 without a correct kernel that an LLM run continues from: the same spec, a
+    reference to check against (an LLM's own baseline is not carried over), not the offline generator."""
+    from kernelgen.backends import resolve_backend
+    from kernelgen.llm.earlier import failed_round0
+
+    spec_file = final / "spec.yaml"
+    if (spec.reference is None or resolve_backend(backend) == "offline" or not spec_file.is_file()
+            or spec_file.read_text(encoding="utf-8") != spec_text):
+        return None
+    return failed_round0(final)
 
 
 def _transcript_for(writer: KernelWriter, out_root: Path, name: str, on_step: Step) -> Transcript | None:
@@ -167,7 +202,8 @@ def _new_operator(spec_path: Path, *, out_root: str | Path, backend: str, device
     # done, as an interrupted run of an older KernelGen left) holds nothing to keep working on: it
     # is moved aside like --force would, rather than blocking the command that fixes it.
     half_made = final.exists() and (final / STATE_FILE).is_file() and not operator_status(final).complete
-    if final.exists() and not force and not half_made:
+    earlier = _earlier(final, spec, spec_text, backend) if final.exists() and not half_made else None
+    if final.exists() and not force and not half_made and earlier is None:
         raise OutputExistsError(f"{final} already exists", hint="pass --force to regenerate; the old directory is moved aside, not deleted")
     on_step(f"{spec.name}: generating the kernel ({backend})")
     try:
@@ -177,6 +213,8 @@ def _new_operator(spec_path: Path, *, out_root: str | Path, backend: str, device
                                   f"{'is unchanged' if final.exists() else 'was not created'})",
                                   hint="run the same command again") from None
 
+    if earlier is not None:
+        writer.earlier = earlier  # type: ignore[attr-defined] - an LLMWriter
     Path(out_root).mkdir(parents=True, exist_ok=True)
     transcript = _transcript_for(writer, Path(out_root), spec.name, on_step)
     # Interrupting leaves NO folder rather than one to resume: all of round 0 runs in the staging
@@ -191,8 +229,8 @@ def _new_operator(spec_path: Path, *, out_root: str | Path, backend: str, device
     moved: Path | None = None
     try:
         op = OperatorDir(staging, spec)
-        state, record = _round0(op, spec_text, writer, dev, on_step)
-        _check_and_time(op, record, dev, measure=measure, on_step=on_step, spare=spare, service=service)
+        state, record, checked = _round0(op, spec_text, writer, dev, on_step)
+        _check_and_time(op, record, dev, measure=measure, on_step=on_step, spare=spare, service=service, known=checked)
         record.finished_at = now()
         correct = bool(record.accuracy and record.accuracy.passed)
         record.kept = correct

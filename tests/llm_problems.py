@@ -1,6 +1,8 @@
 """KernelBench-format problem files of this repository's own (KernelBench's files never enter it), for
 the LLM path's prompts and end-to-end runs: a strided, padded 2-D convolution with a bias; a sum over
-one dimension; a GEMM with an epilogue (Linear, scale, GroupNorm). Small sizes: the CPU interpreter
+one dimension; a GEMM with an epilogue (Linear, scale, GroupNorm); a padded, dilated 1-D max pool
+(KernelBench level 1's 41, whose output length is `L - 13`); a whole MLP whose hidden widths are a list
+(KernelBench level 3's 1: three GEMMs, its output `[x[0], network_4_weight[0]]`). Small sizes: the CPU interpreter
 runs their kernels.
 
 `CONV2D_KERNEL` is a real Triton implicit-GEMM kernel for CONV2D (tests/data/conv2d_strided_kernel.py);
@@ -95,7 +97,72 @@ def get_init_inputs():
     return [in_features, out_features, scale, num_groups]
 '''
 
-PROBLEMS = {"conv2d_strided": CONV2D, "row_sum_dim": ROW_SUM, "gemm_scale_groupnorm": GEMM_EPILOGUE}
+MAX_POOL1D = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    """Max Pooling 1D with padding and dilation: KernelBench level 1's 41, at smaller sizes."""
+    def __init__(self, kernel_size: int, stride: int = None, padding: int = 0, dilation: int = 1, return_indices: bool = False):
+        super().__init__()
+        self.maxpool = nn.MaxPool1d(kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation,
+                                    return_indices=return_indices)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.maxpool(x)
+
+batch_size = 2
+features = 3
+sequence_length = 1024
+
+kernel_size = 8
+stride = 1
+padding = 4
+dilation = 3
+return_indices = False
+
+def get_inputs():
+    x = torch.rand(batch_size, features, sequence_length)
+    return [x]
+
+def get_init_inputs():
+    return [kernel_size, stride, padding, dilation, return_indices]
+'''
+
+MLP = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    """A whole MLP: KernelBench level 3's 1, at smaller sizes; its hidden widths come as a list."""
+    def __init__(self, input_size, layer_sizes, output_size):
+        super().__init__()
+        layers = []
+        current_input_size = input_size
+        for layer_size in layer_sizes:
+            layers.append(nn.Linear(current_input_size, layer_size))
+            layers.append(nn.ReLU())
+            current_input_size = layer_size
+        layers.append(nn.Linear(current_input_size, output_size))
+        self.network = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.network(x)
+
+batch_size = 128
+input_size = 2048
+layer_sizes = [2048, 2048]
+output_size = 1024
+
+def get_inputs():
+    return [torch.rand(batch_size, input_size)]
+
+def get_init_inputs():
+    return [input_size, layer_sizes, output_size]
+'''
+
+PROBLEMS = {"conv2d_strided": CONV2D, "row_sum_dim": ROW_SUM, "gemm_scale_groupnorm": GEMM_EPILOGUE, "max_pool1d": MAX_POOL1D,
+            "mlp": MLP}
 
 
 def write_problem(folder: Path, stem: str) -> Path:
@@ -113,3 +180,17 @@ def conv2d_wrong_kernel() -> str:
     src = conv2d_kernel()
     assert src.count(" - PADDING + ") == 2
     return src.replace(" - PADDING + ", " + ")
+
+
+def max_pool1d_kernel() -> str:
+    """A Triton max pool for MAX_POOL1D (kernel 8, stride 1, padding 4, dilation 3): the window's
+    out-of-range positions load -inf."""
+    return (DATA / "max_pool1d_kernel.py").read_text(encoding="utf-8")
+
+
+def max_pool1d_zero_padded_kernel() -> str:
+    """The same kernel padding with 0 instead of -inf: right wherever a window holds a non-negative
+    value, so right on every `torch.rand` draw, and wrong at the edges of negative data."""
+    src = max_pool1d_kernel()
+    assert src.count('other=float("-inf")') == 1
+    return src.replace('other=float("-inf")', "other=0.0")

@@ -261,8 +261,9 @@ REFUSALS = [
                                              "return [torch.rand(batch_size, in_features), 'fast']"), "returns a str ('fast') as input 1"),
     ("randomness", lambda s: s.replace("return self.leaky_relu(", "return nn.functional.dropout(").replace(
         "self.gemm(x) * self.multiplier)", "self.gemm(x), 0.5, True)"), "the forward draws random numbers"),
-    ("plain tensor", lambda s: s.replace("self.multiplier = multiplier", "self.multiplier = torch.ones(1) * multiplier"),
-     "plain tensor attribute `multiplier`"),
+    # a plain tensor attribute is an input like a buffer (level 3's GRUs keep h0 so): refused only where no init draws it
+    ("plain tensor", lambda s: s.replace("self.multiplier = multiplier", "self.multiplier = multiplier\n        self.idx = torch.arange(4.0)"),
+     "Model's attribute `idx` is made in a way no spec `init` can draw (aten.arange)"),
     ("raises on import", lambda s: s.replace("negative_slope = 0.1", "negative_slope = undefined_name"),
      "NameError: name 'undefined_name' is not defined (line 19: `negative_slope = undefined_name`)"),
     ("inexpressible init", lambda s: s.replace("self.multiplier = multiplier",

@@ -5,7 +5,10 @@ server (tests/fake_llm_server.py), on the CPU interpreter:
   a wrong first kernel (it forgets the padding), then a real Triton implicit-GEMM kernel after one
   repair; the same run again through `--backend replay`, with no endpoint;
 - a forced failure (the endpoint fails the repair request): nothing is written but the transcript,
-  the error says where it is, and the same command again reuses its reply instead of paying for it.
+  the error says where it is, and the same command again reuses its reply instead of paying for it;
+- KernelBench level 1's 41 (a padded, dilated max pool, at smaller sizes): a kernel padding with 0
+  instead of -inf, right on every `torch.rand` draw, is refused on the judge's negated case, and the
+  repair prompt says so and where (the start of the length); the prompt states the output rule `x[2] - 13`.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from fake_llm_server import FakeLLMServer, fenced, honest_kernel, llm_env, ok, status, wrong_kernel  # noqa: F401
-from llm_problems import conv2d_kernel, conv2d_wrong_kernel, write_problem
+from llm_problems import conv2d_kernel, conv2d_wrong_kernel, max_pool1d_kernel, max_pool1d_zero_padded_kernel, write_problem
 from typer.testing import CliRunner
 
 from kernelgen.cli import app
@@ -114,3 +117,22 @@ def test_a_crash_beside_the_model_keeps_the_transcript_and_says_where(llm_env, t
     (kept,) = out.iterdir()
     note = " ".join(result.exception.__notes__)
     assert kept.name.startswith(f"broadcast{MARK}") and f"kept in {kept}" in note and (kept / "0001_generate.json").is_file()
+
+
+def test_a_zero_padded_max_pool_is_refused_naming_the_generated_case(llm_env, tmp_path):  # noqa: F811
+    problem = write_problem(tmp_path, "max_pool1d")
+    out = tmp_path / "out"
+    script = [ok(fenced(max_pool1d_zero_padded_kernel(), "One program per 128 outputs of a row; padding is a masked load.")),
+              ok(fenced(max_pool1d_kernel(), "CAUSE: the padding loaded 0 where a max needs -inf."))]
+    with FakeLLMServer(script) as server:
+        result = CliRunner().invoke(app, ["new", str(problem), "--backend", "openai", "--model", "fake-model", "--out",
+                                          str(out), "--no-bench"], env={"OPENAI_BASE_URL": server.url})
+        generate, repair = (server.messages(i)[1]["content"] for i in range(2))
+    assert result.exit_code == 0, result.output
+    op_dir = out / "kb_max_pool1d"
+    assert _attempt_kinds(op_dir) == ["attempt 1: wrong answer", "attempt 2: correct"]
+    first = json.loads((op_dir / "state.json").read_text())["rounds"][0]["attempts"][0]
+    assert "checks failed; first: case 0 negated x[2, 3, 181] float32" in first  # the generated case, named
+    assert "shape [`x[0]`, `x[1]`, `x[2] - 13`] ([2, 3, 1011] at the performance case" in generate
+    assert "- case 0 negated x[2, 3, 181] float32, output `out`: 3 of 3 checks fail" in repair
+    assert "elements differ" in repair and "at the start of dim 2" in repair and 'other=0.0' in repair

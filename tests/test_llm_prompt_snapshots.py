@@ -1,6 +1,7 @@
-"""Checked-in generate prompts, as a model sees them, for a convolution, a reduction and a GEMM with an
-epilogue (KernelBench-format files of our own, tests/llm_problems.py), on an H100 with measured
-ceilings. A change to the templates or to what the prompt derives shows here as a diff of real output.
+"""Checked-in generate prompts, as a model sees them, for a convolution, a reduction, a GEMM with an
+epilogue, a padded max pool (its output length `x[2] - 13`) and a whole MLP (three GEMMs: a model, its
+output rule `[x[0], network_4_weight[0]]`) — KernelBench-format files of our own, tests/llm_problems.py —
+on an H100 with measured ceilings. A change to the templates or to what the prompt derives shows here as a diff of real output.
 When the change is intended, refresh the snapshots and commit them with it:
 
     KERNELGEN_UPDATE_SNAPSHOTS=1 python3 -m pytest tests/test_llm_prompt_snapshots.py
@@ -35,6 +36,10 @@ CASES = {
                                       "`(x[3] - conv_weight[3]) // 2 + 2`]", "[4, 32, 32, 24]"),
     "row_sum_dim": ("reduction", "[`x[0]`, `1`, `x[2]`]", "[64, 1, 384]"),
     "gemm_scale_groupnorm": ("matmul", "[`x[0]`, `gemm_weight[0]`]", "[256, 512]"),
+    # the pooling's meta kernel pins the length in the symbolic run: the rule is fitted over the cases
+    "max_pool1d": ("pooling", "[`x[0]`, `x[1]`, `x[2] - 13`]", "[2, 3, 1011]"),
+    # a model built once per size pins every size: its output's width is the last layer's, fitted
+    "mlp": ("model", "[`x[0]`, `network_4_weight[0]`]", "[128, 1024]"),
 }
 
 
@@ -52,7 +57,8 @@ def test_generate_prompt_matches_its_snapshot(stem, tmp_path, h100):
     spec = read_spec(write_problem(tmp_path, stem)).spec
     user = generation_messages(spec, GPU)[1]["content"]
     kind, rule, at_perf = CASES[stem]
-    assert f"a **{kind}** operator" in user and f"## Advice for a {kind} operator" in user
+    assert (f"a **{kind}** operator" if kind != "model" else "a whole **model**") in user
+    assert f"## Advice for a {kind} operator" in user and "no rule over the input sizes" not in user
     assert f"shape {rule} ({at_perf} at the performance case; checked on every test case)" in user, user
     path = SNAPSHOTS / f"{stem}.md"
     if os.environ.get(REFRESH) == "1":
@@ -70,7 +76,7 @@ def test_generate_prompt_matches_its_snapshot(stem, tmp_path, h100):
 def test_a_convolution_prompt_states_the_tf32_policy_and_what_the_judge_keeps(tmp_path, h100):
     user = generation_messages(read_spec(write_problem(tmp_path, "conv2d_strided")).spec, GPU)[1]["content"]
     assert "Implicit GEMM" in user and "tl.dot" in user and "output pixels x output channels" in user
-    assert "`torch.backends.cudnn.allow_tf32` defaults to True" in user and "`KERNELGEN_TF32` is unset" in user
+    assert "`torch.backends.cudnn.allow_tf32`, on here, PyTorch's default" in user and "`KERNELGEN_TF32` unset" in user
     assert "`conv` (Conv2d): stride=(2, 2), padding=(1, 1), dilation=(1, 1), groups=1" in user
     assert "`conv_weight[2]` = 3, `conv_weight[3]` = 3 (`conv`'s kernel_size)" in user
     assert "pointwise" not in user and "Category" not in user
@@ -79,3 +85,19 @@ def test_a_convolution_prompt_states_the_tf32_policy_and_what_the_judge_keeps(tm
 def test_every_snapshot_has_a_case():
     stale = sorted({p.stem for p in SNAPSHOTS.glob("*.md")} - set(CASES))
     assert not stale, f"snapshots without a case in CASES (delete them): {stale}"
+
+
+def test_float32_gemm_advice_agrees_with_the_ceiling_it_states(tmp_path, h100):
+    """TF32 off (PyTorch's default): the cost lines hold a float32 GEMM to three TF32 products (tf32x3,
+    a third of TF32's rate, above FP32's), and the advice names the same, never "leave input_precision
+    unset" (IEEE FP32 at 51 TFLOP/s on this H100)."""
+    user = generation_messages(read_spec(write_problem(tmp_path, "gemm_scale_groupnorm")).spec, GPU)[1]["content"]
+    assert "tf32x3: a third of the TF32 rate" in user.split("## What the performance case costs at best")[1].split("##")[0]
+    assert 'pass `input_precision="tf32x3"` to `tl.dot`' in user and "(tf32x3: a third of the TF32 rate, above FP32's; TF32 off, 126 TFLOP/s)" in user
+    assert "leave `input_precision` unset" not in user and "Float32 convolutions" not in user  # no convolution here
+
+
+def test_the_mlp_is_a_model_of_three_gemms_that_may_take_several_kernels(tmp_path, h100):
+    user = generation_messages(read_spec(write_problem(tmp_path, "mlp")).spec, GPU)[1]["content"]
+    assert "a whole **model**, 3 GEMMs (addmm) in a chain" in user and "several kernels and intermediate buffers" in user
+    assert "matmul operator" not in user and "### Layers of kind matmul" in user and "`torch.empty`" in user

@@ -131,6 +131,10 @@ def test_spec_section_states_dtypes_shape_relations_and_output_rules():
     ({"category": "other", "reference": "def op(x):\n    return torch.sigmoid(x) * x\n"}, "pointwise"),
     ({"category": "broadcast", "reference": "def op(x):\n    return x + 1\n"}, "pointwise"),
     ({"category": "matmul", "reference": "def op(x):\n    return x @ x.transpose(-1, -2)\n"}, "matmul"),
+    # a chain of GEMMs is a model, whatever the category says (KernelBench level 3's MLP was "a matmul operator")
+    ({"category": "matmul", "reference": "def op(x):\n    return torch.relu(torch.relu(x @ x.mT) @ x) @ x.mT\n"}, "model"),
+    ({"category": "other", "reference": "def op(x):\n    return (x @ x.mT).relu() @ x\n"}, "model"),
+    ({"category": "other", "reference": "def op(x):\n    q = x.mT @ x\n    return F.scaled_dot_product_attention(q, q, q)\n"}, "model"),
 ])
 def test_operator_kind_from_the_reference_before_the_category(fields, kind):
     assert operator_kind(_spec(**fields)) == kind
@@ -138,7 +142,7 @@ def test_operator_kind_from_the_reference_before_the_category(fields, kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_kind_has_advice_grounded_in_a_named_source(kind):
-    text = render(f"prompts/advice/{kind}.md.j2")
+    text = render(f"prompts/advice/{kind}.md.j2", layers="3 GEMMs (addmm) in a chain", parts=[])  # a model's own lines
     assert 3 <= text.count("\n- ") + 1 <= 7, "a few lines each"
     assert "tutorial" in text or "Liger" in text or "FlagGems" in text or "PyTorch's own" in text or kind == "indexing"
 
@@ -178,6 +182,38 @@ def test_repair_prompt_lists_passing_and_failing_cases_with_more_lines_and_unwri
             "[case 10 float32]") in user  # the exact violation text
     assert "sk-live-" not in user and "tok-0123456789abcdef" not in user and "[REDACTED]" in user
     assert "CAUSE:" in user
+
+
+def test_repair_prompt_says_where_errors_lie_and_names_an_out_of_bounds_read(spec):
+    """Edges: every failing case's worst element within the first indices of the last dim (a padding
+    or a mask), whatever the case's size; a read of memory the kernel never wrote, though it wrote every
+    element, is an out-of-bounds read, not "unwritten-output"."""
+    failing = [_check(c, "float32", False, seed=s, mismatches=3, worst_index=[c, s], message=f"3 of {64 * (c + 1)} elements differ")
+               for c in (1, 2, 3) for s in (0, 1)]
+    passing = [_check(0, "float32", True)]
+    oob = Violation(code="unwritten-output", message="case 0 float32 seed 1 (two fills): 5 element(s) change with the poison "
+                                                      "fill: the kernel reads or returns memory it never wrote")
+    acc = AccuracyResult(op="broadcast", kernel="k.py", device="cpu", interpreter=True, compiled=True, correct=False,
+                         seeds=[0, 1], checks=passing + failing, violations=[oob])
+    run = RunRecord(kind="accuracy", status="failed", exit_code=1, duration_s=1.0, accuracy=acc)
+    user = repair_messages(spec, "def broadcast(x, bias):\n    pass\n", run, verdict="wrong answer")[1]["content"]
+    assert ("Where the errors lie, over every failing case: the worst element of every failing check (6 distinct) lies "
+            "at the start of dim 1 (its first 3 indices)") in user
+    assert "where: 2.34% of the elements differ; the worst element of the failing checks (1 distinct)" not in user
+    assert "- case 1 x[2, 64] bias[64] float32, output `out`: 2 of 2 checks fail" in user and "where: 2.34% of the elements differ" in user
+    assert "out-of-bounds read: case 0 float32 seed 1 (two fills): 5 element(s) change with the poison fill" in user
+    assert "a load past the end of an input or a buffer" in user and "(the judge's code: unwritten-output)" in user
+    assert not any(line.startswith("- unwritten-output") for line in user.splitlines())
+
+
+def test_where_errors_finds_a_stride_one_index_or_nothing():
+    from kernelgen.llm.failures import where_errors
+
+    shape = [64, 64]
+    assert "at indices 1 mod 4 of dim 1 (a stride of 4)" in where_errors([([r, c], shape) for r, c in ((3, 5), (9, 13), (20, 41))])
+    assert "at index 7 of dim 0 every time" in where_errors([([7, c], shape) for c in (10, 20, 31)])
+    assert "at the edges of dim 0" in where_errors([([r, 30], [64, 64]) for r in (0, 63)] + [([1, 40], [64, 64])])
+    assert where_errors([([r, c], shape) for r, c in ((10, 10), (20, 33), (31, 50))]).endswith("share no edge, index or stride")
 
 
 def _perf(cases: list[PerfCase], measured: bool = True) -> RunRecord:

@@ -32,6 +32,18 @@ def test_kernel_and_wrapper_in_two_blocks_are_joined(spec):
     assert "_broadcast_kernel" in parsed.source and "def broadcast(" in parsed.source
 
 
+def test_a_model_answer_may_be_several_kernels_in_several_blocks(spec):
+    """A whole model (KernelBench level 3) takes a kernel per layer: each in its own block, then the wrapper
+    launching them in turn through a buffer, are one file."""
+    gemm = "@triton.jit\ndef _layer_kernel(x_ptr, w_ptr, out_ptr, n):\n    pass\n"
+    act = "@triton.jit\ndef _relu_kernel(x_ptr, out_ptr, n):\n    pass\n"
+    wrapper = ("def broadcast(x, bias):\n    h = torch.empty_like(x)\n    _layer_kernel[(1,)](x, bias, h, x.numel())\n"
+               "    out = torch.empty_like(x)\n    _relu_kernel[(1,)](h, out, x.numel())\n    return out\n")
+    reply = "".join(f"```python\n{code}```\n" for code in ("import torch\nimport triton\n\n" + gemm, act, wrapper))
+    source = parse_reply(reply, spec).source
+    assert source.index("_layer_kernel(x_ptr") < source.index("_relu_kernel(x_ptr") < source.index("def broadcast(")
+
+
 def test_extra_usage_block_and_think_section_are_ignored(spec):
     reply = ("<think>```python\ndef broadcast(a):\n    pass\n```</think>\n" + fenced(honest_kernel())
              + "\nUsage:\n```bash\npython run.py\n```\n")

@@ -109,6 +109,7 @@ def test_llm_loop_on_the_interpreter_checks_and_keeps_nothing(llm_env, tmp_path)
         outcome = optimize_operator(op, resolve_device("cpu"), proposer, rounds=3)
         assert len(server.requests) == 4
         repair_prompt = server.messages(3)[-1]["content"]
+        prompts = [server.messages(i)[-1]["content"] for i in range(3)]
     st = outcome.state
     r1, r2, r3 = st.rounds[1:]
     assert not any(r.kept for r in (r1, r2, r3)) and not any(r.judged for r in (r1, r2, r3))
@@ -117,6 +118,13 @@ def test_llm_loop_on_the_interpreter_checks_and_keeps_nothing(llm_env, tmp_path)
     assert r3.outcome.startswith("rejected") and r3.accuracy and not r3.accuracy.passed
     assert "differ" in repair_prompt  # the model was told what failed
     assert st.best_round == 0 and op.file("triton").read_text() == seed  # nothing promoted on interpreter timings
+    # the rounds build on each other: each starts from the newest correct one, unjudged, never "reverted"
+    assert [r.base_round for r in (r1, r2, r3)] == [0, 1, 2]
+    assert not any("reverted" in text for text in prompts)
+    assert "### Round 1: unjudged (started from round 0)" in prompts[1] and "Unjudged: correct, but nothing here could time it" in prompts[1]
+    assert "The kernel to improve: `broadcast_triton.py` of round 1" in prompts[1] and fast.rstrip() in prompts[1]
+    assert "The kernel to improve: `broadcast_triton.py` of round 2" in prompts[2] and slow.rstrip() in prompts[2]
+    assert "Do not repeat a change" not in prompts[2]  # nothing was rejected or reverted yet
     assert st.tokens.calls == 4 and r1.tokens.prompt_tokens == 1000
     for k in (1, 2, 3):
         d = op.round_dir(k)
@@ -127,6 +135,9 @@ def test_llm_loop_on_the_interpreter_checks_and_keeps_nothing(llm_env, tmp_path)
     rows = [ln for ln in log.splitlines() if ln.startswith("| ") and ln[2].isdigit()]
     assert [r.split("|")[-2].strip() for r in rows[1:]] == ["unjudged (correct; no device)"] * 2 + ["reverted (rejected)"]
     assert "2 correct but unjudged (no device to time on)" in log and "## Final summary" in log
+    timing = log.split("## Timing the unjudged rounds", 1)[1]  # the log ends with how to time them on a GPU
+    assert f"`kernelgen bench {op.path}`: the shipped kernel (round 0's)" in timing
+    assert f"`kernelgen bench {op.path} --kernel {op.path}/rounds/round_2/broadcast_triton.py`: round 2 (1x4 tiles)" in timing
     assert (op.path / "speedup.png").read_bytes()[:4] == b"\x89PNG"
 
 

@@ -341,3 +341,64 @@ def yaml_spec(name: str) -> str:
     import yaml
 
     return yaml.safe_dump({**SPEC, "name": name, "reference": SPEC["reference"].replace("broadcast", name)})
+
+
+# --- a round's idea and its change agree -----------------------------------------------------------
+TILES = {"BLOCK_SIZE": [4096, 512, 8192], "num_warps": [None, 4]}
+
+
+def _tiles_generate(spec, knobs=None, dispatch=None):  # noqa: ANN001, ANN202
+    return _Kern({k: v[0] for k, v in TILES.items()} | dict(knobs or {}), dispatch)
+
+
+def test_a_larger_tile_idea_tries_only_larger_tiles_and_its_text_is_the_change():
+    spec = validate_spec_data({**SPEC, "dtypes": ["float16"]}, run_reference=False)
+    planner = OfflinePlanner(spec, generate=_tiles_generate, space_fn=lambda s: TILES)
+    r0 = RoundRecord(round=0, started_at="t", finished_at="t", backend="offline", kernel_file="r0.py", kept=True,
+                     knobs={"BLOCK_SIZE": 4096, "num_warps": None})
+    state = OpState(name="broadcast", created_at="t", backend="offline", device="cpu", rounds=[r0], best_round=0)
+    ctx = RoundContext(op=None, state=state, round=1, best=r0, best_source=_tiles_generate(spec).source,  # type: ignore[arg-type]
+                       diagnosis=diagnose(None, 0, None))
+    (only,) = planner.propose(ctx)  # 2-byte elements: "larger BLOCK_SIZE"; 512 is smaller, so not under this idea
+    assert (only.knob, only.knob_from, only.knob_to) == ("BLOCK_SIZE", 4096, 8192)
+    assert only.hypothesis.idea.startswith("BLOCK_SIZE 4096 -> 8192: larger BLOCK_SIZE for 2-byte dtypes")
+    assert "Idea: BLOCK_SIZE 4096 -> 8192: larger" in only.reason
+
+
+def test_a_round_whose_idea_and_change_disagree_cannot_be_logged():
+    from kernelgen.errors import KernelGenError
+    from kernelgen.record.state import Hypothesis
+
+    spec = validate_spec_data(SPEC, run_reference=False)
+    state = _state()
+    r1 = state.rounds[1]
+    r1.knob, r1.knob_from, r1.knob_to = "BLOCK_SIZE", 4096, 512
+    r1.hypothesis = Hypothesis(knob="BLOCK_SIZE", idea="larger BLOCK_SIZE for 2-byte dtypes, so each thread moves 16 bytes per load")
+    with pytest.raises(KernelGenError, match=r"round 1 cannot be logged: its idea .* asks for a larger BLOCK_SIZE, its "
+                                             r"change made it smaller \(4096 -> 512\)"):
+        render_log(state, spec)
+    r1.knob_to = 8192
+    assert "larger BLOCK_SIZE for 2-byte dtypes" in render_log(state, spec)
+    r1.hypothesis = Hypothesis(knob="num_warps", idea="more (or fewer) warps per program")
+    with pytest.raises(KernelGenError, match="its idea is about num_warps, its change moves BLOCK_SIZE"):
+        render_log(state, spec)
+
+
+def test_unjudged_rounds_are_neither_kept_nor_reverted_and_the_log_ends_with_how_to_time_them(tmp_path):
+    from kernelgen.optimize.resume import start_round
+
+    spec = validate_spec_data(SPEC, run_reference=False)
+    state = _state()
+    for r in state.rounds[2:]:
+        r.judged, r.kept = False, False
+    state.rounds[3].accuracy = _acc(True)  # round 3 correct too: the newest correct unjudged round
+    state.best_round = 0
+    assert start_round(state, judged=False).round == 3 and start_round(state, judged=True).round == 0
+    text = render_log(state, spec, tmp_path / "generated" / "broadcast")
+    tail = text.split("## Timing the unjudged rounds", 1)[1]
+    op = tmp_path / "generated" / "broadcast"
+    assert f"`kernelgen bench {op}`: the shipped kernel (round 0's)" in tail
+    assert f"`kernelgen bench {op} --kernel {op}/rounds/round_2/broadcast_triton.py`: round 2 (grid 2d -> 1d)" in tail
+    assert f"--kernel {op}/rounds/round_3/broadcast_triton.py`: round 3" in tail and "round 1 (" not in tail
+    rows = [ln for ln in text.splitlines() if ln.startswith("| ") and ln[2].isdigit()]
+    assert [r.split("|")[-2].strip() for r in rows][2:] == ["unjudged (correct; no device)"] * 2

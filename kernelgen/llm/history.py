@@ -22,7 +22,7 @@ class HistoryEntry(BaseModel):
 
     round: int
     base_round: int | None
-    verdict: str  # kept | reverted | rejected | initial
+    verdict: str  # kept | reverted | rejected | unjudged | initial
     backend: str
     change: str
     claimed_type: str | None
@@ -44,12 +44,16 @@ def bounded_diff(diff: str, limit: int = DIFF_LINES) -> tuple[str, int]:
 
 
 def _verdict(r: RoundRecord) -> str:
+    """kept, rejected (not correct), reverted (correct, timed, not faster), or unjudged: correct and
+    never timed (no device could), so neither kept nor reverted, and the next round builds on it."""
     if r.round == 0:
         return "initial"
     if r.kept:
         return "kept"
     if r.accuracy is None or not r.accuracy.passed:
         return "rejected"
+    if not r.judged:
+        return "unjudged"
     return "reverted"
 
 

@@ -8,6 +8,11 @@ operator wins (a convolution before a matmul before a normalization before a red
 attention is a softmax whose result feeds a matmul. The category only refines a reference made of
 plain reductions and arithmetic (a softmax or a norm written by hand). Where the reference cannot
 run symbolically, the names it calls in its source decide, as before.
+
+A reference that chains GEMMs or convolutions (two without a softmax between them, three or more, or
+an attention with its projections) is a **model**, whatever its layers are: KernelBench level 3's MLP
+is three GEMMs, not "a matmul operator". Its advice says several kernels and intermediate buffers are
+allowed, then gives each kind of layer it holds (`model_parts`) its own advice.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Literal
 from kernelgen.spec import OperatorSpec
 
 OperatorKind = Literal["pointwise", "reduction", "scan", "normalization", "softmax", "matmul", "indexing",
-                       "rotary", "attention", "convolution", "pooling"]
+                       "rotary", "attention", "convolution", "pooling", "model"]
 KINDS: tuple[str, ...] = OperatorKind.__args__  # type: ignore[attr-defined]
 
 _CATEGORY_KIND: dict[str, OperatorKind] = {
@@ -93,8 +98,26 @@ def _is_rotary(spec: OperatorSpec, names: set[str]) -> bool:
     return {"cos", "sin"} <= inputs or "rotate_half" in names
 
 
+def _heavy(calls: list[str]) -> list[str]:
+    """The GEMMs and convolutions a reference calls, in order: the layers of a model."""
+    return [c for c in calls if c in _ATEN_MATMUL or c in _ATEN[0][1]]
+
+
+def _is_model(calls: list[str]) -> bool:
+    """Two GEMMs or convolutions with no softmax between them, three or more, or a fused attention
+    (scaled_dot_product) beside one: a chain of layers, not one operator with an epilogue."""
+    heavy = [i for i, c in enumerate(calls) if c in _ATEN_MATMUL or c in _ATEN[0][1]]
+    if any(c.startswith(_ATEN_SDPA) for c in calls):
+        return len(heavy) >= 1
+    if len(heavy) >= 3:
+        return True
+    return len(heavy) == 2 and not any(c in _ATEN[5][1] for c in calls[heavy[0]:heavy[1]])
+
+
 def kind_of_calls(calls: list[str]) -> OperatorKind:
     """The kind of a reference from the aten operators it calls, in order."""
+    if _is_model(calls):
+        return "model"
     if any(c.startswith(_ATEN_SDPA) for c in calls):
         return "attention"
     softmax = next((i for i, c in enumerate(calls) if c in _ATEN[5][1]), None)
@@ -109,6 +132,35 @@ def kind_of_calls(calls: list[str]) -> OperatorKind:
         if called & ops:
             return kind  # type: ignore[return-value]
     return "pointwise"
+
+
+def _kind_of_one(call: str) -> str:
+    if call.startswith(_ATEN_SDPA):
+        return "attention"
+    if call in _ATEN_MATMUL:
+        return "matmul"
+    return next((kind for kind, ops in _ATEN if call in ops), "")
+
+
+def model_parts(calls: list[str]) -> list[OperatorKind]:
+    """The kinds of layer a model holds, in the order first called (no pointwise: an epilogue)."""
+    found = dict.fromkeys(k for k in map(_kind_of_one, calls) if k)
+    if "attention" in found:
+        found.pop("softmax", None)
+    return list(found)  # type: ignore[arg-type]
+
+
+def describe_layers(calls: list[str]) -> str:
+    """`3 GEMMs (addmm) in a chain`, `53 convolutions and 1 GEMM, with normalization and pooling`."""
+    heavy = _heavy(calls)
+    convs = sum(c in _ATEN[0][1] for c in heavy)
+    gemms = len(heavy) - convs
+    counted = [f"{n} {what}{'s' if n != 1 else ''}" for n, what in ((convs, "convolution"), (gemms, "GEMM")) if n]
+    text = " and ".join(counted) or "several layers"
+    if gemms and not convs:
+        text += f" ({', '.join(dict.fromkeys(c for c in heavy))})"
+    others = [p for p in model_parts(calls) if p not in ("matmul", "convolution")]
+    return text + (f", with {' and '.join(others)}" if others else "") + " in a chain"
 
 
 def operator_kind(spec: OperatorSpec) -> OperatorKind:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kernelgen.llm.devicefacts import cost_lines, prompt_device
+from kernelgen.llm.devicefacts import cost_lines, precision_facts, prompt_device
 from kernelgen.llm.failures import failure_report
-from kernelgen.llm.kinds import operator_kind
+from kernelgen.llm.kinds import describe_layers, model_parts, operator_kind
 from kernelgen.llm.specfacts import fixed_lines, spec_facts
 from kernelgen.llm.untrusted import scrub_candidate_text
 from kernelgen.render import render
@@ -37,17 +37,21 @@ def system_prompt(spec: OperatorSpec) -> str:
     return render("prompts/system.md.j2", spec=spec, allowed_imports=sorted(ALLOWED_IMPORTS - {"__future__"}))
 
 
-def _spec_context(spec: OperatorSpec) -> dict[str, Any]:
+def _spec_context(spec: OperatorSpec, peaks: DevicePeaks | None = None) -> dict[str, Any]:
     from kernelgen.spec.hyperparams import module_constants
     from kernelgen.spec.kernelbench.readback import read_back
     from kernelgen.spec.symbolic import trace_reference
-    from kernelgen.verify.judge.precision import tf32_enabled
 
     trace = trace_reference(spec)
-    return {"spec": spec, "facts": spec_facts(spec), "kind": operator_kind(spec), "problem": read_back(spec),
+    calls = trace.calls if trace is not None else []
+    kind = operator_kind(spec)
+    parts = model_parts(calls) if kind == "model" else []
+    dots = {"convolution", "matmul", "attention"} & {kind, *parts}
+    return {"spec": spec, "facts": spec_facts(spec), "kind": kind, "problem": read_back(spec),
             "calls": trace.ops[:MAX_OPS_SHOWN] if trace is not None else [], "fixed": fixed_lines(spec),
-            "constants": [c.describe() for c in module_constants(spec)], "tf32": tf32_enabled(),
-            "float32": "float32" in spec.dtypes}
+            "constants": [c.describe() for c in module_constants(spec)], "parts": parts,
+            "layers": describe_layers(calls) if kind == "model" else "",
+            "precision": precision_facts(peaks) if dots and "float32" in spec.dtypes else None}
 
 
 def _with_system(spec: OperatorSpec, user: str) -> Messages:
@@ -63,16 +67,19 @@ def generation_messages(spec: OperatorSpec, device: DeviceInfo | None = None, *,
     want = spec.reference is None if want_baseline is None else want_baseline
     dev = prompt_device(device, peaks)
     return _with_system(spec, render("prompts/generate.md.j2", want_baseline=want, dev=dev,
-                                     analysis=cost_lines(spec, dev.peaks), **_spec_context(spec)))
+                                     analysis=cost_lines(spec, dev.peaks), **_spec_context(spec, dev.peaks)))
 
 
 def repair_messages(spec: OperatorSpec, source: str, run: RunRecord, *, verdict: str = "rejected",
-                    attempt: int | None = None, intent: str = "", baseline: str | None = None) -> Messages:
+                    attempt: int | None = None, intent: str = "", baseline: str | None = None,
+                    earlier: list[str] | None = None) -> Messages:
     """A failing kernel and exactly what failed: every case passing or failing, the violations, the
     error. `intent`: what an optimization round's change was meant to do, so the fix keeps the idea;
-    `baseline`: the LLM's own baseline, for a spec without a reference."""
-    return _with_system(spec, render("prompts/repair.md.j2", source=source, report=failure_report(run), verdict=verdict,
-                                     attempt=attempt, intent=intent, baseline=baseline, **_spec_context(spec)))
+    `baseline`: the LLM's own baseline, for a spec without a reference; `earlier`: one line per reply
+    of an earlier run this one continues (kernelgen.llm.earlier), the kernel being its closest."""
+    return _with_system(spec, render("prompts/repair.md.j2", source=source, report=failure_report(run, spec), verdict=verdict,
+                                     attempt=attempt, intent=intent, baseline=baseline, earlier=earlier or [],
+                                     **_spec_context(spec)))
 
 
 def malformed_followup(messages: Messages, reply: str, problem: str, remaining: int) -> Messages:
@@ -97,13 +104,14 @@ def optimization_messages(spec: OperatorSpec, best_source: str, *, device: Devic
                           performance: PerformanceResult | None = None, diagnosis: Diagnosis | None = None,
                           history: list[HistoryEntry] | None = None, best_round: int = 0, round_k: int | None = None,
                           candidate: int = 1, candidates: int = 1, earlier: list[str] | None = None,
-                          remembered: list[MemoryEntry] | None = None) -> Messages:
+                          remembered: list[MemoryEntry] | None = None, shipped: int | None = None) -> Messages:
     """One optimization proposal: the device's facts, the current best code, its measurements per
     case x dtype, the diagnosis, every earlier round (llm/history), what each change type may touch,
     and the advice for the operator's kind. `earlier`: the CHANGE lines of this round's proposals so
     far, when several are asked for. `remembered`: the tuning memory's entries about this device and
     family (kernelgen.optimize.remember.recalled); those on cases alike to the spec's are quoted with
-    their numbers. The reply starts with CHANGE / TYPE / REASON (llm/replies)."""
+    their numbers. `shipped`: the best round, where the round starts from a later, unjudged one
+    (optimize.resume.start_round). The reply starts with CHANGE / TYPE / REASON (llm/replies)."""
     peaks = performance.peaks if performance is not None else None
     quoted = memory_lines(spec, remembered or [])
     first = remembered[0] if remembered else None
@@ -111,9 +119,9 @@ def optimization_messages(spec: OperatorSpec, best_source: str, *, device: Devic
     return _with_system(spec, render(
         "prompts/optimize.md.j2", best_source=best_source, dev=dev, analysis=cost_lines(spec, dev.peaks), perf=performance,
         unmeasured=unmeasured_cases(spec, performance), diagnosis=diagnosis, history=history or [],
-        best_round=best_round, round_k=round_k, candidate=candidate, candidates=candidates, earlier=earlier or [],
+        best_round=best_round, shipped=shipped, round_k=round_k, candidate=candidate, candidates=candidates, earlier=earlier or [],
         remembered=quoted, remembered_device=first.device if first else "", remembered_family=first.family if first else "",
-        **_spec_context(spec)))
+        **_spec_context(spec, dev.peaks)))
 
 
 def memory_lines(spec: OperatorSpec, entries: list[MemoryEntry], limit: int = 12) -> list[str]:

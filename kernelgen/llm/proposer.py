@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelgen.devices import DeviceInfo
+from kernelgen.llm.recording import LLM_DIR
 from kernelgen.opdir import OperatorDir
 from kernelgen.optimize.proposal import Proposal, RoundContext
 
@@ -51,31 +52,59 @@ class LLMProposer:
         the trusted harness; a candidate with no usable reply comes back as a failed check."""
         from kernelgen.llm.history import history
         from kernelgen.llm.prompts import optimization_messages
-        from kernelgen.llm.recording import LLM_DIR
         from kernelgen.llm.repair import write_and_repair
 
         perf_run = ctx.best.performance
         perf = perf_run.performance if perf_run is not None else None
         entries = history(ctx.state)
-        llm_dir = self.op.path / LLM_DIR
-        before = set(llm_dir.iterdir()) if llm_dir.is_dir() else set()
+        before = self._exchanges()
         n = self.candidates
         proposals: list[Proposal] = []
         for c in range(1, n + 1):
             messages = optimization_messages(
                 self.op.spec, ctx.best_source, device=self.device, performance=perf, diagnosis=ctx.diagnosis,
                 history=entries, best_round=ctx.best.round, round_k=ctx.round, candidate=c, candidates=n,
-                earlier=[p.change for p in proposals], remembered=self.remembered)
+                earlier=[p.change for p in proposals], remembered=self.remembered, shipped=ctx.state.best_round)
             outcome = write_and_repair(self.session, self.op, self.device, messages, round_k=ctx.round,
                                        repairs=self.setup.repairs, purpose="optimize", tag=f"candidate-{c}" if n > 1 else "",
                                        check=self._check(ctx))
             proposals.append(self._proposal(ctx, outcome))
-        new_files = sorted(set(llm_dir.iterdir()) - before) if llm_dir.is_dir() else []
-        rdir = self.op.round_dir(ctx.round) / LLM_DIR
-        for f in new_files:  # prompts and replies of this round, beside its candidates
+        self._keep_exchanges(ctx.round, before)
+        return proposals
+
+    def repair_initial(self, ctx: RoundContext) -> Proposal:
+        """Round 0 ended without a correct kernel: the same repair loop `kernelgen new` continues with
+        (kernelgen.llm.earlier), from round 0's closest kernel and its verdict, in this round's folder."""
+        from kernelgen.llm.earlier import from_round
+        from kernelgen.llm.repair import write_and_repair
+
+        earlier = from_round(self.op.path, ctx.best)
+        if earlier is None:
+            from kernelgen.errors import GenerationError
+
+            raise GenerationError(f"{self.op.name}: round 0 left no kernel and verdict to repair",
+                                  hint=f"run `kernelgen new {self.op.path / 'spec.yaml'} --force`")
+        before = self._exchanges()
+        outcome = write_and_repair(self.session, self.op, self.device, earlier.messages(self.op.spec), round_k=ctx.round,
+                                   repairs=self.setup.repairs, purpose="repair", check=self._check(ctx),
+                                   first_number=earlier.next_number, failed=earlier.kept)
+        self._keep_exchanges(ctx.round, before)
+        proposal = self._proposal(ctx, outcome)
+        cause = outcome.best.parsed.cause if outcome.best is not None else ""
+        proposal.change = f"repair of round 0's kernel{f': {cause}' if cause else ''}"
+        proposal.attempts = earlier.lines() + proposal.attempts
+        return proposal
+
+    def _exchanges(self) -> set:
+        folder = self.op.path / LLM_DIR
+        return set(folder.iterdir()) if folder.is_dir() else set()
+
+    def _keep_exchanges(self, k: int, before: set) -> None:
+        """The prompts and replies of round k, copied beside its candidates."""
+        rdir = self.op.round_dir(k) / LLM_DIR
+        for f in sorted(self._exchanges() - before):
             rdir.mkdir(parents=True, exist_ok=True)
             shutil.copy2(f, rdir / f.name)
-        return proposals
 
     def _check(self, ctx: RoundContext) -> Any:
         """Each attempt checked by the loop's judge (one per operator, its workers reused), or by a

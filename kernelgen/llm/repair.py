@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Callable
 from kernelgen.errors import MalformedReplyError
 from kernelgen.fsutil import atomic_write
 from kernelgen.llm.client import Messages, Session
+from kernelgen.llm.failures import violation_line
 from kernelgen.llm.prompts import malformed_followup, repair_messages
 from kernelgen.llm.replies import ParsedReply, parse_reply, short_reason
 from kernelgen.llm.untrusted import scrub_candidate_text
@@ -106,7 +107,7 @@ def verdict(run: RunRecord) -> tuple[str, str]:
         return "wrong answer", (f"{len(acc.failed_checks)} of {len(acc.checks)} checks failed; first: {first.label}"
                                 f"{output}: {clip(first.message, 200)}")
     if violations:
-        return "violation", "; ".join(f"{v.code}: {v.message}" for v in violations[:2])
+        return "violation", "; ".join(violation_line(v.code, v.message) for v in violations[:2])
     if acc is not None and acc.error:
         last = acc.error.strip().splitlines()[-1]
         return ("compile error" if "CompilationError" in acc.error else "error"), last
@@ -166,21 +167,24 @@ class RepairOutcome:
 def write_and_repair(session: Session, op: OperatorDir, device: DeviceInfo, messages: Messages, *,
                      round_k: int = 0, repairs: int = 3, purpose: str = "generate", want_baseline: bool = False,
                      intent: str = "", on_step: Step = lambda s: None,
-                     check: Callable[[Path], RunRecord] | None = None, tag: str = "") -> RepairOutcome:
+                     check: Callable[[Path], RunRecord] | None = None, tag: str = "",
+                     first_number: int = 1, failed: int = 0) -> RepairOutcome:
     """Ask with `messages`, check each candidate with the harness, repair up to `repairs` times.
 
     Candidates are written under `op.round_dir(round_k)`. `check` replaces the accuracy run (the
     optimize loop may want a perf-shape spot check too); it must return a RunRecord. Stops at the
     first correct candidate. LLMError propagates (the endpoint is down: nothing to repair).
     `tag` ("candidate-2") names one of several candidates of a round in file names, exchange
-    purposes and attempt lines.
+    purposes and attempt lines. A run that continues an earlier one (kernelgen.llm.earlier) starts with
+    a repair request (`purpose` "repair"), numbers its attempts from `first_number`, and `failed` is the
+    earlier attempt that request is about.
     """
     spec = op.spec
     check = check or (lambda path: run_accuracy(op, device, kernel=path))
     start_usage = session.usage
     outcome = RepairOutcome(best=None)
-    number, repairs_left = 1, repairs
-    phase, failed = purpose, 0  # failed: the attempt the current repair is about
+    number, repairs_left = first_number, repairs
+    phase = purpose  # failed: the attempt the current repair is about
     prefix = f"{tag.replace('-', '_')}_" if tag else ""
     while True:
         asked = ask_for_kernel(session, spec, messages, purpose=purpose, want_baseline=want_baseline and outcome.baseline_source is None,

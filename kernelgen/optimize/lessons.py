@@ -33,7 +33,8 @@ def lessons(record: RoundRecord, decision: KeepDecision, base_round: int) -> lis
         out.append(f"Failed: {change} gave a kernel the judge rejected ({why}); not safe as written.")
     elif not record.judged:
         out.append(f"Unjudged: {change} is correct on the CPU interpreter; whether it is faster can only be measured on a "
-                   "GPU, so round " + f"{base_round}'s kernel stays.")
+                   f"GPU, so the shipped kernel stays as it was, and the next round builds on this one (started from round "
+                   f"{base_round}).")
     elif decision.keep:
         wins = [c for c in record.cases if c.verdict == "win"]
         out.append(f"Worked: {change} is faster on {', '.join(_case(c) for c in wins)}, and slower on no case; "

@@ -1,6 +1,7 @@
 """`kernelgen optimize` for one operator: diagnose the current best, run a round
 (kernelgen.optimize.round), write the log and plot, and stop at the target, at the device ceiling,
-after --rounds, or when the proposer has nothing left.
+after --rounds, or when the proposer has nothing left. A folder with no correct kernel yet gets a
+repair round first where the proposer can repair (kernelgen.optimize.repair: an LLM's).
 
 One judge (kernelgen.verify.judge.judge) serves every round of an operator: its workers compile a kernel
 once and time it in every later round, instead of a fresh process per check. Judges on other GPUs
@@ -23,6 +24,7 @@ from kernelgen.optimize.diagnose import diagnose
 from kernelgen.optimize.pool import JudgePool
 from kernelgen.optimize.proposal import Proposer, RoundContext
 from kernelgen.optimize.remember import remember
+from kernelgen.optimize.repair import can_repair, repair_round
 from kernelgen.optimize.resume import finished_rounds, recover
 from kernelgen.optimize.round import run_round
 from kernelgen.record.oplog import write_log
@@ -78,16 +80,20 @@ def optimize_operator(op: OperatorDir, device: DeviceInfo, proposer: Proposer, *
     target = target if target is not None else op.spec.target_speedup
     state = load_state(op.path)
     notes = recover(op, state, on_step)
-    if state.best() is None:
+    if state.best() is None and not can_repair(proposer):
         raise GenerationError(f"{op.name}: no correct kernel to start from (round 0 did not pass)",
-                              hint=f"fix or regenerate the kernel (`kernelgen test {op.path}` shows why)")
+                              hint=f"with an LLM (--backend openai) optimize repairs it first; or fix or regenerate "
+                                   f"the kernel (`kernelgen test {op.path}` shows why)")
     state.stopped_because = ""
     home = open_judge(op, device)
     home.resident_bytes = RESIDENT_BYTES  # every round times the same perf cases again
     home.keep_spare = True  # an LLM's candidates each get a worker of their own: the next one is started early
     judges = JudgePool(home, search_devices, on_step=_prefixed(on_step, op.name))
     try:
-        why = _rounds(op, state, device, proposer, judges, rounds, target, on_step)
+        if state.best() is None and not repair_round(op, state, proposer, device, home, _prefixed(on_step, op.name)):
+            why = "no correct kernel yet: the repair round's is not correct either; `kernelgen optimize` again repairs it"
+        else:
+            why = _rounds(op, state, device, proposer, judges, rounds, target, on_step)
     finally:
         judges.close()
     state.stopped_because = why

@@ -19,7 +19,8 @@ from kernelgen.errors import KernelGenError
 from kernelgen.memory import MemoryEntry, advise
 from kernelgen.optimize.hypothesis import CaseView, hypotheses, remembered, views
 from kernelgen.optimize.proposal import Proposal, RoundContext
-from kernelgen.record.state import CandidateRecord, DispatchRecord, RoundRecord
+from kernelgen.record.oplog import stated_direction
+from kernelgen.record.state import CandidateRecord, DispatchRecord, Hypothesis, RoundRecord
 from kernelgen.spec import OperatorSpec
 
 
@@ -30,6 +31,20 @@ def _key(knobs: dict[str, Any]) -> str:
 def _shown(value: Any) -> str:
     """A knob value for the log: None is the generated file's own shape heuristic."""
     return "heuristic" if value is None else repr(value)
+
+
+def _agrees(h: Hypothesis, base: Any, value: Any) -> bool:
+    """Whether moving the knob from `base` to `value` is the change the hypothesis states: a "larger
+    BLOCK_SIZE" is not tried with a smaller one (a round once said that and applied 512 after 4096).
+    A value not comparable with the base (the heuristic, a variant's name) is left to the idea's words."""
+    said = stated_direction(h.idea)
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (base, value))
+    return not (said and numbers) or (value > base) == (said > 0)
+
+
+def _applied(h: Hypothesis, base: Any, value: Any) -> Hypothesis:
+    """The hypothesis as one proposal applies it: its idea begins with the change itself."""
+    return h.model_copy(update={"idea": f"{h.knob} {_shown(base)} -> {_shown(value)}: {h.idea}"})
 
 
 def _as_dict(knobs: Any) -> dict[str, Any]:
@@ -56,6 +71,7 @@ class OfflinePlanner:
     name: str = "offline"
     skipped: list[str] = field(default_factory=list)  # settings the generator refused in the last propose()
     pruned: list[CandidateRecord] = field(default_factory=list)  # values the last propose() dropped untimed
+    hypothesis: Hypothesis | None = None  # the last propose()'s, before each proposal's own change was written into it
 
     def __post_init__(self) -> None:
         if self.generate is None or self.space_fn is None:
@@ -115,7 +131,8 @@ class OfflinePlanner:
         planned += [(h, space[h.knob]) for h in hypotheses(self.spec, family, space, cases, self.sm_count, ctx.best_source)]
         for h, candidates in planned:
             out, pruned = [], []
-            values = [v for v in candidates if v != base.get(h.knob) and (h.knob, _key({"v": v})) not in tried]
+            values = [v for v in candidates if v != base.get(h.knob) and (h.knob, _key({"v": v})) not in tried
+                      and _agrees(h, base.get(h.knob), v)]
             for value, why in self._prune(h.knob, values, base):
                 knobs = dict(base, **{h.knob: value})
                 if why:
@@ -128,12 +145,13 @@ class OfflinePlanner:
                     continue
                 if kern.source == ctx.best_source:
                     continue  # the value does not reach this operator's code: nothing to time
+                applied = _applied(h, base.get(h.knob), value)
                 out.append(Proposal(
                     source=kern.source, backend=self.name, change=f"{h.knob} {_shown(base.get(h.knob))} -> {_shown(value)}",
-                    reason=f"{h.problem}. Idea: {h.idea}. Expected: {h.expected}.", knobs=_as_dict(getattr(kern, "knobs", None) or knobs),
-                    knob=h.knob, knob_from=base.get(h.knob), knob_to=value, hypothesis=h, dispatch=list(ctx.best.dispatch)))
+                    reason=f"{h.problem}. Idea: {applied.idea}. Expected: {h.expected}.", knobs=_as_dict(getattr(kern, "knobs", None) or knobs),
+                    knob=h.knob, knob_from=base.get(h.knob), knob_to=value, hypothesis=applied, dispatch=list(ctx.best.dispatch)))
             if out:
-                self.pruned = pruned
+                self.pruned, self.hypothesis = pruned, h
                 return out
         self.pruned = []
         return []
@@ -209,9 +227,14 @@ class OfflinePlanner:
             return None
         shown = ", ".join(f"{d.dtype} {'x'.join(map(str, next(iter(d.shapes.values()))))}" for d in entries if d.knobs)
         first = proposals[0]
+        plain = self.hypothesis or first.hypothesis
+        table = ", ".join(f"{d.dtype} {'x'.join(map(str, next(iter(d.shapes.values()))))}: {_shown(d.knobs.get(knob))}"
+                          for d in entries if knob in d.knobs)
+        applied = plain.model_copy(update={"idea": f"{knob} per shape ({table}): {plain.idea}"}) if plain else None
         return Proposal(source=kern.source, backend=self.name, change=f"{knob} per shape: a dispatch table ({shown})",
-                        reason=first.reason, knobs=_as_dict(getattr(kern, "knobs", None) or base), knob=knob,
-                        knob_from=base.get(knob), knob_to=None, hypothesis=first.hypothesis, dispatch=entries)
+                        reason=f"{plain.problem}. Idea: {applied.idea}. Expected: {plain.expected}." if plain and applied else first.reason,
+                        knobs=_as_dict(getattr(kern, "knobs", None) or base), knob=knob,
+                        knob_from=base.get(knob), knob_to=None, hypothesis=applied, dispatch=entries)
 
     def next_directions(self, ctx: RoundContext) -> str:
         if self.skipped:

@@ -12,7 +12,8 @@ from typing import Callable
 from kernelgen.errors import UsageError
 from kernelgen.fsutil import atomic_write, move_aside
 from kernelgen.opdir import ROUNDS_DIR, OperatorDir
-from kernelgen.record.state import OpState, save_state
+from kernelgen.record.oplog import unjudged_rounds
+from kernelgen.record.state import OpState, RoundRecord, save_state
 
 Step = Callable[[str], None]
 HISTORY_DIR = "best_history"
@@ -21,6 +22,16 @@ _ROUND_DIR = re.compile(r"^round_(\d+)$")
 
 def finished_rounds(state: OpState) -> int:
     return sum(1 for r in state.rounds if r.round >= 1 and r.finished_at is not None)
+
+
+def start_round(state: OpState, *, judged: bool) -> RoundRecord | None:
+    """The round the next one starts from: the best; where rounds cannot be timed (`judged` False), the
+    newest correct unjudged round after it, so rounds build on each other instead of each starting
+    again from round 0. Where they can be, the best: a candidate is timed against what it replaces,
+    and an untimed base may be slower than the shipped kernel."""
+    best = state.best()
+    later = unjudged_rounds(state) if not judged else []
+    return later[-1] if later else best
 
 
 def recover(op: OperatorDir, state: OpState, on_step: Step = lambda s: None) -> list[str]:

@@ -18,14 +18,16 @@ import time
 from typing import Callable
 
 from kernelgen.devices import DRY_RUN_LABEL, DeviceInfo
+from kernelgen.errors import KernelGenError
 from kernelgen.fsutil import atomic_write, move_aside, now
 from kernelgen.opdir import ROUNDS_DIR, OperatorDir
 from kernelgen.optimize.changes import classify_change, unified_diff
 from kernelgen.optimize.decide import MIN_NOISE, case_results, decide_cases
 from kernelgen.optimize.lessons import lessons
 from kernelgen.optimize.proposal import Proposal, Proposer, RoundContext
-from kernelgen.optimize.resume import HISTORY_DIR, promote
+from kernelgen.optimize.resume import HISTORY_DIR, promote, start_round
 from kernelgen.optimize.search import search, winners
+from kernelgen.record.oplog import idea_disagreement
 from kernelgen.record.state import CandidateRecord, Diagnosis, KeepDecision, OpState, RoundRecord, save_state
 from kernelgen.verify.judge.judge import Judge, KernelSource
 from kernelgen.verify.results import RunRecord
@@ -35,7 +37,8 @@ Step = Callable[[str], None]
 CANDIDATES_DIR = "candidates"
 
 
-def _apply(record: RoundRecord, proposal: Proposal, best_source: str, best_file: str, op: OperatorDir) -> None:
+def apply_proposal(record: RoundRecord, proposal: Proposal, best_source: str, best_file: str, op: OperatorDir) -> None:
+    """The proposal's change, reason, detected type, diff and knobs, written into the round's record."""
     record.change = proposal.change
     record.reason = proposal.reason
     record.backend = proposal.backend
@@ -45,6 +48,10 @@ def _apply(record: RoundRecord, proposal: Proposal, best_source: str, best_file:
     record.dispatch = list(proposal.dispatch)
     record.model, record.claimed_type = proposal.model, proposal.claimed_type
     record.model_notes = list(proposal.model_notes)
+    record.hypothesis = proposal.hypothesis or record.hypothesis  # the one applied, its idea written from its change
+    wrong = idea_disagreement(record)
+    if wrong:  # a proposer's bug: never recorded, so never logged (record.oplog refuses it as well)
+        raise KernelGenError(f"{op.name}: round {record.round}'s proposal cannot be recorded: {wrong}")
 
 
 def _first_line(text: str) -> str:
@@ -97,8 +104,9 @@ def run_round(op: OperatorDir, state: OpState, k: int, proposer: Proposer, diag:
               judge: Judge, on_step: Step = lambda s: None, *,
               spare_judges: Callable[[int], list[Judge]] = lambda n: []) -> bool:
     """Run round k to the end; False (and nothing recorded) when the proposer has nothing left.
-    `spare_judges(n)`: up to n judges on other GPUs, for the search's candidates."""
-    best = state.best()
+    `spare_judges(n)`: up to n judges on other GPUs, for the search's candidates. It starts from the
+    best round, or where nothing is timed from the newest correct unjudged one (resume.start_round)."""
+    best = start_round(state, judged=not device.interpreter)
     assert best is not None
     best_source = (op.path / best.kernel_file).read_text(encoding="utf-8")
     best_kernel = KernelSource(best_source, op.file("triton").name, "offline" if best.backend == "offline" else "llm")
@@ -138,7 +146,7 @@ def run_round(op: OperatorDir, state: OpState, k: int, proposer: Proposer, diag:
     atomic_write(rdir / name, chosen.source)
     for fname, text in chosen.files.items():
         atomic_write(rdir / fname, text)
-    _apply(record, chosen, best_source, best.kernel_file, op)
+    apply_proposal(record, chosen, best_source, best.kernel_file, op)
     save_state(op.path, state)
     decision = _judge_candidate(op, state, record, chosen, _origin(proposer), best, best_kernel, device, judge, on_step)
     return _finish(op, state, record, proposer, ctx, chosen, decision, on_step)
@@ -166,9 +174,11 @@ def _judge_candidate(op: OperatorDir, state: OpState, record: RoundRecord, chose
         decision = KeepDecision(keep=False, threshold=1 + MIN_NOISE,
                                 reason=f"rejected by the judge: {_first_line(record.accuracy.describe())}")
     elif device.interpreter:
+        shipped = state.best_round
         decision = KeepDecision(keep=False, threshold=1 + MIN_NOISE,
                                 reason=f"unjudged (no device): correct ({record.accuracy.accuracy.summary() if record.accuracy.accuracy else 'checked'}); "
-                                       f"{DRY_RUN_LABEL}, so the shipped kernel stays as it was")
+                                       f"{DRY_RUN_LABEL}, so the shipped kernel stays round {shipped}'s, and the next round "
+                                       f"starts from this one")
     else:
         on_step(f"timing the candidate against round {best.round}, interleaved, on every perf case")
         clock = time.monotonic()
@@ -207,8 +217,12 @@ def _finish(op: OperatorDir, state: OpState, record: RoundRecord, proposer: Prop
         else:
             record.outcome = f"reverted to round {best.round}: {decision.reason}"
         after = ctx
-    # The judge keeps only the best's worker: losing candidates and repair attempts are let go.
-    ctx.judge.retain({KernelSource(after.best_source, name, "file").sha256})
+    # The judge keeps only the workers of what the next round starts from (the best's, and an unjudged
+    # correct candidate's): losing candidates and repair attempts are let go.
+    keep = {KernelSource(after.best_source, name, "file").sha256}
+    if chosen is not None and not record.judged and record.accuracy is not None and record.accuracy.passed:
+        keep.add(KernelSource(chosen.source, name, "file").sha256)
+    ctx.judge.retain(keep)
     record.lessons = lessons(record, decision, best.round)
     record.next_directions = proposer.next_directions(after)
     record.finished_at = now()

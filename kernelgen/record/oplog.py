@@ -4,9 +4,11 @@ analysis, change, test results, lessons) and a final summary."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from kernelgen import __version__
+from kernelgen.errors import KernelGenError
 from kernelgen.devices import DRY_RUN_LABEL
 from kernelgen.fsutil import atomic_write
 from kernelgen.render import render
@@ -250,18 +252,74 @@ def final_summary(state: OpState) -> list[str]:
     return lines
 
 
+_UP = re.compile(r"\b(larger|bigger|longer|wider|more|higher)\b", re.IGNORECASE)
+_DOWN = re.compile(r"\b(smaller|shorter|narrower|fewer|less|lower)\b", re.IGNORECASE)
+
+
+def stated_direction(idea: str) -> int:
+    """+1 where an idea asks for a larger value (`larger BLOCK_SIZE`), -1 a smaller one, 0 for neither
+    or both (`more (or fewer) warps`, `another tile size`)."""
+    up, down = bool(_UP.search(idea)), bool(_DOWN.search(idea))
+    return 0 if up == down else (1 if up else -1)
+
+
+def idea_disagreement(r: RoundRecord) -> str:
+    """Why a round's stated idea and the change it applied disagree ("" when they agree): a hypothesis
+    about another knob, or one asking for a larger value where the change made it smaller (an offline
+    round once said "larger BLOCK_SIZE for 2-byte dtypes" and applied 512 after 4096)."""
+    h = r.hypothesis
+    if h is None or not r.knob:
+        return ""
+    if h.knob and h.knob != r.knob:
+        return f"its idea is about {h.knob}, its change moves {r.knob}"
+    moved = (r.knob_to > r.knob_from) - (r.knob_to < r.knob_from) if all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in (r.knob_from, r.knob_to)) else 0
+    said = stated_direction(h.idea)
+    if moved and said and moved != said:
+        return (f"its idea ({clip(h.idea, 100)}) asks for a {'larger' if said > 0 else 'smaller'} {r.knob}, its change "
+                f"made it {'larger' if moved > 0 else 'smaller'} ({r.knob_from!r} -> {r.knob_to!r})")
+    return ""
+
+
+def unjudged_rounds(state: OpState) -> list[RoundRecord]:
+    """Finished rounds after the best whose kernel is correct but was never timed (no device to time
+    on): nothing was decided about them, so they are neither kept nor reverted."""
+    best = state.best()
+    after = best.round if best is not None else 0
+    return [r for r in state.rounds if r.round > after and r.finished_at is not None and not r.judged and not r.kept
+            and r.accuracy is not None and r.accuracy.passed]
+
+
+def timing_commands(state: OpState, op_dir: Path | str) -> list[str]:
+    """How to time the unjudged rounds on a GPU, one `kernelgen bench` per kernel: the shipped one
+    first, so each round's numbers stand beside it (same device, same perf cases)."""
+    rounds = unjudged_rounds(state)
+    if not rounds:
+        return []
+    best = state.best()
+    where = Path(op_dir)
+    lines = [f"`kernelgen bench {where}`: the shipped kernel" + (f" (round {best.round}'s)" if best is not None else "")]
+    lines += [f"`kernelgen bench {where} --kernel {where / r.kernel_file}`: round {r.round} ({clip(r.change or 'no change', 80)})"
+              for r in rounds]
+    return lines
+
+
 def refresh_section(f: RefreshRecord) -> str:
     return render("log/refresh.md.j2", f=f, accuracy_text=accuracy_text(f.accuracy),
                   perf_text=perf_text(f.performance) if f.performance else "",
                   before_text=perf_text(f.superseded_performance) if f.superseded_performance else "")
 
 
-def render_log(state: OpState, spec: OperatorSpec) -> str:
+def render_log(state: OpState, spec: OperatorSpec, op_dir: Path | str | None = None) -> str:
     interpreter = any(
         r.performance and r.performance.performance and not r.performance.performance.measured for r in state.rounds
     ) or state.device == "cpu"
     sections = []
     for r in state.rounds:
+        wrong = idea_disagreement(r)
+        if wrong:
+            raise KernelGenError(f"{state.name}: round {r.round} cannot be logged: {wrong}",
+                                 hint="the proposer's text must describe the change it applied")
         sections.append(render("log/round.md.j2", r=r, spec=spec, accuracy_text=accuracy_text(r.accuracy),
                                perf_text=perf_text(r.performance), c=round_context(r, state, spec), dry_run_label=DRY_RUN_LABEL))
         # a spec refresh shows after the last round recorded when it ran (chronological order)
@@ -272,6 +330,7 @@ def render_log(state: OpState, spec: OperatorSpec) -> str:
         "log/optimization_log.md.j2", state=state, spec=spec, version=__version__, interpreter=interpreter,
         analysis=state.analysis, rows=[summary_row(r) for r in state.rounds], sections=sections, tokens=state.tokens,
         final=final_summary(state), dry_run_label=DRY_RUN_LABEL,
+        timing=timing_commands(state, op_dir if op_dir is not None else Path("generated") / state.name),
     )
 
 
@@ -297,5 +356,5 @@ def write_log(op_dir: Path, state: OpState, spec: OperatorSpec) -> Path:
     if update_analysis(op_dir, state, spec):
         save_state(op_dir, state)
     path = Path(op_dir) / LOG_FILE
-    atomic_write(path, render_log(state, spec))
+    atomic_write(path, render_log(state, spec, op_dir))
     return path

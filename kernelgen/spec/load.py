@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from kernelgen.errors import Problem, SpecError
 from kernelgen.spec.init import init_shape_problem, parse_init
+from kernelgen.spec.rnnshapes import rnn_shapes
 from kernelgen.spec.model import DTYPES, InputSpec, OperatorSpec, OutputSpec, ParamSpec, ToleranceSpec
 from kernelgen.spec.shapes import eval_shape_expr
 
@@ -167,15 +168,21 @@ def _check_reference_runs(spec: OperatorSpec) -> list[Problem]:
     output counts that disagree with `outputs`, without touching real memory."""
     if spec.reference is None:
         return []
-    import torch  # deferred: costs ~1 s
-
-    from kernelgen.nodynamo import without_dynamo
     from kernelgen.spec.reference import load_reference
 
     try:
         fn = load_reference(spec)
     except Exception as e:  # noqa: BLE001 - any failure of user code is a spec problem
         return [Problem("reference", f"fails when defined: {type(e).__name__}: {e}{where_in_reference(e, spec)}")]
+    with rnn_shapes():  # a recurrent layer by its shapes, not step by step (seconds a call at KernelBench's sizes)
+        return _meta_problems(spec, fn)
+
+
+def _meta_problems(spec: OperatorSpec, fn: Any) -> list[Problem]:
+    import torch  # deferred: costs ~1 s
+
+    from kernelgen.nodynamo import without_dynamo
+
     problems = []
     for field in ("test_cases", "perf_cases"):
         for i, case in enumerate(getattr(spec, field)):
@@ -197,12 +204,12 @@ def _check_reference_runs(spec: OperatorSpec) -> list[Problem]:
             outs = out if isinstance(out, (tuple, list)) else (out,)
             if not all(isinstance(o, torch.Tensor) for o in outs):
                 problems.append(Problem("reference", "must return a tensor or a tuple of tensors"))
-                break
+                return problems
             if len(outs) != len(spec.outputs):
                 problems.append(
                     Problem("outputs", f"the reference returns {len(outs)} tensor(s) but `outputs` lists {len(spec.outputs)}")
                 )
-                break
+                return problems
     return problems
 
 

@@ -21,6 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 from kernelgen.spec.model import OperatorSpec
+from kernelgen.spec.rnnshapes import rnn_shapes
 from kernelgen.spec.shapes import Case
 
 MAX_CALLS = 4096  # operators recorded per run: a reference looping in Python is still told apart by its first ones
@@ -189,7 +190,7 @@ def _run(spec: OperatorSpec, case: Case) -> SymbolicTrace:
     mode = FakeTensorMode(shape_env=env)
     fakes, labels = _fake_inputs(spec, case, mode)
     recorder = _OpRecorder.make()
-    with mode, recorder:
+    with rnn_shapes(), mode, recorder:
         out = fn(*fakes, **spec.param_defaults)
     outs = out if isinstance(out, (tuple, list)) else (out,)
     pinned: dict[str, int] = {}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -26,12 +27,13 @@ from kernelgen.render import render
 from kernelgen.spec.kernelbench.checks import check_deterministic, runnable_dtypes
 from kernelgen.spec.kernelbench.extents import roomy
 from kernelgen.spec.kernelbench.lift import Observation, ScalarInput, TensorInput, mutated, observe
-from kernelgen.spec.kernelbench.fixed import fixed_dims, held_names
-from kernelgen.spec.kernelbench.shrink import fitting_cases, small_cases
+from kernelgen.spec.kernelbench.fixed import doubled, fixed_dims, held_names
+from kernelgen.spec.kernelbench.shrink import HARD_CAP, fitting_cases, ints, small_cases
 from kernelgen.spec.kernelbench.source import ProblemSource, problem_name, read_problem
 from kernelgen.spec.load import validate_spec_data
 from kernelgen.spec.model import DTYPES, OperatorSpec
 from kernelgen.spec.reference import PRELUDE
+from kernelgen.spec.rnnshapes import rnn_shapes
 
 EXTRA_DTYPES = ("float16", "bfloat16")  # besides KernelBench's float32, where the reference runs in them
 
@@ -73,7 +75,7 @@ def reference_source(src: ProblemSource, name: str, obs: Observation, cloned: se
         return f"{_q(t.key)}: {t.name}" + (".clone()" if t.key in cloned else "")
 
     params = [entry(t) for t in obs.inputs if t.kind == "parameter"]
-    buffers = [entry(t) for t in obs.inputs if t.kind == "buffer"]
+    buffers = [entry(t) for t in obs.inputs if t.kind in ("buffer", "attribute")]  # a plain tensor attribute: as a buffer
     state = "(parameters, buffers)" if params and buffers else ("parameters" if params else "buffers")
     for o in [obs, *(sized or [])]:
         if ast.literal_eval(repr(o.init)) != o.init:
@@ -88,7 +90,7 @@ def reference_source(src: ProblemSource, name: str, obs: Observation, cloned: se
                   signature=", ".join([t.name for t in obs.inputs] + [f"{s.name}={s.value!r}" for s in obs.scalars]),
                   forward_args=", ".join(obs.forward), forward_count=len(obs.forward), parameters=params, buffers=buffers,
                   state=state, cloned=note, sized=[(repr(k), v) for k, v in table.items()], sized_why=SIZED_WHY,
-                  lifted=", ".join(t.name for t in obs.inputs if t.key))
+                  lifted=", ".join(t.name for t in obs.inputs if t.key), schedules=obs.schedules)
 
 
 def _entry(text: str, name: str) -> Callable[..., Any]:
@@ -189,6 +191,17 @@ def _own_module_fits(obs: Observation, room: bool = False) -> bool:
     return True
 
 
+def _fixed_largest(src: ProblemSource, perf: Observation) -> TensorInput | None:
+    """The largest input that keeps its shape when every size the problem file names is doubled: one whose
+    size Model's code writes itself (AlexNet's `nn.Linear(256 * 6 * 6, 4096)`); None where none does."""
+    try:
+        moved = observe(src, {n: doubled(v) for n, v in src.sizes.items() if max(ints(v), default=0) > 1})
+    except ProblemFileError:
+        return None
+    same = [t for t, m in zip(perf.inputs, moved.inputs) if t.shape == m.shape]
+    return max(same, key=lambda t: math.prod(t.shape)) if same else None
+
+
 def _sized_reference(src: ProblemSource, name: str, perf: Observation) -> tuple[str, list[Observation]]:
     """Where the dims the module fixes are too many to keep (LayerNorm over 64x256x256: 4.2M elements in
     one row, above shrink.HARD_CAP's 2M, and an interpreter check of it takes minutes), the test cases
@@ -199,6 +212,13 @@ def _sized_reference(src: ProblemSource, name: str, perf: Observation) -> tuple[
              or small_cases(src, perf, _own_module_fits, set())) if lifted else []
     shapes = {_lifted_shapes(o): o.init for o in [perf, *cases]}
     if not cases or any(shapes[_lifted_shapes(o)] != o.init for o in [perf, *cases]):
+        big = _fixed_largest(src, perf)
+        if big is not None and math.prod(big.shape) > HARD_CAP:  # a size written into Model's code, not one the file names
+            what = f"Model's {big.kind} `{big.key}`" if big.key else f"input `{big.name}`"
+            raise ProblemFileError(src.path, f"no test case small enough to check: {what} is {big.shape} "
+                                             f"({math.prod(big.shape) / 1e6:.1f}M elements) in every case the problem's sizes "
+                                             f"make (its size is written in Model's code), above the {HARD_CAP / 1e6:.0f}M-element "
+                                             "cap of a test case")
         raise ProblemFileError(src.path, "no small test case runs on the module built at KernelBench's sizes "
                                          "(its forward depends on sizes given to Model, e.g. a LayerNorm's shape"
                                          + ("" if lifted else ", and it has no parameters whose shapes could tell "
@@ -207,8 +227,13 @@ def _sized_reference(src: ProblemSource, name: str, perf: Observation) -> tuple[
 
 
 def derive_spec(path: str | Path) -> DerivedSpec:
-    """The spec of a KernelBench-format problem file, or ProblemFileError saying why there is none."""
-    src = read_problem(path)
+    """The spec of a KernelBench-format problem file, or ProblemFileError saying why there is none.
+    Every meta run of it takes a recurrent layer by its shapes (kernelgen.spec.rnnshapes)."""
+    with rnn_shapes():
+        return _derive(read_problem(path))
+
+
+def _derive(src: ProblemSource) -> DerivedSpec:
     name = problem_name(src.path)
     perf = observe(src)
     reference = reference_source(src, name, perf, mutated(perf))

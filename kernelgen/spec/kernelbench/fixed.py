@@ -28,8 +28,8 @@ from kernelgen.spec.kernelbench.source import ProblemSource, Size
 _PINNED_PROBE = 13  # an odd size no channel count of KernelBench's is a multiple of
 
 
-def _doubled(value: Size) -> Size:
-    return 2 * value if isinstance(value, int) else tuple(2 * v for v in value)
+def doubled(value: Size) -> Size:
+    return 2 * value if isinstance(value, int) else type(value)(2 * v for v in value)
 
 
 def _draws(obs: Observation) -> list:
@@ -41,7 +41,7 @@ def reaching_names(src: ProblemSource, perf: Observation) -> dict[str, str]:
     out = {}
     for name, value in src.sizes.items():
         try:
-            obs = observe(src, {name: _doubled(value)})
+            obs = observe(src, {name: doubled(value)})
         except ProblemFileError:  # the problem refuses it changed alone: hold it, to be safe
             out[name] = "draw"
             continue
@@ -55,10 +55,11 @@ def reaching_names(src: ProblemSource, perf: Observation) -> dict[str, str]:
 def _pinned(src: ProblemSource, name: str, fits: Callable[[Observation], bool]) -> bool:
     """Whether the module built at KernelBench's sizes refuses this name shrunk alone."""
     value = src.sizes[name]
-    if not isinstance(value, int) or value <= _PINNED_PROBE:
+    if min(ints(value), default=0) <= _PINNED_PROBE:
         return True
+    probe = _PINNED_PROBE if isinstance(value, int) else type(value)(_PINNED_PROBE for _ in value)  # a list as a list
     try:
-        return not fits(observe(src, {name: _PINNED_PROBE}))
+        return not fits(observe(src, {name: probe}))
     except ProblemFileError:
         return True
 
@@ -84,7 +85,7 @@ def fixed_dims(src: ProblemSource, perf: Observation, cases: list[Observation], 
     """Per input, the dims every case keeps: those that keep their size when every name not held is
     doubled (equal values alike; doubling keeps what divides them) and in every test case. Where the
     problem's code refuses the doubled sizes, the test cases alone say."""
-    free = {n: _doubled(v) for n, v in src.sizes.items() if n not in held and max(ints(v), default=0) > 1}
+    free = {n: doubled(v) for n, v in src.sizes.items() if n not in held and max(ints(v), default=0) > 1}
     moved = [_observe_or(src, perf, free)] if free else []
     if moved and moved[0] is perf:
         moved = []

@@ -22,8 +22,8 @@ class TensorInput:
     shape: list[int]
     dtype: str  # torch's name: float32, int64, bool
     init: InitPlan
-    key: str = ""  # state-dict key of a lifted parameter or buffer ("" for a forward input)
-    kind: str = "input"  # input | parameter | buffer
+    key: str = ""  # state-dict key of a lifted parameter or buffer, or a plain attribute's path ("" for a forward input)
+    kind: str = "input"  # input | parameter | buffer | attribute
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,7 @@ class Observation:
     training: bool
     scalars: list[ScalarInput] = field(default_factory=list)  # forward's plain numbers: the spec's params
     forward: list[str] = field(default_factory=list)  # forward's arguments in order (tensors and scalars)
+    schedules: bool = False  # the constructor reads numbers of a torch.linspace / logspace (built on the CPU)
 
     @property
     def case(self) -> dict[str, list[int]]:
@@ -90,14 +91,16 @@ def _plan(src: ProblemSource, rec: Recorder, t: Any, what: str) -> InitPlan:
     return got
 
 
-def _plain_tensors(model: Any) -> list[str]:
+def _plain_tensors(model: Any) -> list[tuple[str, Any]]:
+    """(dotted path, tensor) of every tensor a module holds as a plain attribute (neither an
+    nn.Parameter nor a registered buffer)."""
     import torch
 
     found = []
     for prefix, module in model.named_modules():
         for attr, value in vars(module).items():
             if isinstance(value, torch.Tensor):
-                found.append(f"{prefix}.{attr}" if prefix else attr)
+                found.append((f"{prefix}.{attr}" if prefix else attr, value))
     return found
 
 
@@ -129,16 +132,17 @@ def observe(src: ProblemSource, overrides: dict[str, Any] | None = None) -> Obse
         inputs.append(TensorInput(name, list(t.shape), _dtype_name(t), _plan(src, rec, t, f"input {i} (`{name}`)")))
     if not inputs:
         raise ProblemFileError(src.path, "get_inputs() returns no tensor: a kernel needs at least one tensor input")
-    plain = _plain_tensors(model)
-    if plain:
-        raise ProblemFileError(src.path, f"Model holds a plain tensor attribute `{plain[0]}` (neither an nn.Parameter nor a "
-                                         "registered buffer): it cannot be passed in as an input; make it one or the other")
     taken = set(names)
     buffers = dict(model.named_buffers())
     tensors = dict(model.state_dict(keep_vars=True))
     tensors.update({k: v for k, v in buffers.items() if k not in tensors})  # non-persistent buffers too
+    # A plain tensor attribute (a GRU's `self.h0 = torch.randn(...)`) is passed in like a buffer:
+    # torch.func.functional_call sets it for the call and puts the module's own back after, so a forward
+    # that reassigns it (a vanilla RNN's `self.hidden = tanh(...)`) starts every call from the input.
+    attributes = {path: t for path, t in _plain_tensors(model) if path not in tensors}
+    tensors.update(attributes)
     for key, t in tensors.items():
-        kind = "buffer" if key in buffers else "parameter"
+        kind = "attribute" if key in attributes else "buffer" if key in buffers else "parameter"
         name = _identifier(key.replace(".", "_"))
         while name in taken:
             name += f"_{kind}"
@@ -146,7 +150,7 @@ def observe(src: ProblemSource, overrides: dict[str, Any] | None = None) -> Obse
         plan = _plan(src, rec, t, f"Model's {kind} `{key}`")
         inputs.append(TensorInput(name, list(t.shape), _dtype_name(t), plan, key=key, kind=kind))
     return Observation(init=list(init), inputs=inputs, model=model, training=bool(model.training), scalars=scalars,
-                       forward=names)
+                       forward=names, schedules=rec.schedules)
 
 
 def _scalar(src: ProblemSource, code: ProblemCode, name: str, i: int, value: bool | int | float) -> ScalarInput:

@@ -45,6 +45,17 @@ _FACTORIES = {"rand": "rand", "randn": "randn", "zeros": "zeros", "ones": "ones"
               "randn_like": "randn", "zeros_like": "zeros", "ones_like": "ones"}
 
 
+_MATRIX_STEPS = ("triu", "tril", "add_transpose")  # steps on the last two dims, whatever leads them
+
+
+def _same_matrices(p: Provenance, before: Any, after: Any) -> bool:
+    """A reshape that only adds or drops leading dims of a triangle or a symmetric matrix: the same
+    draw at the new shape (MinGPT's causal mask, `tril(ones(n, n)).view(1, 1, n, n)`)."""
+    return (isinstance(p, InitPlan) and all(s[0] in _MATRIX_STEPS for s in p.steps if s[0] in _SHAPED_STEPS)
+            and isinstance(after, torch.Tensor) and before.dim() >= 2 and after.dim() >= 2
+            and tuple(after.shape[-2:]) == tuple(before.shape[-2:]))
+
+
 def _with_step(p: Provenance, name: str, args: tuple[Any, ...] = ()) -> Provenance:
     if not isinstance(p, InitPlan):
         return p if isinstance(p, Opaque) else Opaque(name)
@@ -107,6 +118,25 @@ def _flat(data: Any) -> list[float] | None:
     return None
 
 
+_UNARY = ("log", "exp", "sqrt", "rsqrt", "reciprocal", "abs", "neg", "log1p", "expm1", "sigmoid", "tanh")
+_SCHEDULES = (torch.linspace, torch.logspace)
+_SCHEDULE_CAP = 1 << 16  # elements: a decay schedule over layers, never a tensor the kernel reads
+
+
+def _function_of_constant(name: str, p: Provenance) -> InitPlan | None:
+    """A function of one constant is a constant (SwinV2's logit_scale: log(10 * ones(heads, 1, 1)))."""
+    constant = canonical(p) if isinstance(p, InitPlan) else None
+    if name not in _UNARY or constant is None or constant.generator not in ("full", "ones", "zeros") or constant.steps:
+        return None
+    value = {"ones": 1.0, "zeros": 0.0}.get(constant.generator, constant.args[0] if constant.args else 0.0)
+    return InitPlan("full", (float(getattr(torch, name)(torch.tensor(value, dtype=torch.float64))),))
+
+
+def _small_schedule(func: Any, args: tuple, kwargs: dict) -> bool:
+    steps = args[2] if len(args) > 2 else kwargs.get("steps")
+    return isinstance(steps, int) and 0 <= steps <= _SCHEDULE_CAP
+
+
 class _Constants(TorchFunctionMode):
     """`torch.tensor(2.0)` builds its tensor below ATen's view: read the value here."""
 
@@ -116,6 +146,11 @@ class _Constants(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
         kwargs = kwargs or {}
+        if func in _SCHEDULES and "device" not in kwargs and _small_schedule(func, args, kwargs):
+            # numbers for the constructor itself (Swin's `[x.item() for x in torch.linspace(0, rate, depth)]`):
+            # on the CPU, as meta tensors hold no values; the reference builds Model the same way
+            self.recorder.schedules = True
+            return func(*args, **kwargs, device="cpu")
         out = func(*args, **kwargs)
         if func in (torch.tensor, torch.as_tensor, torch.scalar_tensor) and isinstance(out, torch.Tensor) and args:
             values = _flat(args[0])
@@ -151,6 +186,7 @@ class Recorder:
         self._by_storage: dict[int, Provenance] = {}
         self._alive: list[torch.Tensor] = []  # ids and storages stay unique while recording
         self._stack: list[Any] = []
+        self.schedules = False  # torch.linspace / logspace ran on the CPU for the constructor
 
     def __enter__(self) -> "Recorder":
         self._stack = [torch.device("meta"), _Constants(self), _Ops(self)]
@@ -250,7 +286,7 @@ class Recorder:
             return a0
         if name in _RESHAPE:
             shaped = isinstance(a0, InitPlan) and any(s[0] in _SHAPED_STEPS for s in a0.steps)
-            return Opaque(f"aten.{name} after a shaped step") if shaped else a0
+            return Opaque(f"aten.{name} after a shaped step") if shaped and not _same_matrices(a0, args[0], out) else a0
         if name in ("t", "permute", "transpose", "numpy_T", "mT"):
             if args[0].dim() == 2 or (name == "transpose" and sorted(d % args[0].dim() for d in args[1:3]) == [args[0].dim() - 2, args[0].dim() - 1]):
                 return TransposeOf(id(args[0]))
@@ -281,4 +317,4 @@ class Recorder:
         if name in ("triu", "tril"):
             k = float(args[1]) if len(args) > 1 else float(kwargs.get("diagonal", 0))
             return _with_step(a0, name, (k,) if k else ())
-        return Opaque(f"aten.{name}")
+        return _function_of_constant(name, a0) or Opaque(f"aten.{name}")

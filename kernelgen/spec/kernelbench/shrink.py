@@ -83,7 +83,7 @@ def _apply(sizes: dict[str, Size], mapping: dict[int, int], held: set[str] = fro
     def one(v: int) -> int:
         return mapping.get(v, v)
 
-    return {k: v if k in held else (one(v) if isinstance(v, int) else tuple(one(x) for x in v)) for k, v in sizes.items()}
+    return {k: v if k in held else (one(v) if isinstance(v, int) else type(v)(one(x) for x in v)) for k, v in sizes.items()}
 
 
 def free_values(sizes: dict[str, Size], held: set[str]) -> list[int]:

@@ -2,8 +2,9 @@
 globals optionally replaced), and find `Model`, `get_inputs` and `get_init_inputs` in it.
 
 A problem's sizes are module-level assignments of literal numbers (`batch_size = 128`,
-`N = 2048 * 2`, `input_shape = (32768,)`); everything computed from them (`bias_shape =
-(out_channels, 1, 1)`) is computed again when they are replaced, so shrunk sizes stay consistent.
+`N = 2048 * 2`, `input_shape = (32768,)`, `layer_sizes = [16384, 16384]`: a list shrinks as a tuple
+does, and stays a list); everything computed from them (`bias_shape = (out_channels, 1, 1)`) is
+computed again when they are replaced, so shrunk sizes stay consistent.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from kernelgen.errors import ProblemFileError
 
-Size = int | tuple[int, ...]
+Size = int | tuple[int, ...] | list[int]
 _LEVEL_RE = re.compile(r"^level(\d+)$", re.IGNORECASE)
 _NUMBERED_RE = re.compile(r"^(\d+)_(.+)$")
 
@@ -68,8 +69,15 @@ class _Override(ast.NodeTransformer):
         for stmt in node.body:
             for name, _, replace in _assignments(stmt):
                 if name in self.values:
-                    replace(ast.Constant(self.values[name]))
+                    replace(_literal(self.values[name]))
         return node
+
+
+def _literal(value: Size) -> ast.expr:
+    """A size as the source writes it: a list stays a list (`layer_sizes + [n]` needs one)."""
+    if isinstance(value, list):
+        return ast.List(elts=[ast.Constant(v) for v in value], ctx=ast.Load())
+    return ast.Constant(value)
 
 
 def _assignments(stmt: ast.stmt) -> list[tuple[str, ast.expr, Any]]:
@@ -105,7 +113,8 @@ def where(exc: BaseException, src: ProblemSource) -> str:
 
 
 def _literal_size(node: ast.expr) -> Size | None:
-    """The value of an expression made only of int literals and arithmetic (`2048 * 2`, `(32768,)`)."""
+    """The value of an expression made only of int literals and arithmetic (`2048 * 2`, `(32768,)`,
+    `[400, 800]`)."""
     if any(isinstance(n, (ast.Name, ast.Call, ast.Attribute, ast.Subscript)) for n in ast.walk(node)):
         return None
     try:
@@ -114,7 +123,7 @@ def _literal_size(node: ast.expr) -> Size | None:
         return None
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, tuple) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+    if isinstance(value, (tuple, list)) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         return value
     return None
 

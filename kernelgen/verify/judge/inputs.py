@@ -17,6 +17,17 @@ the inputs its own hash will draw; `kernelgen test --seed N` replays another):
 - **scaled x16 / x1/16**: float inputs drawn as usual, then scaled (a value-triggered branch, such
   as `|x| > 8`, shows up; standard-normal data never reaches it). A distribution (`| softmax`) is
   not scaled: it would no longer be one.
+- **special values** (special_values): the values a wrong kernel needs to show, beside the spec's
+  own draw, which KernelBench's `torch.rand` never holds: **negated** (every sign flipped: a max pool
+  padding with 0 instead of -inf passed 39 of 39 checks on non-negative data), **zeros and ties**
+  (values rounded to quarters, half of them negated), **large magnitudes** (x2**10: past exp's
+  float32 range for a softmax without its max), **tiny magnitudes** (x2**-10: variances below a
+  norm's eps) and **infinities** (one element in 16 -inf, one +inf). Each is kept only where the
+  reference is defined and finite on it, checked on the reference first (all the continuous inputs
+  changed, else the first alone; for infinities both signs, else -inf, else +inf); otherwise it is
+  dropped with that reason. Only for a spec with a `reference` (an LLM's own baseline is not run
+  here). Cost: 5 cases x 4 calls per deciding dtype on a GPU, for the first deciding dtype only on
+  the interpreter (a padded, dilated max pool: 39 checks in 28 s -> 54 in 38 s on 2 busy cores).
 The spec's deciding dtypes (`primary_dtypes`) are planned first. Where the spec names them, the other
 dtypes are reported, not decided: on the interpreter they get one seed of the spec's cases and no
 generated ones (a KernelBench problem's float16 doubled its CPU check, and decides nothing).
@@ -54,6 +65,9 @@ RANDOM_DIM_RANGE = (2, 7)
 GROWTH, EXTRA_ELEMENTS = 8, 1 << 22
 INTERPRETER_GROWTH, INTERPRETER_FLOOR = 4, 1 << 14
 STRUCTURED_STEPS = ("softmax",)  # an input that is a distribution: scaling it makes it none
+SPECIAL_CASES = ("negated", "zeros and ties", "large magnitudes", "tiny magnitudes", "infinities")
+MAGNITUDE = {"large magnitudes": 2.0 ** 10, "tiny magnitudes": 2.0 ** -10}
+INF_EVERY = 16  # one element in 16 set to an infinity (at least one)
 
 
 def seed_base(spec: OperatorSpec, kernel_sha256: str) -> int:
@@ -67,7 +81,7 @@ class CheckCase:
     case: int  # the spec's test case it is, or derives from
     shapes: Case
     dtype: str
-    variant: str = ""  # "" | strided | transposed | sliced | random-shape | scaled x16 | scaled x1/16
+    variant: str = ""  # "" | strided | transposed | sliced | random-shape | scaled x16 | scaled x1/16 | SPECIAL_CASES
     seeds: tuple[int, ...] = ()
     scale: float = 1.0
     decides: bool = True  # a dtype of the spec's primary_dtypes (or every dtype when it names none)
@@ -108,6 +122,7 @@ def plan_checks(spec: OperatorSpec, *, seeds: tuple[int, ...], base: int, interp
                             "fits the size budget")
     if any(_scalable(i.init) for i in spec.inputs):
         variants += [("scaled x16", first, 16.0), ("scaled x1/16", first, 1 / 16)]
+    variants += special_cases(spec)
     for group in (deciding, [d for d in checkable if d not in deciding]):
         light = interpreter and bool(spec.primary_dtypes) and group is not deciding
         for ci, case in enumerate(spec.test_cases):
@@ -117,6 +132,8 @@ def plan_checks(spec: OperatorSpec, *, seeds: tuple[int, ...], base: int, interp
                                             decides=dtype in deciding))
         for vi, (name, shapes, scale) in enumerate([] if light else variants):
             for dtype in group:
+                if interpreter and name in SPECIAL_CASES and dtype != group[0]:
+                    continue  # a value a kernel gets wrong shows in one dtype; each case is 4 interpreter calls
                 plan.cases.append(CheckCase(0, shapes, dtype, variant=name, seeds=(base + VARIANT_OFFSET + vi,), scale=scale,
                                             decides=dtype in deciding))
     return plan
@@ -242,12 +259,90 @@ def _relayout(t: Any, variant: str) -> Any:
 def draw(spec: OperatorSpec, check: CheckCase, seed: int, device: str) -> list[Any]:
     """The inputs of one check: drawn per `init`, scaled, laid out as the variant says."""
     inputs = draw_inputs(spec, check.shapes, check.dtype, seed, device)
+    if check.variant in SPECIAL_CASES:
+        return special_values(spec, check, inputs, seed)
     out = []
     for inp, t in zip(spec.inputs, inputs):
         if check.scale != 1.0 and t.dtype.is_floating_point and _scalable(inp.init):
             t = (t.double() * check.scale).to(t.dtype)
         out.append(_relayout(t, check.variant) if check.variant in ("strided", "transposed", "sliced") else t)
     return out
+
+
+def special_cases(spec: OperatorSpec) -> list[tuple[str, Case, float]]:
+    """The special-value cases of the first test case (name, shapes, scale: the tolerance follows a
+    large magnitude as it follows `scaled x16`); none without a reference or a continuous input."""
+    if spec.reference is None or not any(_scalable(i.init) for i in spec.inputs):
+        return []
+    return [(name, spec.test_cases[0], MAGNITUDE.get(name, 1.0)) for name in SPECIAL_CASES]
+
+
+def special_values(spec: OperatorSpec, check: CheckCase, inputs: list[Any], seed: int) -> list[Any]:
+    """The spec's draw changed as `check.variant` says, where the reference stays finite on it: every
+    continuous input changed, else the first alone (a variance or a divisor among the others);
+    ValueError naming why not (the judge then drops the case with that reason)."""
+    import torch
+
+    targets = [i for i, (inp, t) in enumerate(zip(spec.inputs, inputs)) if t.dtype.is_floating_point and _scalable(inp.init)]
+    if not targets:
+        raise ValueError("no input is drawn from a continuous distribution")
+    signs = ("both", "-inf", "+inf") if check.variant == "infinities" else ("",)
+    why = ""
+    for chosen in ([targets, targets[:1]] if len(targets) > 1 else [targets]):
+        for sign in signs:
+            g = torch.Generator().manual_seed(seed)
+            changed = [_special(t, check.variant, sign, g) if i in chosen else t for i, t in enumerate(inputs)]
+            why = _not_finite(spec, changed)
+            if not why:
+                return changed
+    raise ValueError(f"the reference is not finite on them ({why})")
+
+
+def _special(t: Any, variant: str, sign: str, g: Any) -> Any:
+    """One input changed (in float64, then back to its dtype); a CPU generator, as draw_inputs uses."""
+    import torch
+
+    x = t.detach().to("cpu", torch.float64)
+    if variant == "negated":
+        x = -x
+    elif variant == "zeros and ties":
+        flip = torch.rand(x.shape, generator=g, dtype=torch.float64) < 0.5
+        x = torch.where(flip, -1.0, 1.0) * torch.round(x * 4) / 4
+    elif variant in MAGNITUDE:
+        x = x * MAGNITUDE[variant]
+    elif variant == "infinities":
+        flat = x.reshape(-1).clone()
+        n = max(1, flat.numel() // INF_EVERY)
+        where = torch.randperm(flat.numel(), generator=g)
+        first, second = where[:n], where[n:2 * n]
+        flat[first] = math.inf if sign == "+inf" else -math.inf
+        if sign == "both":
+            flat[second] = math.inf
+        x = flat.reshape(x.shape)
+    return x.to(device=t.device, dtype=t.dtype)
+
+
+_REFERENCES: dict[tuple[str, str], Any] = {}
+
+
+def _not_finite(spec: OperatorSpec, inputs: list[Any]) -> str:
+    """Why the reference is not defined and finite on `inputs` ("" when it is)."""
+    import torch
+
+    key = (spec.name, spec.reference or "")
+    if key not in _REFERENCES:
+        _REFERENCES.clear()  # one spec at a time: a judge checks one operator
+        _REFERENCES[key] = load_reference(spec)
+    try:
+        with torch.no_grad():
+            out = without_dynamo(lambda: _REFERENCES[key](*[t.clone() for t in inputs], **spec.param_defaults))
+    except Exception as e:  # noqa: BLE001 - the reference refuses these values
+        return f"it raises {type(e).__name__}"
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    for o in outs:
+        if isinstance(o, torch.Tensor) and o.dtype.is_floating_point and not bool(torch.isfinite(o).all()):
+            return f"{int((~torch.isfinite(o)).sum())} of {o.numel()} output elements are inf or NaN"
+    return ""
 
 
 def tolerance_of(spec: OperatorSpec, check: CheckCase) -> ToleranceSpec:
