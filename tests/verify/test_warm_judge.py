@@ -73,7 +73,8 @@ def test_perf_inputs_are_drawn_in_the_worker_unless_its_draw_differs(tmp_path, r
         drawn = performance.perf_inputs
         monkeypatch.setattr(performance, "perf_inputs", lambda j, *a: _nudged(j, drawn(j, *a)[0]))
         perf = measure_performance(judge, kernel_source(op, None))
-    assert perf.ok and requests["put"] == 2 * len(perf.cases), perf.cases[0].spot_check  # sent instead, and right
+    # sent instead, and right (to the replay worker: the kernel's plan on this layout is already recorded)
+    assert perf.ok and requests["put"] == len(perf.cases), perf.cases[0].spot_check
 
 
 def _nudged(judge, inputs):
@@ -132,6 +133,6 @@ def test_a_resident_case_gets_its_own_inputs_back_after_its_timing(tmp_path, req
         rotated = requests["draw refill"]
         second = measure_performance(judge, kernel_source(op, None))
     assert first.ok and second.ok, (first.cases[0].spot_check, second.cases[0].spot_check, second.violations)
-    # drawn once where it is replayed, kept resident there; drawn for each recording, and dropped after it
-    assert requests["draw"] == 3 * len(first.cases)
+    # drawn once where it is replayed, kept resident there, and once where it is recorded (once per judge)
+    assert requests["draw"] == 2 * len(first.cases)
     assert rotated >= 2 * len(first.cases)  # at least one rotation and the restore per case

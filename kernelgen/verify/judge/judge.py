@@ -106,6 +106,7 @@ class Judge:
 
         self.replayer = Replayer(self, prestart=prestart or spare is not None)  # starts beside the first recording worker
         self.notes: dict[str, list[str]] = {}  # kernel sha -> what its recordings noted (autotune's first config on the CPU)
+        self.perf_plans: dict[tuple, tuple[Any, float | None]] = {}  # (kernel sha, layout) -> its recording, host time
 
     def _arena_size(self, extra: list[dict[str, list[int]]]) -> int:
         """Room for one case's inputs, their copies after the call, and its outputs, at the largest

@@ -78,27 +78,39 @@ def _host_us(judge: Any, worker: Any, slot: str, key: str, call_ms: float) -> fl
 def plan_at(judge: Any, kernel: Any, key: str, inputs: list[Any], res: Any) -> str | None:
     """`kernel` recorded on these inputs in its own worker, its host path timed there (not on the
     interpreter, where it means nothing); the plan's id in the replay worker, or None with `res.wrong`
-    (and, for a refusal, `res.violations`) saying why. `res`: a timed.KernelOnCase."""
+    (and, for a refusal, `res.violations`) saying why. `res`: a timed.KernelOnCase. A kernel's plan on a
+    layout is recorded once per judge: an optimizing judge times the best again every round, and its
+    bytes, and so its plan, have not changed."""
+    sig = (kernel.sha256, layout(inputs))
+    held = judge.perf_plans.get(sig)
+    if held is None:
+        held = judge.perf_plans[sig] = _record_for_timing(judge, kernel, key, inputs)
+    rec, host_us = held
+    res.violations += rec.evidence
+    if rec.error:
+        lines = [ln for ln in rec.error.strip().splitlines() if ln.strip()]
+        res.wrong = f"raised: {lines[-1] if lines else 'an error'}"
+        return None
+    if rec.refusal is not None or rec.plan is None:
+        code, message = rec.refusal or ("not-replayable", "no plan")
+        res.violations.append((code, message))
+        res.wrong = f"refused ({code}): {message}"
+        return None
+    res.host_us = host_us
+    res.configs = [s.describe() for s in rec.plan.launches()] + [f"kernels {hash_text(judge.replayer.extracted(kernel).source)}"]
+    return judge.replayer.hold(kernel, rec.plan)
+
+
+def _record_for_timing(judge: Any, kernel: Any, key: str, inputs: list[Any]) -> tuple[Recorded, float | None]:
     worker, slot = judge.load(kernel)
     judge.place(worker, key, inputs, resident=False)
     try:
         rec = record(judge, kernel, worker, slot, key, inputs)
         judge.note(kernel, rec.notes)
-        res.violations += rec.evidence
-        if rec.error:
-            lines = [ln for ln in rec.error.strip().splitlines() if ln.strip()]
-            res.wrong = f"raised: {lines[-1] if lines else 'an error'}"
-            return None
-        if rec.refusal is not None or rec.plan is None:
-            code, message = rec.refusal or ("not-replayable", "no plan")
-            res.violations.append((code, message))
-            res.wrong = f"refused ({code}): {message}"
-            return None
-        if not judge.device.interpreter:
-            res.host_us = _host_us(judge, worker, slot, key, rec.call_ms)
-        extracted = judge.replayer.extracted(kernel)
-        res.configs = [s.describe() for s in rec.plan.launches()] + [f"kernels {hash_text(extracted.source)}"]
-        return judge.replayer.hold(kernel, rec.plan)
+        host_us = None
+        if rec.plan is not None and not judge.device.interpreter:
+            host_us = _host_us(judge, worker, slot, key, rec.call_ms)
+        return rec, host_us
     finally:
         if not worker.closed:
             judge.drop(worker, key)
