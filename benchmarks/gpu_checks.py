@@ -23,6 +23,12 @@
    worker's seal, the checked timed calls, the ablation: the violation its `# RUNTIME:` line names),
    the codes each run reports and whether a refused timing still showed a number; then the honest
    kernel's `bench` timings here and, given --before (a checkout before this work), there: within 1%.
+7. issue 40's record and replay (`--only replay`): every file of tests/verify/replay_attacks/ and
+   tests/verify/honest/ through `kernelgen test` (one seed) and `kernelgen bench`, with the static checks
+   off (the attacks: refused by name, or timed at the honest kernel's speed; the honest ones: pass); the
+   offline kernels of REPLAY_EXAMPLES timed by `bench` here and, given --before (a checkout before record
+   and replay), there: honest timings within 2%, and `bench` wall time not worse; and `bench --graph`'s
+   CUDA-graph timing of each beside its replay's.
 """
 
 from __future__ import annotations
@@ -63,7 +69,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("/tmp/kg-gpu-checks"))
     ap.add_argument("--old", type=Path, help="a checkout of KernelGen before the judge split, to time `test` with")
     ap.add_argument("--before", type=Path, help="a checkout of KernelGen before trusted timing, for the forge check's overhead")
-    ap.add_argument("--only", default="judge,sandbox,export,llm", help="which checks, comma-separated (also: forge, attacks)")
+    ap.add_argument("--only", default="judge,sandbox,export,llm", help="which checks, comma-separated (also: forge, attacks, replay)")
     args = ap.parse_args()
     only = set(args.only.split(","))
     out = args.out
@@ -97,6 +103,9 @@ def main() -> int:
         kg("new", str(SPECS / "broadcast.yaml"), "--out", str(out / "attack-generated"), "--force", "--backend", "offline",
            "--no-bench")
         for row in attack_check(out / "attack-generated" / "broadcast", out, args.before):
+            add(row)
+    if "replay" in only:
+        for row in replay_check(out, args.before):
             add(row)
     return 0
 
@@ -319,3 +328,55 @@ def llm_check(out: Path) -> tuple[str, str]:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# issue 40: what record and replay must show on a GPU
+REPLAY_ATTACKS = REPO / "tests" / "verify" / "replay_attacks"
+REPLAY_HONEST = REPO / "tests" / "verify" / "honest"
+REPLAY_EXAMPLES = ("broadcast", "softmax", "row_sum", "layer_norm", "matmul_leakyrelu", "swiglu")
+
+
+def _replay_files(op: Path, out: Path) -> Iterator[tuple[str, str]]:
+    """Each attack and honest file of issue 40 through test and bench, static checks off."""
+    _, honest, _, _ = _bench(op, ADVERSARIAL / "honest.py", out / "replay_honest.json")
+    timed = _cases(honest)
+    for kernel in sorted(REPLAY_ATTACKS.glob("*.py")) + sorted(REPLAY_HONEST.glob("*.py")):
+        want = kernel.read_text().splitlines()[0].removeprefix("# OUTCOME: ") if kernel.parent == REPLAY_ATTACKS else "pass"
+        rc, text = _test(op, kernel, static=False)
+        brc, perf, _, _ = _bench(op, kernel, out / f"replay_{kernel.stem}.json", static=False)
+        ratios = [f"x{ms / timed[case]:.3f}" for case, ms in _cases(perf).items() if timed.get(case)]
+        yield (f"replay {kernel.stem}", f"want {want}; test rc {rc} {_codes_in(text)}; bench rc {brc} "
+               f"{sorted({v['code'] for v in perf.get('violations', [])})}; vs honest {ratios or 'no timing'}")
+
+
+def replay_check(out: Path, before: Path | None) -> list[tuple[str, str]]:
+    """Issue 40's files, then the examples' offline kernels timed here (and before), with --graph."""
+    rows: list[tuple[str, str]] = []
+    gen = out / "replay-generated"
+    kg("new", str(SPECS / "broadcast.yaml"), "--out", str(gen), "--force", "--backend", "offline", "--no-bench")
+    rows += list(_replay_files(gen / "broadcast", out))
+    for name in REPLAY_EXAMPLES:
+        kg("new", str(SPECS / f"{name}.yaml"), "--out", str(gen), "--force", "--backend", "offline", "--no-bench")
+        op = gen / name
+        json_out = out / f"replay_{name}_bench.json"
+        rc, text, secs = kg("bench", str(op), "--no-compile", "--no-peers", "--graph", "--json", str(json_out))
+        perf = (json.loads(json_out.read_text()).get("performance") or {}) if json_out.is_file() else {}
+        now = _cases(perf)
+        graphs = {f"{next(iter(c['shapes'].values()))} {c['dtype']}": c["graph"]["ms"] for c in perf.get("cases", []) if c.get("graph")}
+        rows.append((f"replay bench {name}", f"rc {rc}, {secs:.1f} s, violations "
+                     f"{sorted({v['code'] for v in perf.get('violations', [])}) or 'none'}"))
+        old: dict[str, float] = {}
+        if before is not None:
+            kg("new", str(SPECS / f"{name}.yaml"), "--out", str(out / "replay-before"), "--force", "--backend", "offline",
+               "--no-bench", tree=before)
+            old_json = out / f"replay_{name}_before.json"
+            orc, _, old_secs = kg("bench", str(out / "replay-before" / name), "--no-compile", "--no-peers", "--json",
+                                  str(old_json), tree=before)
+            old = _cases((json.loads(old_json.read_text()).get("performance") or {}) if old_json.is_file() else {})
+            rows.append((f"  {name} bench wall time", f"before {old_secs:.1f} s (rc {orc}), after {secs:.1f} s"))
+        for case, ms in now.items():
+            was = f"before {old[case]:.4f} ms, x{ms / old[case]:.4f}; " if case in old else ""
+            graph = f"graph {graphs[case]:.4f} ms" if case in graphs else "no graph timing"
+            rows.append((f"  {name} {case}", f"{was}replay {ms:.4f} ms; {graph}"))
+    return rows
+

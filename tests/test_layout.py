@@ -99,6 +99,9 @@ def test_the_judge_imports_nothing_untrusted(module):
 
 WORKER_SIDE = "kernelgen.verify.worker"
 JUDGE_SIDE = "kernelgen.verify.judge"
+# What runs in a worker process beside the request loop: recording (in the candidate's own process) and
+# replaying (in a process that never imports a candidate). Worker-side, like worker/ itself.
+WORKER_PACKAGES = (WORKER_SIDE, "kernelgen.verify.record", "kernelgen.verify.replay")
 
 
 def _reach(module: str) -> set[str]:
@@ -113,19 +116,21 @@ def _reach(module: str) -> set[str]:
 
 
 def test_verify_is_split_by_the_process_each_file_runs_in():
-    """verify/ holds judge/ (the trusted process), worker/ (the candidate's own process) and, at its
-    top level, only what both import; nothing else lives there."""
+    """verify/ reads record | replay | judge: record/ (runs in the candidate's own process), replay/ (in a
+    process that never imports a candidate), worker/ (the request loop and sandbox of both), judge/ (the
+    trusted process) and, at its top level, only what they import; nothing else lives there."""
     verify = {m for m in MODULES if m.startswith("kernelgen.verify")}
     assert {m for m in verify if m.startswith(WORKER_SIDE + ".")} >= {f"{WORKER_SIDE}.server", f"{WORKER_SIDE}.guard",
                                                                         f"{WORKER_SIDE}.sandbox", f"{WORKER_SIDE}.tamper"}
+    assert {"kernelgen.verify.record.calls", "kernelgen.verify.replay.executor", "kernelgen.verify.replay.extract"} <= verify
     assert f"{JUDGE_SIDE}.judge" in verify and f"{JUDGE_SIDE}.accuracy" in verify
-    shared = {m for m in verify if m.count(".") == 2 and m not in (WORKER_SIDE, JUDGE_SIDE)}
-    used_by_worker = {d for m in verify if m.startswith(WORKER_SIDE) for d in _reach(m)}
+    shared = {m for m in verify if m.count(".") == 2 and m not in (*WORKER_PACKAGES, JUDGE_SIDE)}
+    used_by_worker = {d for m in verify if m.startswith(WORKER_PACKAGES) for d in _reach(m)}
     not_shared = sorted(m for m in shared if m not in used_by_worker)
     assert not not_shared, f"{not_shared} sit beside judge/ and worker/ but the worker never imports them: move them into judge/"
 
 
-@pytest.mark.parametrize("module", sorted(m for m in GRAPH if m.startswith(WORKER_SIDE)
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if m.startswith(WORKER_PACKAGES)
                                           or (m.startswith("kernelgen.verify.") and m.count(".") == 2
                                               and m not in (JUDGE_SIDE,))))
 def test_worker_side_code_reaches_nothing_judge_side(module):

@@ -90,15 +90,16 @@ def test_operator(op_dir: Path, *, device: str = "auto", kernel: Path | None = N
 
 def bench_operator(op_dir: Path, *, device: str = "auto", kernel: Path | None = None, no_compile: bool = False,
                    no_peers: bool = False, fresh: bool = False, json_out: Path | None = None, no_service: bool = False,
-                   on_step: Say = _quiet, warn: Say = _quiet, note: Say = _quiet) -> Checked:
+                   graph: bool = False, on_step: Say = _quiet, warn: Say = _quiet, note: Say = _quiet) -> Checked:
     """`kernelgen bench`: the kernel timed against eager, torch.compile and the peers (`json_out`: the
-    typed result written there too)."""
-    job = PerformanceJob(op_dir=_abs(op_dir), kernel=_abs(kernel), no_compile=no_compile, no_peers=no_peers, fresh=fresh)
+    typed result written there too; `graph`: its plan timed in a CUDA graph too)."""
+    job = PerformanceJob(op_dir=_abs(op_dir), kernel=_abs(kernel), no_compile=no_compile, no_peers=no_peers, fresh=fresh,
+                         graph=graph)
     done = _remote(device, job, no_service, on_step, warn, note)
     if done is not None:
         checked = Checked(done.performance, kernel or Path(op_dir) / f"{done.op_name}_triton.py")
     else:
-        checked = _bench_here(op_dir, device, kernel, no_compile, no_peers, fresh, on_step, warn)
+        checked = _bench_here(op_dir, device, kernel, no_compile, no_peers, fresh, on_step, warn, graph)
     if json_out is not None:
         from kernelgen.fsutil import atomic_write
 
@@ -107,7 +108,7 @@ def bench_operator(op_dir: Path, *, device: str = "auto", kernel: Path | None = 
 
 
 def _bench_here(op_dir: Path, device: str, kernel: Path | None, no_compile: bool, no_peers: bool, fresh: bool,
-                on_step: Say, warn: Say) -> Checked:
+                on_step: Say, warn: Say, graph: bool = False) -> Checked:
     from kernelgen.verify.judge.session import early_worker
 
     with early_worker(device) as spare:
@@ -121,5 +122,5 @@ def _bench_here(op_dir: Path, device: str, kernel: Path | None, no_compile: bool
             warn(INTERPRETER_WARNING)
         on_step(f"{op.name}: timing on {dev.kind}")
         record = run_performance(op, dev, kernel=kernel, no_compile=no_compile, no_peers=no_peers, fresh=fresh,
-                                 spare=spare)
+                                 spare=spare, graph=graph)
     return Checked(record, kernel or op.file("triton"))

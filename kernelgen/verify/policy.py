@@ -27,6 +27,7 @@ class SandboxPolicy:
     cgroups: list[str] = field(default_factory=list)  # cgroup folders the judge made for this worker
     namespaces: bool = True
     landlock: bool = True
+    role: str = "record"  # what runs inside: a candidate being recorded, or replays of its plan (kernelgen.verify.worker.server)
 
 
 @dataclass

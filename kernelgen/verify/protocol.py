@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 # A frame larger than this is a protocol violation (the biggest legitimate ones carry a kernel file
 # or a traceback; tensors travel through the arena).
 MAX_FRAME = 8 << 20
+ALIGN = 64  # bytes between tensors in the arena
 _HEADER = struct.Struct(">I")
 
 # dtypes that may cross the boundary, with their element sizes.
@@ -74,7 +75,7 @@ class Reply(_Msg):
     ok: bool
     error: str = ""  # the candidate's exception with its last frames (scrubbed by the judge)
     kind: Literal["hello", "loaded", "stored", "called", "timed", "host", "synced", "bye", "batch", "probed",
-                  "failed"] = "failed"
+                  "recorded", "planned", "failed"] = "failed"
     outputs: list[Value] = Field(default_factory=list)
     inputs_after: list[TensorRef] = Field(default_factory=list)
     report: CallReport | None = None

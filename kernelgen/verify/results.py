@@ -209,6 +209,7 @@ class PerfCase(_Model):
     flops: int | None = None
     kernel: KernelTiming | None = None
     compare: KernelTiming | None = None  # the current best, timed in the same process (optimize)
+    graph: KernelTiming | None = None  # the kernel's plan captured in a CUDA graph and timed (bench --graph, GPU)
     eager: KernelTiming | None = None
     compiled: KernelTiming | None = None  # torch.compile of the reference
     gbps: float | None = None
@@ -290,6 +291,8 @@ class PerfCase(_Model):
         parts = []
         if self.kernel:
             parts.append(f"{self.kernel.ms:.4g} ms (spread {100 * self.kernel.spread:.0f}%)")
+        if self.graph:
+            parts.append(f"{self.graph.ms:.4g} ms as a CUDA graph")
         if self.gbps is not None:
             parts.append(f"{self.gbps:.0f} GB/s")
         if self.tflops is not None:

@@ -1,7 +1,9 @@
-"""End to end on the CPU interpreter: a candidate that rebinds the process's clock or the worker's timing
-functions changes nothing the judge records; one that rewrites the loop's code is refused a timing; a
-worker whose answer claims less time than the judge's own clock saw is `forged-timing`. The static
-checks are switched off where a kernel would not get past them, to show the runtime holds alone."""
+"""End to end on the CPU interpreter: a candidate that rebinds its process's clock or the timing
+functions there, or rewrites the loop's code, changes nothing the judge records — every timing is a
+replay, in a process the candidate never runs in — and is reported as `harness-tampering` by its
+recording worker's seal (defence in depth); a worker whose answer claims less time than the judge's own
+clock saw is `forged-timing`. The static checks are switched off where a kernel would not get past them,
+to show the runtime holds alone."""
 
 from __future__ import annotations
 
@@ -30,11 +32,12 @@ def test_a_slowed_clock_and_rebound_timing_functions_change_nothing_recorded(tmp
     assert case["timing_check"].startswith("claimed")
 
 
-def test_a_rewritten_timing_loop_is_refused(tmp_path):
+def test_a_rewritten_timing_loop_is_named_and_times_nothing(tmp_path):
+    """The rewrite reaches only the recording worker's copy of the loop: its seal names it."""
     op = make_op_dir(tmp_path, ADVERSARIAL / "forge_timing_code.py")
     r = _harness("performance", op, "--no-compile", bypass_static=True)
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "VIOLATION harness-tampering" in r.stdout and "run_reps changed" in r.stdout, r.stdout
+    assert "VIOLATION harness-tampering" in r.stdout and "run_reps's code" in r.stdout, r.stdout
 
 
 def test_a_worker_claiming_impossible_times_is_forged_timing(tmp_path, monkeypatch):

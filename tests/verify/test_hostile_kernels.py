@@ -1,6 +1,7 @@
 """Every hostile kernel in tests/adversarial/ is rejected by `kernelgen test OP_DIR` with a non-zero
 exit code and the named violation (or failure) its `# EXPECT:` header gives; the honest kernel is
-accepted. Each runs through the real CLI and the real isolated child (Triton interpreter on CPU)."""
+accepted. Each runs through the real CLI, its real recording worker and the real replay worker (Triton
+interpreter on CPU)."""
 
 from __future__ import annotations
 
@@ -146,18 +147,20 @@ def test_what_the_allowlist_refuses_still_fails_at_run_time(hostile, tmp_path):
 
 
 def test_side_channels_without_static_checks_still_fail(tmp_path):
-    """The runtime layers catch these on their own: compute in the wrapper and a cast."""
-    for name, code in [("decoy_launch", "torch-compute-in-wrapper"), ("shape_cache", "output-not-fresh")]:
+    """The recording catches these on its own: compute in the wrapper, and an output kept from an earlier call."""
+    for name, code in [("decoy_launch", "torch-compute-in-wrapper"), ("shape_cache", "outside-tensor")]:
         op = make_op_dir(tmp_path / name, ADVERSARIAL / f"{name}.py")
         r = _harness("accuracy", op, bypass_static=True)
         assert r.returncode == 1 and f"VIOLATION {code}" in r.stdout, r.stdout
 
 
-def test_timed_calls_that_skip_the_launch_are_caught(tmp_path):
+def test_calls_that_skip_the_launch_are_refused_before_they_are_timed(tmp_path):
+    """Answering a repeated call from a cache made by an earlier one is refused where it is recorded: the
+    output was not made by the call (timed calls are replays, which never reach the cache)."""
     op = make_op_dir(tmp_path, ADVERSARIAL / "perf_skip_repeat.py")
     r = _harness("performance", op, "--no-compile")
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "VIOLATION timed-call-no-launch" in r.stdout, r.stdout
+    assert "VIOLATION outside-tensor" in r.stdout, r.stdout
 
 
 def test_honest_kernel_passes_performance_dry_run(tmp_path):

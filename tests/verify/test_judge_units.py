@@ -258,13 +258,14 @@ def test_library_setters_on_the_files_own_functions_and_classes_pass():
     assert _codes(HONEST + "\n\n" + own) == set()
 
 
-def test_entry_rebound_at_module_level():
-    assert "entry-rebound" in _codes(HONEST + "\n\nbroadcast = lambda x, bias: x + bias\n")
-
-
-def test_try_star_counts_as_fallback():
+def test_what_the_recording_sees_is_no_longer_a_static_rule():
+    """A cache in front of the entry, a try/except fallback, a host read: since issue 40 the recording sees
+    what a call does and names it (tests/verify/adversarial/cached_entry.py, try_fallback.py, host_item.py);
+    the static check no longer guesses from the text."""
+    assert _codes(HONEST + "\n\nbroadcast = lambda x, bias: x + bias\n") == set()
     src = HONEST.replace("    x = x.contiguous()", "    try:\n        pass\n    except* ValueError:\n        pass\n    x = x.contiguous()")
-    assert "fallback-try-except" in _codes(src)
+    assert _codes(src) == set()
+    assert _codes(HONEST.replace("    return out", "    n_cols = x.sum().item()\n    return out")) == set()
 
 
 def test_every_emitted_code_is_documented_in_one_table():

@@ -61,14 +61,15 @@ def test_the_log_and_the_batch_report_do_the_same():
 @pytest.mark.slow
 def test_bench_shows_a_refused_timing_as_no_number_and_its_violation_on_the_line(tmp_path, monkeypatch):
     """Through `kernelgen bench` (the static checks switched off in this judge process, so the kernel
-    runs): a cache keyed on the inputs' version is wrong once they change between timing requests."""
+    runs): a cache keyed on the inputs' version serves its second recorded call from a tensor an earlier
+    call made, and the case's timing is refused with that reason on its line."""
     monkeypatch.setattr(judge_module, "check_source", lambda *a, **k: [])
     monkeypatch.setenv("COLUMNS", "400")
     op = make_op_dir(tmp_path, ADVERSARIAL / "cache_by_version.py")
     result = CliRunner().invoke(app, ["bench", str(op), "--device", "cpu", "--no-compile", "--no-peers"])
     assert result.exit_code == 1, result.output
     row = _line(result.output, "4x33")
-    assert "timed-output-wrong" in row, result.output
+    assert "outside-tensor" in row, result.output
     kernel_ms = row.split("│")[3].strip()
     assert kernel_ms == "—", row
-    assert "violation timed-output-wrong:" in result.output
+    assert "violation outside-tensor:" in result.output

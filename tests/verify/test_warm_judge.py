@@ -1,6 +1,7 @@
-"""The judge's own speed without weaker checks: its first worker starts before the judge is ready (and
-is the one that runs the kernel), an accuracy seed is one round trip, and perf inputs are drawn in
-the worker rather than copied, unless the worker's draw differs from the judge's."""
+"""The judge's own speed without weaker checks: its first workers (the candidate's recording worker and
+the replay worker) start before the judge is ready (and are the ones used), an accuracy seed's replays
+are one round trip, a layout is recorded once, and perf inputs are drawn in the workers rather than
+copied, unless a worker's draw differs from the judge's."""
 
 from __future__ import annotations
 
@@ -43,22 +44,27 @@ def requests(monkeypatch):
     return seen
 
 
-def test_one_worker_started_early_runs_the_checks_in_batches(tmp_path, requests):
+def test_the_workers_started_early_run_the_checks_in_batches(tmp_path, requests):
     op = open_operator(make_op_dir(tmp_path, HONEST))
     with open_judge(op, CPU) as judge:
-        assert requests["worker started"] == 1  # the spare, before the judge sized its arena
+        assert requests["worker started"] == 2  # the recording and replay spares, before the judge sized its arena
         result = check_accuracy(judge, kernel_source(op, None), seeds=(0, 1))
     assert result.correct, result.violations
-    assert requests["worker started"] == 1 and requests["arena"] == 1
+    assert requests["worker started"] == 2 and requests["arena"] == 2
     n_seeds = len({(c.case, c.variant, c.dtype, c.seed) for c in result.checks})
-    assert requests["batch"] == n_seeds and requests["call"] == sum(1 for c in result.checks if c.call == "stale-probe")
+    stale = sum(1 for c in result.checks if c.call == "stale-probe")
+    assert requests["batch"] == n_seeds and requests["replay"] == stale
+    # one recording per input layout (the scaled cases share their case's), and one more per stale probe
+    layouts = len({(c.case, c.variant, c.dtype) for c in result.checks if not (c.variant or "").startswith("scaled")})
+    assert requests["record"] == layouts + stale and requests["call"] == 0
 
 
 def test_perf_inputs_are_drawn_in_the_worker_unless_its_draw_differs(tmp_path, requests, monkeypatch):
     op = open_operator(make_op_dir(tmp_path, HONEST))
     with open_judge(op, CPU) as judge:
         perf = measure_performance(judge, kernel_source(op, None))
-        assert perf.ok and perf.cases and requests["draw"] == len(perf.cases) and requests["put"] == 0
+        # drawn where it is recorded and where it is replayed
+        assert perf.ok and perf.cases and requests["draw"] == 2 * len(perf.cases) and requests["put"] == 0
         assert requests["draw refill"] >= len(perf.cases)  # drawn anew there before each timing request
 
         # inputs that do not match their recipe (as when another GPU's generator gives other numbers)
@@ -67,7 +73,8 @@ def test_perf_inputs_are_drawn_in_the_worker_unless_its_draw_differs(tmp_path, r
         drawn = performance.perf_inputs
         monkeypatch.setattr(performance, "perf_inputs", lambda j, *a: _nudged(j, drawn(j, *a)[0]))
         perf = measure_performance(judge, kernel_source(op, None))
-    assert perf.ok and requests["put"] == len(perf.cases), perf.cases[0].spot_check  # sent instead, and right
+    # sent instead, and right (to the replay worker: the kernel's plan on this layout is already recorded)
+    assert perf.ok and requests["put"] == len(perf.cases), perf.cases[0].spot_check
 
 
 def _nudged(judge, inputs):
@@ -97,7 +104,7 @@ def test_a_worker_started_on_a_wrong_guess_of_the_device_is_not_used(tmp_path, r
         with open_judge(op, elsewhere, spare=spare) as judge:
             assert spare.closed
             assert check_accuracy(judge, kernel_source(op, None), seeds=(0,)).correct
-    assert requests["worker started"] == 2
+    assert requests["worker started"] == 3  # the judge's own recording and replay workers
 
 
 def test_a_judge_of_many_untrusted_kernels_keeps_the_next_worker_warm(tmp_path, requests):
@@ -106,9 +113,9 @@ def test_a_judge_of_many_untrusted_kernels_keeps_the_next_worker_warm(tmp_path, 
     with open_judge(op, CPU) as judge:
         judge.keep_spare = True  # as optimize sets it
         first, _ = judge.load(KernelSource(honest, op.file("triton").name, "llm"))
-        assert requests["worker started"] == 2  # the one it took, and the next one already starting
+        assert requests["worker started"] == 3  # the replay spare, the one it took, and the next one already starting
         second, _ = judge.load(KernelSource(honest + "\n# another candidate\n", op.file("triton").name, "llm"))
-        assert second is not first and requests["worker started"] == 3
+        assert second is not first and requests["worker started"] == 4
         assert check_accuracy(judge, KernelSource(honest + "\n# another candidate\n", op.file("triton").name, "llm"),
                               seeds=(0,)).correct
 
@@ -126,5 +133,6 @@ def test_a_resident_case_gets_its_own_inputs_back_after_its_timing(tmp_path, req
         rotated = requests["draw refill"]
         second = measure_performance(judge, kernel_source(op, None))
     assert first.ok and second.ok, (first.cases[0].spot_check, second.cases[0].spot_check, second.violations)
-    assert requests["draw"] == len(first.cases)  # drawn once, kept resident
+    # drawn once where it is replayed, kept resident there, and once where it is recorded (once per judge)
+    assert requests["draw"] == 2 * len(first.cases)
     assert rotated >= 2 * len(first.cases)  # at least one rotation and the restore per case

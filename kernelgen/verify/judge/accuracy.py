@@ -1,20 +1,23 @@
 """The accuracy verdict, decided in the judge's process.
 
 For every planned case (the spec's test cases x dtypes x seeds, plus the generated variants of
-kernelgen.verify.judge.inputs), the judge draws fresh inputs, runs the baseline on its own copy, sends the
-inputs to the candidate's worker and checks what comes back:
-1. a **guarded** call, fresh allocations poisoned with this run's fill A: outputs must match, every
-   element must be written, the inputs must be unchanged, the outputs must be fresh;
-2. the same call with **fill B** (and, on the interpreter, programs in reversed order): it must
-   match, and agree with call 1 — an honest kernel never depends on memory it did not write;
-3. a **plain** call, no guard at all (programs shuffled on the interpreter): it must match too, so a
-   kernel that behaves only when it is watched fails;
-4. an **ablated** call, every Triton launch a no-op: the output must come out wrong or unwritten,
-   or the answer did not come from Triton (`answer-without-triton`).
-Then the same buffers are refilled with new values and called again (`stale-output`), and the kernel is
-called on meta tensors of each perf case's shapes (kernelgen.verify.judge.perfshapes): it must accept
-the shapes it will be timed on. The verdict counts the checks it planned before the first call: fewer
-done is a failure, and "0/0" never passes.
+kernelgen.verify.judge.inputs), the judge draws fresh inputs and runs the baseline on its own copy. The
+candidate's worker **records** one call on each new input layout (kernelgen.verify.judge.recorded: a
+warm-up call, then two recorded calls that must agree; a refusal names what a replay cannot stand for),
+and the judge's replay worker, which never imports the candidate, **replays** that plan on the inputs
+of every seed and checks what comes back:
+1. **guarded**: fresh allocations poisoned with this run's fill A: outputs must match, every element
+   must be written, the inputs must be unchanged;
+2. **second-fill**: the same with fill B (and, on the interpreter, programs in reversed order): it must
+   match, and agree with replay 1 — an honest kernel never depends on memory it did not write;
+3. **plain**: fill A again, programs shuffled on the interpreter: it must match too;
+4. **ablated**: every Triton launch skipped: the output must come out wrong or unwritten, or the
+   answer did not come from Triton (`answer-without-triton`).
+Then the candidate records the same call again on new values: a different plan means its launches
+depend on values (`host-read`), and that plan's replay on them is checked too; and the kernel is called
+on meta tensors of each perf case's shapes (kernelgen.verify.judge.perfshapes): it must accept the
+shapes it will be timed on. The verdict counts the checks it planned before the first call: fewer done
+is a failure, and "0/0" never passes.
 
 Outputs are measured by the oracle's one rule (kernelgen.verify.judge.oracle) against the case's
 float64 truth (kernelgen.verify.judge.bigtruth), eager running under the user's precision policy; the
@@ -35,6 +38,9 @@ from kernelgen.verify.judge.bigtruth import case_truth
 from kernelgen.verify.judge.compare import Comparison, agree, as_tuple, compare_outputs
 from kernelgen.verify.judge.inputs import STALE_OFFSET, CheckCase, draw, plan_checks, seed_base, tolerance_of
 from kernelgen.verify.judge.judge import Judge, KernelSource, LoadError, static_problems
+from kernelgen.verify.judge.plans import CandidatePlans
+from kernelgen.verify.replay.extract import ExtractError
+from kernelgen.verify.worker.interpreter import LIMIT_TEXTS
 from kernelgen.verify.judge.perfshapes import perf_shape_cases, probe
 from kernelgen.verify.judge.precision import applied, precision_policy
 from kernelgen.verify.judge.seedcalls import SeedCalls, make_room
@@ -167,6 +173,11 @@ def check_accuracy(judge: Judge, kernel: KernelSource, *, seeds: tuple[int, ...]
         result.violations = [Violation(code=c, message=m) for c, m in static]
         result.compiled = not any(c == "syntax-error" for c, _ in static)
         return result
+    try:
+        judge.replayer.extracted(kernel)  # what a replay defines of the file: nothing of it runs before this holds
+    except ExtractError as e:
+        result.violations = [Violation(code=e.code, message=e.message)]
+        return result
     plan = plan_checks(spec, seeds=seeds, base=base, interpreter=device.interpreter, arena_bytes=judge.arena_bytes)
     probes = perf_shape_cases(spec)
     result.skipped = plan.skipped
@@ -184,9 +195,11 @@ def check_accuracy(judge: Judge, kernel: KernelSource, *, seeds: tuple[int, ...]
     for code, message in judge.load_violations.get(kernel.sha256, []):
         state.violate(code, message)
     fill_a, fill_b = draw_fills()
+    plans = CandidatePlans(judge, kernel, worker, slot)
     for n, check in enumerate(plan.cases):
-        if _run_case(state, worker, slot, check, base, f"case{n}", fill_a, fill_b):
+        if _run_case(state, plans, check, base, f"case{n}", fill_a, fill_b):
             return _finish(result)
+    result.skipped += judge.notes.get(kernel.sha256, [])  # e.g. autotune's first config only, on the interpreter
     for index, case, dtype in probes:
         found = probe(judge, worker, slot, index, case, dtype, dtype in spec.deciding_dtypes)
         if isinstance(found, str):
@@ -199,23 +212,30 @@ def check_accuracy(judge: Judge, kernel: KernelSource, *, seeds: tuple[int, ...]
     return _finish(result)
 
 
-def _run_case(state: _Check, worker: Any, slot: str, check: CheckCase, base: int, key: str, fill_a: Fill, fill_b: Fill) -> bool:
+def _run_case(state: _Check, plans: CandidatePlans, check: CheckCase, base: int, key: str, fill_a: Fill, fill_b: Fill) -> bool:
     """Every seed of one planned case (and the refill probe of a spec case); True when the run stops
-    there: the candidate raised in a deciding dtype. Raised in another dtype, the case is reported."""
+    there: the candidate raised, or did what a replay cannot stand for, in a deciding dtype. Raised in
+    another dtype, the case is reported; stopped by the interpreter's own limits, it is not checked."""
     failure = None
     try:
         for seed in check.seeds:
-            failure = _run_seed(state, worker, slot, check, seed, key, fill_a, fill_b)
+            failure = _run_seed(state, plans, check, seed, key, fill_a, fill_b)
             if failure:
                 break
         if failure is None and not check.variant:
-            failure = _stale_probe(state, worker, slot, check, base, key, fill_a)
+            failure = _stale_probe(state, plans, check, base, key, fill_a)
     except InvalidCase as e:
         state.drop(check, str(e))
     finally:
-        if not worker.closed:
-            state.judge.drop(worker, key)
+        replays = state.judge.replayer
+        if replays.live():
+            state.judge.drop(replays.worker(), key)
     if failure is None:
+        return False
+    if state.judge.device.interpreter and any(t in failure for t in LIMIT_TEXTS):
+        state.drop(check, f"{_where(check, check.seeds[0], 'interpreter')}: Triton's CPU interpreter cannot run this "
+                   f"kernel ({failure.strip().splitlines()[-1][:300]}): an interpreter limit, not the kernel's failure; "
+                   "a GPU checks it")
         return False
     if check.decides:
         state.result.error = failure
@@ -225,6 +245,9 @@ def _run_case(state: _Check, worker: Any, slot: str, check: CheckCase, base: int
 
 
 def _finish(result: AccuracyResult) -> AccuracyResult:
+    if result.error is None and not result.checks_deciding and any("an interpreter limit" in s for s in result.skipped):
+        result.error = ("not checked here: Triton's CPU interpreter cannot run this kernel (an interpreter limit, not the "
+                        "kernel's failure; see the skipped cases); a GPU checks it")
     deciding = [c for c in result.checks if c.decides]
     result.correct = (result.compiled and result.error is None and not result.violations and result.checks_deciding > 0
                       and len(deciding) == result.checks_deciding and all(c.passed for c in deciding))
@@ -242,8 +265,27 @@ def _where(check: CheckCase, seed: int, call: str) -> str:
     return f"{check.variant or 'test case'} (case {check.case}) {shapes} {check.dtype} seed {seed} ({call})"
 
 
-def _run_seed(state: _Check, worker: Any, slot: str, check: CheckCase, seed: int, key: str, fill_a: Fill, fill_b: Fill) -> str | None:
-    """The four calls of one seed; what the candidate raised, if it did (the case stops there)."""
+def _plan_id(state: _Check, plans: CandidatePlans, check: CheckCase, seed: int, key: str, inputs: list[Any],
+             expected: tuple, *, again: bool = False) -> tuple[str | None, str | None]:
+    """(the id of the plan these inputs are replayed with, None), or (None, why there is none: what the
+    candidate raised, or what it did that a replay cannot stand for, which is also a violation)."""
+    rec = plans.recorded(key, inputs, expected, again=again)
+    where = _where(check, seed, "recording" if not again else "recording on new values")
+    for code, message in rec.evidence:
+        state.violate(code, f"{where}: {message}")
+    if rec.error:
+        return None, f"{where}: {rec.error}"
+    if rec.refusal is not None:
+        code, message = rec.refusal
+        state.violate(code, f"{where}: {message}")
+        return None, f"{where}: refused ({code}): {message}"
+    assert rec.plan is not None
+    return plans.hold(rec.plan), None
+
+
+def _run_seed(state: _Check, plans: CandidatePlans, check: CheckCase, seed: int, key: str, fill_a: Fill, fill_b: Fill) -> str | None:
+    """The four replays of one seed (the plan recorded first on a new layout); what the candidate raised
+    or was refused for, if anything (the case stops there)."""
     judge, spec, device = state.judge, state.spec, state.judge.device
     try:
         inputs = draw(spec, check, seed, device.torch_device)
@@ -253,13 +295,17 @@ def _run_seed(state: _Check, worker: Any, slot: str, check: CheckCase, seed: int
         raise InvalidCase(f"{_where(check, seed, 'drawing')}: its inputs cannot be drawn: {e}") from None
     pristine = [t.clone() for t in inputs]
     want = _Expected(judge, check, inputs, seed, state.result.input_seed_base)
+    plan_id, failure = _plan_id(state, plans, check, seed, key, inputs, want.eager)
+    if plan_id is None:
+        return failure
     interp = device.interpreter
     named = [("guarded", fill_a, "forward"), ("second-fill", fill_b, "reversed" if interp else "forward"),
              ("plain", fill_a, "shuffled" if interp else "forward")]
-    calls = [{"mode": "plain" if call == "plain" else "guarded", "fill": fill, "order": order, "seed": seed,
-              "return_inputs": call == "guarded"} for call, fill, order in named]
-    calls.append({"mode": "ablated", "fill": fill_a, "seed": seed})
-    sent = SeedCalls(judge, worker, slot, key, inputs, want.eager, calls, _where(check, seed, "inputs"))
+    calls = [judge.replay_request(plan_id, key, fill=fill, order=order, seed=seed, return_inputs=call == "guarded")
+             for call, fill, order in named]
+    calls.append(judge.replay_request(plan_id, key, fill=fill_a, seed=seed, ablate=True))
+    worker = plans.replay_worker()
+    sent = SeedCalls(judge, worker, key, inputs, want.eager, calls, _where(check, seed, "inputs"))
     got_by_call: dict[str, list[Any] | None] = {}
     for i, (call, fill, order) in enumerate(named):
         where = _where(check, seed, call)
@@ -305,25 +351,33 @@ def _ablation(state: _Check, worker: Any, check: CheckCase, seed: int, fill: Fil
                       "turned into a no-op the output was still right, so it did not come from Triton")
 
 
-def _stale_probe(state: _Check, worker: Any, slot: str, check: CheckCase, base: int, key: str, fill: Fill) -> str | None:
-    """The same input buffers refilled in place with new values: a result cached by address,
-    shape or call count goes stale. What the candidate raised, if it did."""
+def _stale_probe(state: _Check, plans: CandidatePlans, check: CheckCase, base: int, key: str, fill: Fill) -> str | None:
+    """The same call on new values: recorded again (its plan must be the one recorded before: launches
+    that change with the values are `host-read`), and the case's plan replayed on them. What the
+    candidate raised, if it did."""
     judge, spec = state.judge, state.spec
     seed = base + STALE_OFFSET + 31 * check.case
     fresh = draw(spec, check, seed, judge.device.torch_device)
     want = _Expected(judge, check, fresh, seed, base)
-    make_room(worker, fresh, want.eager)
-    judge.put(worker, key, fresh, refill=True)
-    reply = judge.call(worker, slot, key, mode="plain", fill=fill, out_limit=worker.arena.size // 2)
     where = _where(check, seed, "refilled buffers")
+    before = plans.recorded(key, fresh, want.eager).plan
+    again, failure = _plan_id(state, plans, check, seed, key, fresh, want.eager, again=True)
+    if again is None:
+        return failure
+    assert before is not None  # recorded for the case's seeds first
+    plan_id = plans.hold(before)
+    if again != plan_id:
+        state.violate("host-read", f"{where}: the same call on new values recorded a different plan: the launches "
+                      "depend on values, not on shapes: not replayable")
+    worker = plans.replay_worker()
+    make_room(worker, fresh, want.eager)
+    judge.put(worker, key, fresh)
+    reply = worker.request(judge.replay_request(plan_id, key, fill=fill, out_limit=worker.arena.size // 2))
     if not reply.ok:
         return f"{where}: {reply.error}"
     state.evidence(reply, where)
     got = state.outputs(worker, reply, want.eager, where)
-    earlier_passed = all(c.passed for c in state.result.checks if c.case == check.case and c.dtype == check.dtype and not c.variant)
-    if not state.record(check, check.seeds[-1], "stale-probe", got, want, None).passed and earlier_passed:
-        state.violate("stale-output", f"{where}: wrong on the same buffers refilled with new values: the kernel "
-                      "returns a result cached from an earlier call")
+    state.record(check, check.seeds[-1], "stale-probe", got, want, None)
     return None
 
 

@@ -1,19 +1,21 @@
-"""What a kernel file may touch: the one allowlist kernelgen.verify.judge.surface holds every candidate to.
+"""What a kernel file may import and reach: the allowlist kernelgen.verify.judge.surface holds every
+candidate to, before any of it runs.
 
-A kernel file may import the modules below, and on each use only the names its table lists; a name
-listed here that is itself a table (`torch.cuda`) is a namespace, whose own table says what may follow
-it, and which may not be handed around as a value (`b = torch.cuda` makes `b` another name for it,
-checked the same way; `f(torch.cuda)` is refused). After a listed name that is not a namespace (a
-function, a class, a dtype), and on every other value (a tensor, a list, a kernel, a launch's result),
-only the attribute names of VALUE_ATTRS may follow, and the file's own attribute names (its classes'
-fields and methods, `self.x`) where they are not also the name of something on the objects a kernel
-can hold (`shadowed`). No attribute starting with `_`, anywhere; only the builtins of BUILTINS.
+Since issue 40 no verdict rests on it: every check and timing replays what the candidate's call did on
+the device (kernelgen.verify.record, kernelgen.verify.replay). What stays is what a replay cannot see —
+the file's imports, and what its recording process could reach beyond its sandbox where a layer of the
+sandbox is missing: a kernel file may import the modules below, and on each use only the names its
+table lists; a name listed here that is itself a table (`torch.cuda`) is a namespace, whose own table
+says what may follow it, and which may not be handed around as a value (`b = torch.cuda` makes `b`
+another name for it, checked the same way; `f(torch.cuda)` is refused). On values (a tensor, a config,
+a list, a kernel) any attribute may follow but those of ESCAPE_ATTRS, which lead from an object to the
+interpreter's frames, code and tracebacks. No attribute starting with `_`, anywhere; only the builtins
+of BUILTINS (no eval, exec, open, __import__, setattr: they leave the language).
 
 To extend it: add the name to its table with the reason a kernel needs it, and a test that an honest
 use of it passes (tests/verify/test_allowlist.py holds every entry to exist in the installed library
 and to pass in a kernel file). An entry is a promise that nothing reached through it leads back to the
-interpreter, the process, files, other frames or the worker's own objects; where its result is an
-object, the attributes used on it are VALUE_ATTRS, which hold for every object alike.
+interpreter, the process, files or other frames.
 """
 
 from __future__ import annotations
@@ -117,31 +119,22 @@ IMPORTABLE = frozenset({
     "__future__",
 })
 
-# Attribute names that may follow any value: a tensor's shape, layout, views and allocation; a dtype's
-# properties; the kernel language's tensor methods; containers' and strings' methods; what launching
-# and tuning a kernel returns. None of them leads from any object to code, frames, modules or hooks.
-VALUE_ATTRS: frozenset[str] = frozenset(set().union(*[set(names.split()) for names in (
-    # torch.Tensor: shape, layout, views, allocation and in-place fills (no data read on the host)
-    "shape dtype device stride size numel dim ndim is_contiguous contiguous data_ptr element_size itemsize nbytes "
-    "storage_offset view view_as reshape expand expand_as permute transpose t T mT unsqueeze squeeze flatten "
-    "unflatten narrow select split chunk unbind movedim as_strided new_empty new_empty_strided new_zeros new_ones "
-    "new_full zero_ fill_ copy_ clone detach to is_cuda is_floating_point is_complex requires_grad layout",
-    # torch.device, torch.dtype, finfo/iinfo, device properties
-    "type index is_signed bits eps max min tiny multi_processor_count L2_cache_size total_memory name major minor "
-    "regs_per_multiprocessor warp_size max_threads_per_multi_processor shared_memory_per_block_optin",
-    # the kernel language's tensors, dtypes, descriptors and block pointers (inside @triton.jit)
-    "element_ty primitive_bitwidth scalar value is_floating is_int is_int_signed is_ptr is_fp16 is_bf16 is_fp32 "
-    "is_fp64 trans broadcast_to expand_dims ravel sum argmax argmin cumsum cumprod reduce associative_scan exp "
-    "exp2 log log2 sqrt rsqrt abs sigmoid softmax cast flip sort histogram gather logical_and logical_or "
-    "reduce_or xor_sum erf cos sin floor ceil sqrt_rn cdiv advance load store atomic_add atomic_max atomic_load atomic_poll atomic_store "
-    "atomic_min atomic_cas atomic_xchg atomic_and atomic_or atomic_xor block_shape base strides from_tensor",
-    # containers and strings
-    "append extend insert pop clear get items keys values setdefault update add discard remove copy count sort "
-    "reverse join format startswith endswith removeprefix removesuffix replace strip lower upper args",
-    # launching and tuning: a kernel, its compiled form, its configs (the lean launch of offline kernels)
-    "run arg_names src signature function packed_metadata kwargs num_warps num_stages num_ctas fn kernel params "
-    "cache_info cache_clear",
-)]))
+# Attribute names no value may be followed by: those of Python's frames, generators, coroutines,
+# tracebacks and code objects. From a running generator (`gen.gi_frame.f_back.f_globals`) they walk to
+# every frame above and to the real builtins, which is the interpreter itself; nothing a kernel does
+# needs them. Every other attribute a value has is the kernel's to use (`cfg.tile`, `cfg.mode`,
+# `slice.start`: the allowlist refused those until issue 40, and honest kernels with them).
+ESCAPE_PREFIXES = ("f_", "gi_", "cr_", "ag_", "tb_", "co_")
+
+
+@functools.lru_cache(maxsize=1)
+def escape_attrs() -> frozenset[str]:
+    import types
+
+    kinds = (types.FrameType, types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType, types.TracebackType,
+             types.CodeType)
+    return frozenset(n for k in kinds for n in dir(k) if n.startswith(ESCAPE_PREFIXES))
+
 
 # Builtins a wrapper needs. Not here: those that run code (eval, exec, compile, __import__), open files
 # (open), reach namespaces or frames (globals, locals, vars, dir, breakpoint), set attributes (setattr,
@@ -179,43 +172,4 @@ def where(namespace: str) -> str:
     """How a refusal names the table a name was missing from."""
     return f"the allowlist of {namespace} (kernelgen/verify/judge/allowlist.py)"
 
-
-@functools.lru_cache(maxsize=1)
-def shadowed() -> frozenset[str]:
-    """Attribute names of the objects a kernel file can hold (Python's functions, frames, generators,
-    code, modules, exceptions and containers; torch's tensors, devices and dtypes; Triton's kernels,
-    tuners, configs and compiled kernels, with the attributes their methods set): a file's own attribute
-    name is admitted on values only where it is none of these, or is in VALUE_ATTRS. A class with a field
-    called `gi_frame` would otherwise make `generator.gi_frame` pass as the file's own attribute."""
-    import builtins
-    import types
-
-    import torch
-
-    classes: list[type] = [t for t in vars(types).values() if isinstance(t, type)]
-    classes += [t for t in vars(builtins).values() if isinstance(t, type)]
-    classes += [torch.Tensor, torch.device, torch.dtype, torch.Size, torch.finfo, torch.iinfo]
-    classes += _triton_classes()
-    names: set[str] = set()
-    for cls in classes:
-        names.update(dir(cls))
-        for klass in getattr(cls, "__mro__", (cls,)):
-            for member in vars(klass).values():
-                code = getattr(member, "__code__", None)
-                names.update(code.co_names if code is not None else ())  # the attributes its methods set and read
-    return frozenset(n for n in names if not n.startswith("_"))
-
-
-def _triton_classes() -> list[type]:
-    try:
-        import triton
-        import triton.language as tl
-        from triton.compiler.compiler import CompiledKernel
-        from triton.runtime.autotuner import Autotuner, Heuristics
-        from triton.runtime.jit import JITFunction
-        from triton.tools.tensor_descriptor import TensorDescriptor
-    except ImportError:  # pragma: no cover - an older Triton: its classes are looked up where present
-        return []
-    return [JITFunction, Autotuner, Heuristics, CompiledKernel, triton.Config, TensorDescriptor, tl.tensor, tl.dtype,
-            tl.constexpr]
 

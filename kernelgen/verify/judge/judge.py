@@ -1,11 +1,13 @@
 """The judge: one operator's trusted process-side state — its spec, its baseline, the inputs it drew —
-and the sandboxed workers its candidates run in.
+and the sandboxed workers its candidates are recorded and replayed in.
 
-The candidate never runs here. A worker receives inputs and returns outputs; the judge draws the
-inputs, runs the baseline, compares, counts the checks it planned and writes the verdict
-(kernelgen.verify.judge.accuracy, kernelgen.verify.judge.performance). Kernels KernelGen's own offline generator
-wrote share one long-lived worker (compile once, time many); every other kernel gets a worker of its
-own, so one candidate cannot tamper with the process another is judged in.
+The candidate never runs here. Its own worker (the recording role) imports it and records what a call
+does on the device as a plan (kernelgen.verify.judge.recorded); the judge's replay worker
+(kernelgen.verify.judge.replayer), which never imports a candidate, runs that plan on the inputs the
+judge drew, and the judge runs the baseline, compares, counts the checks it planned and writes the
+verdict (kernelgen.verify.judge.accuracy, kernelgen.verify.judge.performance). Kernels KernelGen's own
+offline generator wrote share one long-lived recording worker (compile once, time many); every other
+kernel gets a recording worker of its own.
 """
 
 from __future__ import annotations
@@ -100,6 +102,11 @@ class Judge:
         self._kept: dict[str, tuple[list[Any], tuple]] = {}  # resident perf cases: key -> (inputs, expected)
         self._kept_bytes = 0
         self._placed: dict[int, tuple[WorkerSession, set[str]]] = {}  # id(worker) -> it, and the keys it holds
+        from kernelgen.verify.judge.replayer import Replayer
+
+        self.replayer = Replayer(self, prestart=prestart or spare is not None)  # starts beside the first recording worker
+        self.notes: dict[str, list[str]] = {}  # kernel sha -> what its recordings noted (autotune's first config on the CPU)
+        self.perf_plans: dict[tuple, tuple[Any, float | None]] = {}  # (kernel sha, layout) -> its recording, host time
 
     def _arena_size(self, extra: list[dict[str, list[int]]]) -> int:
         """Room for one case's inputs, their copies after the call, and its outputs, at the largest
@@ -232,6 +239,7 @@ class Judge:
                 w.close()
         self._spare, self._shared, self._own, self._slots, self._placed = None, None, {}, {}, {}
         self._kept, self._kept_bytes = {}, 0
+        self.replayer.close()
         closer = getattr(self.baseline, "close", None) if self._owns_baseline else None
         if closer is not None:
             closer()
@@ -318,16 +326,18 @@ class Judge:
     def drop(worker: WorkerSession, key: str) -> None:
         worker.request({"op": "drop", "key": key})
 
-    def call_request(self, slot: str, key: str, *, mode: str, fill: Fill, order: str = "forward", seed: int = 0,
-                     out_offset: int = 0, out_limit: int, return_inputs: bool = False) -> dict[str, Any]:
-        return {"op": "call", "slot": slot, "key": key, "params": self.spec.param_defaults, "mode": mode,
-                "fill": fill.model_dump(), "order": order, "seed": seed, "out_offset": out_offset,
-                "out_limit": out_limit, "return_inputs": return_inputs}
+    @staticmethod
+    def replay_request(plan_id: str, key: str, *, fill: Fill | None, order: str = "forward", seed: int = 0,
+                       ablate: bool = False, return_inputs: bool = False, out_offset: int = 0, out_limit: int = 0) -> dict[str, Any]:
+        """One replay of a held plan on the inputs under `key` (kernelgen.verify.replay.ops.op_replay)."""
+        return {"op": "replay", "plan": plan_id, "key": key, "fill": fill.model_dump() if fill is not None else None,
+                "order": order, "seed": seed, "ablate": ablate, "return_inputs": return_inputs, "out_offset": out_offset,
+                "out_limit": out_limit}
 
-    def call(self, worker: WorkerSession, slot: str, key: str, *, mode: str, fill: Fill, order: str = "forward",
-             seed: int = 0, out_limit: int, return_inputs: bool = False) -> Reply:
-        return worker.request(self.call_request(slot, key, mode=mode, fill=fill, order=order, seed=seed,
-                                                out_limit=out_limit, return_inputs=return_inputs))
+    def note(self, kernel: KernelSource, notes: list[str]) -> None:
+        """What a recording of `kernel` noted, each once."""
+        held = self.notes.setdefault(kernel.sha256, [])
+        held += [n for n in notes if n not in held]
 
     @staticmethod
     def batch(worker: WorkerSession, requests: list[dict[str, Any]]) -> list[Reply]:
@@ -353,37 +363,3 @@ class LoadError(Exception):
 def static_problems(spec: OperatorSpec, kernel: KernelSource) -> list[tuple[str, str]]:
     """(code, message) for every static rule the file breaks, before any of it runs."""
     return [(v.code, v.message) for v in check_source(kernel.source, spec.name, baseline_module=f"{spec.name}_baseline")]
-
-
-class WorkerBaseline:
-    """A baseline an LLM wrote (the spec had no reference) is untrusted code like any candidate: it
-    runs in a sandboxed worker of its own, and the judge takes its outputs as the ground truth."""
-
-    def __init__(self, device: DeviceInfo, source: str, name: str, arena_bytes: int = 1 << 30):
-        self.device = device
-        self.worker = WorkerSession(device, arena_bytes=arena_bytes, label="baseline (written by an LLM)")
-        reply = self.worker.request({"op": "load", "slot": "baseline", "entry": name, "filename": f"{name}_baseline.py",
-                                     "source": source})
-        if not reply.ok:
-            self.worker.close()
-            raise LoadError(f"the LLM-written baseline does not import: {reply.error}")
-        self._fill = None
-
-    def __call__(self, *inputs: Any, **params: Any) -> Any:
-        from kernelgen.verify.poison import draw_fills
-
-        if any(getattr(t, "device", None) is not None and t.device.type == "meta" for t in inputs):
-            raise NotImplementedError("a sandboxed baseline does not run on meta tensors")
-        self._fill = self._fill or draw_fills()[0]
-        Judge.put(self.worker, "baseline", list(inputs))
-        reply = self.worker.request({"op": "call", "slot": "baseline", "key": "baseline", "params": params, "mode": "plain",
-                                     "fill": self._fill.model_dump(), "order": "forward", "seed": 0, "out_offset": 0,
-                                     "out_limit": self.worker.arena.size // 2, "return_inputs": False})
-        if not reply.ok:
-            raise RuntimeError(f"the LLM-written baseline failed: {reply.error}")
-        outs = [self.worker.arena.read(v, self.device.torch_device, max_bytes=self.worker.arena.size)
-                for v in reply.outputs if isinstance(v, TensorRef)]
-        return outs[0] if len(outs) == 1 else tuple(outs)
-
-    def close(self) -> None:
-        self.worker.close()

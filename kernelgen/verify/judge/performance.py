@@ -37,6 +37,7 @@ from kernelgen.verify.judge.peerproc import PeerJob
 from kernelgen.verify.judge.precision import PrecisionPolicy, applied, precision_policy
 from kernelgen.verify.results import DevicePeaks, KernelTiming, PerfCase, PerformanceResult, Violation
 from kernelgen.verify.judge.timed import paired, time_case
+from kernelgen.verify.replay.extract import ExtractError
 from kernelgen.verify.timing import host_overhead_us, rep_times, summarize
 from kernelgen.verify.judge.wallclock import describe as describe_check
 
@@ -128,10 +129,10 @@ def timed_cases(judge: Judge) -> tuple[list[Case], list[str]]:
 def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: KernelSource | None = None,
                         with_eager: bool = True, with_compile: bool | None = None, with_peers: bool | None = None,
                         peaks: DevicePeaks | None = None, rounds: int = ROUNDS, fresh: bool = False,
-                        log: Callable[[str], None] = lambda s: None) -> PerformanceResult:
+                        graph: bool = False, log: Callable[[str], None] = lambda s: None) -> PerformanceResult:
     """Time `kernel` (against `compare_with`, the current best, when given) on every perf case. The
     baselines (eager, torch.compile, peers) come from the per-user cache where it has them, unless
-    `fresh` (kernelgen.verify.judge.baselines)."""
+    `fresh` (kernelgen.verify.judge.baselines). `graph`: each case's plan timed in a CUDA graph too."""
     import torch
     import triton
 
@@ -148,8 +149,12 @@ def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: Ker
         return res
     kernels = [kernel] + ([compare_with] if compare_with is not None else [])
     try:
+        judge.replayer.extracted(kernel)  # what a replay defines of the file: nothing of it runs before this holds
         for k in kernels:
             judge.load(k)
+    except ExtractError as e:
+        res.violations = [Violation(code=e.code, message=e.message)]
+        return res
     except LoadError as e:
         res.error = f"import failed: {e}"
         return res
@@ -172,7 +177,7 @@ def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: Ker
     try:
         for ci, case in enumerate(cases):
             for dtype in dtypes:
-                pc = _measure_case(judge, res, kernels, ci, case, dtype, refs, rounds=rounds)
+                pc = _measure_case(judge, res, kernels, ci, case, dtype, refs, rounds=rounds, graph=graph)
                 res.cases.append(pc)
                 log(", ".join([pc.label, *pc.facts()]) + ("" if res.measured else " [interpreter: not a measurement]"))
         if peers is not None and res.cases:
@@ -181,6 +186,8 @@ def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: Ker
         if peers is not None:
             peers.cancel()
     _say_cached(res)
+    for note in judge.notes.get(kernel.sha256, []):  # e.g. autotune's first config only, on the interpreter
+        res.note = (res.note + f" {note}.").strip()
     return res
 
 
@@ -320,7 +327,7 @@ def resident_key(judge: Judge, ci: int, dtype: str) -> str | None:
 
 
 def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSource], ci: int, case: Case, dtype: str,
-                  refs: _References, *, rounds: int) -> PerfCase:
+                  refs: _References, *, rounds: int, graph: bool = False) -> PerfCase:
     import torch
 
     spec, device = judge.spec, judge.device
@@ -333,7 +340,8 @@ def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSour
         flops, source = sum(products.values()) or None, "counted"
     pc = PerfCase(case=ci, shapes=case, dtype=dtype, bytes=read_b + write_b, flops=flops,
                   flops_source=source if flops else "")
-    timed = time_case(judge, kernels, inputs, expected, dtype, rounds=rounds, rep_ms=REP_MS, key=resident_key(judge, ci, dtype))
+    timed = time_case(judge, kernels, inputs, expected, dtype, rounds=rounds, rep_ms=REP_MS, key=resident_key(judge, ci, dtype),
+                      graph=graph)
     mine = timed[0]
     for code, message in [v for t in timed for v in t.violations]:
         if not any(x.code == code for x in res.violations):
@@ -345,6 +353,7 @@ def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSour
         pc.invalid_reason = f"wrong at the perf shape: {mine.wrong}"
     pc.kernel = summarize(mine.reps) if mine.timed else None
     pc.host_us = mine.host_us
+    pc.graph = summarize(mine.graph_reps) if mine.graph_reps else None
     pc.launches_per_call = mine.launches / mine.calls if mine.calls else None
     pc.timing_check = describe_check(mine.claimed_ms, mine.floor_ms) if mine.timed else ""
     if len(timed) > 1 and timed[1].timed and mine.timed:

@@ -30,7 +30,7 @@ from kernelgen.verify.judge.session import WorkerFailure, WorkerSession
 def load_baseline(op: OperatorDir) -> Callable[..., Any]:
     """The reference the judge runs: the operator folder's baseline file (checked by the integrity
     record first). A baseline an LLM wrote (the spec had no reference) is untrusted code: it never
-    runs in the judge but in a sandboxed worker of its own (kernelgen.verify.judge.judge.WorkerBaseline)."""
+    runs in the judge but in a sandboxed worker of its own (kernelgen.verify.judge.llmbaseline.WorkerBaseline)."""
     source = op.file("baseline").read_text(encoding="utf-8")
     namespace: dict[str, Any] = {"__name__": f"kernelgen_baseline_{op.name}"}
     exec(compile(source, str(op.file("baseline")), "exec"), namespace)  # noqa: S102 - the user's own reference
@@ -76,7 +76,7 @@ def open_judge(op: OperatorDir, device: DeviceInfo, *, spare: WorkerSession | No
         raise
     sha = hashlib.sha256(op.file("baseline").read_bytes()).hexdigest()
     if op.spec.reference is None:
-        from kernelgen.verify.judge.judge import WorkerBaseline
+        from kernelgen.verify.judge.llmbaseline import WorkerBaseline
 
         return Judge(op.spec, device, WorkerBaseline(device, op.file("baseline").read_text(encoding="utf-8"), op.name),
                      spare=spare, prestart=prestart, baseline_sha256=sha)
@@ -131,9 +131,11 @@ def run_accuracy(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None = N
 def run_performance(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None = None, source: KernelSource | None = None,
                     compare: KernelSource | None = None, no_compile: bool = False, no_eager: bool = False,
                     no_peers: bool = False, fresh: bool = False, judge: Judge | None = None,
-                    spare: WorkerSession | None = None, log: Callable[[str], None] = lambda s: None) -> RunRecord:
+                    spare: WorkerSession | None = None, graph: bool = False,
+                    log: Callable[[str], None] = lambda s: None) -> RunRecord:
     """The kernel timed on every perf case (against `compare`, the current best, when given);
-    `fresh`: the baselines timed again rather than taken from the cache; `spare` as run_accuracy's."""
+    `fresh`: the baselines timed again rather than taken from the cache; `spare` as run_accuracy's;
+    `graph`: each case's plan timed captured in a CUDA graph too (a GPU only)."""
     from kernelgen.verify.judge.compilewarm import compile_needed, load_beside_compiler
     from kernelgen.verify.judge.peaks import device_peaks
 
@@ -147,7 +149,7 @@ def run_performance(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None 
             load_beside_compiler(judge, src)
         perf = measure_performance(judge, src, compare_with=compare, with_eager=not no_eager,
                                    with_compile=False if no_compile else None, with_peers=False if no_peers else None,
-                                   peaks=device_peaks(device), fresh=fresh, log=log)
+                                   peaks=device_peaks(device), fresh=fresh, graph=graph, log=log)
     except WorkerFailure as e:
         return _failure_record("performance", e, started)
     finally:

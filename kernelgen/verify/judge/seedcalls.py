@@ -1,7 +1,7 @@
-"""The calls of one accuracy seed (guarded, second fill, plain, ablated) and the inputs before them, sent
-to the candidate's worker: in one batch (one round trip) when its arena holds every call's outputs side
-by side, else one by one as their replies are asked for. Each call's answer is the same either way: the
-same requests, the worker handling each as if it came alone.
+"""The replays of one accuracy seed (guarded, second fill, plain, ablated) and the inputs before them, sent
+to the replay worker: in one batch (one round trip) when its arena holds every replay's outputs side by
+side, else one by one as their replies are asked for. Each answer is the same either way: the same
+requests, the worker handling each as if it came alone.
 
 A case larger than the worker's arena gets a larger arena first (the worker reads every value out of
 it into memory of its own, so replacing the arena loses nothing): the arena is sized from the spec's
@@ -42,9 +42,11 @@ def make_room(worker: Any, inputs: list[Any], expected: tuple) -> None:
 
 
 class SeedCalls:
-    def __init__(self, judge: Judge, worker: Any, slot: str, key: str, inputs: list[Any], expected: tuple,
+    def __init__(self, judge: Judge, worker: Any, key: str, inputs: list[Any], expected: tuple,
                  calls: list[dict[str, Any]], where: str):
-        self.judge, self.worker, self.slot, self.key, self.calls, self.where = judge, worker, slot, key, calls, where
+        """`calls`: the requests (kernelgen.verify.judge.judge.Judge.replay_request), their output room
+        filled in here."""
+        self.judge, self.worker, self.key, self.calls, self.where = judge, worker, key, calls, where
         outs, ins = out_bytes(expected), in_bytes(inputs)
         self.replies: list[Reply] | None = None
         try:
@@ -55,7 +57,7 @@ class SeedCalls:
             requests, offset = [judge.stage(worker, key, inputs)], 0
             for call in calls:
                 limit = outs + (ins if call.get("return_inputs") else 0)
-                requests.append(judge.call_request(slot, key, out_offset=offset, out_limit=outs, **call))
+                requests.append({**call, "out_offset": offset, "out_limit": outs})
                 offset += limit
         except ProtocolError as e:  # the judge's own side of the transfer: never the candidate's doing
             raise WorkerFailure("error", f"{where}: the inputs could not be sent to the worker: {e}") from None
@@ -68,4 +70,4 @@ class SeedCalls:
         """Call i's reply; None when an earlier call of the batch failed and it was not made."""
         if self.replies is not None:
             return self.replies[i] if i < len(self.replies) else None
-        return self.judge.call(self.worker, self.slot, self.key, out_limit=self.worker.arena.size // 2, **self.calls[i])
+        return self.worker.request({**self.calls[i], "out_offset": 0, "out_limit": self.worker.arena.size // 2})

@@ -132,12 +132,12 @@ def launch_worker(launch: WorkerLaunch) -> Any:
     return _exec_worker(launch)
 
 
-def spare_worker(device: DeviceInfo) -> WorkerSession | None:
+def spare_worker(device: DeviceInfo, role: str = "record") -> WorkerSession | None:
     """A worker started now, to be given its arena and kernel later: its ~5 s of imports and device
     start run beside the caller's own work (the judge's start, the kernel's generation). None when
     it cannot start: the worker started later says why."""
     try:
-        return WorkerSession(device, label="spare")
+        return WorkerSession(device, label="spare", role=role)
     except WorkerFailure:
         return None
 
@@ -185,9 +185,12 @@ class WorkerSession:
     own start), it takes one with `attach` before its first request; `arena_bytes` attaches at once."""
 
     def __init__(self, device: DeviceInfo, *, arena_bytes: int | None = None, label: str = "worker",
-                 request_timeout_s: float | None = None):
+                 request_timeout_s: float | None = None, role: str = "record"):
+        """`role`: record (a candidate's own process: it imports the kernel file) or replay (never imports a
+        candidate: it runs the plans the judge validated; kernelgen.verify.worker.server)."""
         self.device = device
         self.label = label
+        self.role = role
         self.request_timeout_s = request_timeout_s or float(os.environ.get("KERNELGEN_TIMEOUT", DEFAULT_REQUEST_TIMEOUT_S))
         self.scratch = Path(tempfile.mkdtemp(prefix="kernelgen-worker-"))
         for sub in ("home", "tmp", "cache", "triton"):
@@ -205,7 +208,7 @@ class WorkerSession:
         policy = {"scratch": str(self.scratch), "read_paths": read, "list_paths": listed, "interpreter": device.interpreter,
                   "cpu_memory": memory, "cgroups": self.cgroups,
                   "namespaces": os.environ.get("KERNELGEN_SANDBOX", "on") != "off",
-                  "landlock": os.environ.get("KERNELGEN_SANDBOX", "on") != "off"}
+                  "landlock": os.environ.get("KERNELGEN_SANDBOX", "on") != "off", "role": role}
         self.started = time.monotonic()
         self.proc = launch_worker(WorkerLaunch(device.kind, policy, worker_environment(device, self.scratch), self.scratch,
                                                child.fileno(), child_handoff.fileno()))

@@ -1,30 +1,28 @@
 """Static checks on a candidate `<name>_triton.py`, in the judge, before any of it runs.
 
-What a kernel file may touch is an allowlist (kernelgen.verify.judge.allowlist, applied by
-kernelgen.verify.judge.surface): its imports, the names it uses on them, the attributes it uses on values
-and the builtins it calls. Everything else here is a rule of its own, one per function. Nothing depends
-on these checks alone: what the candidate does is decided in its sandboxed worker and judged in this
-process (kernelgen.verify.judge.accuracy, performance). Every code, static or not, is listed in
-kernelgen/verify/judge/codes.py.
+Since issue 40 every verdict comes from replaying what the candidate's call did on the device
+(kernelgen.verify.record, kernelgen.verify.replay): a host read of device values, PyTorch computing, a
+fallback path, a wrapper that launches nothing or a cache in front of the entry are all seen there,
+when they happen, and named. What stays here is what a replay cannot see — what the file imports,
+and what its recording process could reach beyond the sandbox (kernelgen.verify.judge.allowlist, applied
+by kernelgen.verify.judge.surface), and what would change the recording itself (setting attributes of
+what the file did not define) — and what makes a file a kernel file at all. Every code, static or not,
+is listed in kernelgen/verify/judge/codes.py.
 
   syntax-error              the file does not parse
   forbidden-import          imports a module outside allowlist.IMPORTABLE (os, sys, ctypes, numpy, ...)
   imports-baseline          imports the reference implementation
   forbidden-call            a builtin outside allowlist.BUILTINS; getattr/hasattr with a computed name
-  forbidden-api             a name not on its module's allowlist, an attribute not on the values' allowlist,
-                            a module handed around as a value
+  forbidden-api             a name not on its module's allowlist, a module handed around as a value, an
+                            attribute that walks to frames, code or tracebacks (allowlist.escape_attrs)
   private-attribute         an attribute starting with `_`, on anything
   reads-environment         touches os.environ / getenv (through any path): API keys live there
   monkeypatch               assigns or deletes an attribute of an imported module or class, also
                             through library functions that set attributes (SETTERS)
-  introspection             touches dunder attributes/names or defines dunder hooks
-  tensor-subclass           defines a class deriving from a torch class
-  host-compute              .item() / .tolist() / .numpy(): computing on the host
-  fallback-try-except       try/except reachable from the entry function (a silent non-Triton path)
+  introspection             touches dunder attributes/names, defines dunder hooks, or derives a class
+                            from anything but its own, object, an exception or typing's NamedTuple/Generic
   no-triton-kernel          no @triton.jit kernel at module level
   no-entry-function         no plain function named after the op
-  entry-rebound             the entry function is decorated or rebound at module level
-  kernel-not-launched       the entry never launches a @triton.jit kernel
 """
 
 from __future__ import annotations
@@ -37,7 +35,6 @@ from kernelgen.verify.judge.surface import check_surface
 from kernelgen.verify.results import Violation
 
 ALLOWED_IMPORTS = allowlist.IMPORTABLE  # what the LLM's system prompt lists (kernelgen.llm.prompts)
-HOST_COMPUTE_METHODS = frozenset({"numpy", "tolist", "item"})
 # Classes a file's own class may derive from: its own, `object`, the builtin exceptions it may raise,
 # and typing's NamedTuple / Generic. A subclass of a torch or Triton class could override what the
 # harness relies on (a Tensor's __torch_function__, a kernel's run).
@@ -194,10 +191,9 @@ def check_source(source: str, entry: str, *, baseline_module: str | None = None)
 
     found = _baseline_imports(nodes, baseline_module)
     baseline = {m.split("imports ", 1)[1].split(":")[0] for _, m in found}  # said once, as imports-baseline
-    found += [(c, m) for c, m in check_surface(stripped, tree, nodes, HOST_COMPUTE_METHODS)
+    found += [(c, m) for c, m in check_surface(stripped, tree, nodes)
               if not (c == "forbidden-import" and any(f"imports {name};" in m for name in baseline))]
-    found += _host_compute(nodes)
-    found += _stores(nodes, entry, aliases, resolve)
+    found += _stores(nodes, aliases, resolve)
     found += [("monkeypatch", f"line {line}: {what}: a kernel file may not set attributes (of torch, triton, or "
                "anything else it did not define)") for line, what in _setattr_routes(nodes, resolve)]
     found += _dunders(nodes)
@@ -222,15 +218,9 @@ def _baseline_imports(nodes: list[ast.AST], baseline_module: str | None) -> list
     return found
 
 
-def _host_compute(nodes: list[ast.AST]) -> list[tuple[str, str]]:
-    return [("host-compute", f"line {n.lineno}: .{n.func.attr}() moves data to the host; compute belongs in a Triton "
-             "kernel") for n in nodes
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in HOST_COMPUTE_METHODS]
-
-
-def _stores(nodes: list[ast.AST], entry: str, aliases: dict[str, str], resolve: Callable[[str], str]) -> list[tuple[str, str]]:
+def _stores(nodes: list[ast.AST], aliases: dict[str, str], resolve: Callable[[str], str]) -> list[tuple[str, str]]:
     """Attribute stores on anything but `self` (an alias such as `t = torch` would otherwise hide the
-    module), item stores into anything reached from a module, and module-level rebinding of the entry."""
+    module), and item stores into anything reached from a module."""
     module_aliases = set(aliases)
     found = []
     for node in nodes:
@@ -250,8 +240,6 @@ def _stores(nodes: list[ast.AST], entry: str, aliases: dict[str, str], resolve: 
                 what = _dotted(t) or f"an attribute of {getattr(base, 'id', 'an expression')}"
                 found.append(("monkeypatch", f"line {node.lineno}: changes {resolve(what) if '.' in what else what}: "
                               "a kernel file may not set attributes (of torch, triton, or anything else but self)"))
-            elif isinstance(t, ast.Name) and t.id == entry and node.col_offset == 0:
-                found.append(("entry-rebound", f"line {node.lineno}: rebinds {entry!r} at module level"))
     return found
 
 
@@ -284,9 +272,7 @@ def _classes(nodes: list[ast.AST], resolve: Callable[[str], str]) -> list[tuple[
         for b in node.bases + [k.value for k in node.keywords]:
             dotted = _dotted(b)
             name = resolve(dotted) if dotted else None
-            if name is not None and name.split(".")[0] == "torch":
-                found.append(("tensor-subclass", f"line {node.lineno}: class {node.name} derives from {name}"))
-            elif node.keywords or name is None or (name not in own and name not in ALLOWED_BASES):
+            if node.keywords or name is None or (name not in own and name not in ALLOWED_BASES):
                 found.append(("introspection", f"line {node.lineno}: class {node.name} derives from "
                               f"{name or ast.unparse(b)}: a class of the file's own may derive only from its own "
                               f"classes, {', '.join(sorted(ALLOWED_BASES))}, and takes no metaclass"))
@@ -294,12 +280,10 @@ def _classes(nodes: list[ast.AST], resolve: Callable[[str], str]) -> list[tuple[
 
 
 def _entry_rules(tree: ast.Module, entry: str) -> list[tuple[str, str]]:
-    """The entry function: defined once, plain, launching a @triton.jit kernel, no try/except on its path."""
+    """A kernel file defines a @triton.jit kernel and a plain entry function named after the op. What the
+    entry does with its kernels (launch them, cache, fall back) is what its recording sees."""
     found: list[tuple[str, str]] = []
     funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == entry]
-    if len(defs) > 1:
-        found.append(("entry-rebound", f"{entry!r} is defined {len(defs)} times at module level"))
     kernels = {name for name, fn in funcs.items() if any(_is_jit_decorator(d) for d in fn.decorator_list)}
     if not kernels:
         found.append(("no-triton-kernel", "defines no @triton.jit kernel at module level"))
@@ -307,33 +291,4 @@ def _entry_rules(tree: ast.Module, entry: str) -> list[tuple[str, str]]:
         return found + [("no-entry-function", f"defines no function called {entry!r} at module level")]
     if entry in kernels:
         return found + [("no-entry-function", f"{entry!r} must be a plain Python wrapper, not the @triton.jit kernel itself")]
-    if funcs[entry].decorator_list:
-        found.append(("entry-rebound", f"{entry!r} is decorated: the harness must call the function as written (a cache "
-                      "or wrapper could answer instead)"))
-    reached = _reached(funcs, kernels, entry)
-    launches = False
-    for name in reached:
-        for n in ast.walk(funcs[name]):
-            # `kernel[grid](...)` is a launch
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) and isinstance(n.func.value, ast.Name) \
-                    and n.func.value.id in kernels:
-                launches = True
-            if isinstance(n, (ast.Try, getattr(ast, "TryStar", ast.Try))):
-                found.append(("fallback-try-except", f"line {n.lineno}: try/except in {name}() could fall back to a "
-                              "non-Triton path"))
-    if kernels and not launches:
-        found.append(("kernel-not-launched", f"{entry}() never launches a @triton.jit kernel (expected "
-                      f"`{sorted(kernels)[0]}[grid](...)`)"))
     return found
-
-
-def _reached(funcs: dict[str, ast.FunctionDef], kernels: set[str], entry: str) -> set[str]:
-    """The plain functions the entry reaches (helpers it calls, transitively)."""
-    reached, todo = set(), [entry]
-    while todo:
-        name = todo.pop()
-        if name in reached or name not in funcs or name in kernels:
-            continue
-        reached.add(name)
-        todo += [n.id for n in ast.walk(funcs[name]) if isinstance(n, ast.Name) and n.id in funcs]
-    return reached

@@ -7,9 +7,9 @@ or an LLM can act on.
                      so everywhere: it is another name for that namespace, checked as one
   namespace values   a namespace (torch, tl, torch.cuda, ...) is only ever followed by a listed name:
                      never passed, stored, returned or called as a value
-  attributes         after a namespace, a name on its table; on any other value, a name of
-                     allowlist.VALUE_ATTRS or one of the file's own (not shadowing the objects it can hold);
-                     nothing starting with `_` (dunders but `__init__` are introspection)
+  attributes         after a namespace, a name on its table; on any other value, any name but those of
+                     allowlist.escape_attrs() (frames, generators, tracebacks, code); nothing starting with
+                     `_` (dunders but `__init__` are introspection)
   getattr, hasattr   a literal name only, checked as the attribute it reads; never passed as a value
   builtins           only allowlist.BUILTINS, resolved by Python's own scoping (symtable): a local named
                      `input` is a local; module- and class-level names never shadow a refused builtin
@@ -64,7 +64,6 @@ class Surface:
         self.parents = {id(c): p for p in self.nodes for c in ast.iter_child_nodes(p)}
         self.aliases: dict[str, str] = {}
         self.refused: set[int] = set()  # attribute nodes already refused: what follows them is not said again
-        self.own = _own_attribute_names(self.nodes)
 
     # --- resolution ------------------------------------------------------------------------------
     def resolve(self, node: ast.AST) -> str | None:
@@ -95,7 +94,6 @@ class Surface:
                 self.namespace_value(node)
                 self.names_as_values(node)
         self.builtin_names()
-        self.own_names()
 
     def imports(self) -> None:
         for node in self.nodes:
@@ -179,11 +177,12 @@ class Surface:
                 self.found.add(self._code(where), line, f"{ast.unparse(where)}: {name!r} is not on {al.where(namespace)}")
             else:
                 return
-        elif name in al.VALUE_ATTRS or name in self.own:
-            return  # an own name that shadows another object's is refused where the file defines it
+        elif name not in al.escape_attrs():
+            return
         else:
-            self.found.add(self._code(where), line, f"{ast.unparse(where)}: .{name} is not an attribute a kernel may "
-                           "use on a value (VALUE_ATTRS in kernelgen/verify/judge/allowlist.py), nor one of the file's own")
+            self.found.add(self._code(where), line, f"{ast.unparse(where)}: .{name} walks to Python's frames, code or "
+                           "tracebacks (the interpreter itself), which no kernel needs (allowlist.escape_attrs in "
+                           "kernelgen/verify/judge/allowlist.py)")
         self.refused.add(id(where))
 
     def _code(self, node: ast.AST) -> str:
@@ -252,13 +251,6 @@ class Surface:
                 self.found.add("forbidden-call", lines.get(name), f"binds {name!r} at module or class level, hiding a "
                                "builtin that is not on the allowlist (rename it)")
 
-    def own_names(self) -> None:
-        for name, line in sorted(self.own.items()):
-            if name in al.shadowed() and name not in al.VALUE_ATTRS and not name.startswith("_"):
-                self.found.add("forbidden-api", line, f"the file's own attribute {name!r} is also the name of an "
-                               "attribute of objects a kernel can hold (Python's, torch's or Triton's) outside the "
-                               "allowlist: rename it")
-
 
 @functools.lru_cache(maxsize=4096)
 def _reachable(path: str) -> bool:
@@ -314,25 +306,6 @@ def _first_lines(nodes: list[ast.AST]) -> dict[str, int]:
         if isinstance(node, ast.Name):
             lines.setdefault(node.id, node.lineno)
     return lines
-
-
-def _own_attribute_names(nodes: list[ast.AST]) -> dict[str, int]:
-    """The attribute names the file defines, each with the line it is first defined on: its classes'
-    fields, class attributes and methods, and every `self.x` it stores."""
-    own: dict[str, int] = {}
-    for node in nodes:
-        if isinstance(node, ast.ClassDef):
-            for item in node.body:
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    own.setdefault(item.name, item.lineno)
-                elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
-                    own.setdefault(item.target.id, item.lineno)
-                elif isinstance(item, ast.Assign):
-                    own.update({t.id: item.lineno for t in item.targets if isinstance(t, ast.Name) and t.id not in own})
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
-                and isinstance(node.value, ast.Name) and node.value.id == "self":
-            own.setdefault(node.attr, node.lineno)
-    return own
 
 
 def check_surface(source: str, tree: ast.Module, nodes: list[ast.AST],

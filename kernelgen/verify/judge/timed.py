@@ -1,14 +1,16 @@
-"""Several kernels timed on one case, in their workers, the way every timing of KernelGen is taken.
+"""Several kernels timed on one case, the way every timing of KernelGen is taken: by replaying their
+plans, never by calling their Python.
 
-For each kernel: a spot check (a guarded call at this shape, compared with the baseline in the judge,
-its launch configurations recorded); its host time per call, on the judge's clock; a short probe for
-how long a call takes; then rounds of timing interleaved across the kernels (who goes first rotates
-per round, so none always runs after a cold cache or a clock change) until every median is as sharp
-as the keep rule can use (kernelgen.verify.adaptive). Every timing request is bounded by the judge's
-own clock (kernelgen.verify.judge.wallclock: a claim below it is `forged-timing`), every timed call counted
-for launches (the worker's claim: it can only count against it), and the worker's queue checked empty
-after each request. The paired ratio of two kernels is taken per round and the median kept: both saw
-the same round's conditions.
+For each kernel: its plan at this shape, recorded in its own worker, where the wrapper's host time per
+call is taken too, on the judge's clock (kernelgen.verify.judge.plans.plan_at: reported beside the
+device time, never mixed into it); a spot check (a replay at this shape, poisoned, compared with the
+baseline in the judge); a short probe for how long a replay takes; then rounds of timing interleaved
+across the kernels (who goes first rotates per round, so none always runs after a cold cache or a
+clock change) until every median is as sharp as the keep rule can use (kernelgen.verify.adaptive).
+Every kernel is replayed by one loop in the judge's replay worker, which never imports a candidate;
+every timing request is still bounded by the judge's own clock (kernelgen.verify.judge.wallclock: a
+claim below it is `forged-timing`) and the worker's queue checked empty after each request. The paired
+ratio of two kernels is taken per round and the median kept: both saw the same round's conditions.
 
 **Timed calls are checked.** Before every timing request the inputs change in place (`_Rotation`: each
 rolled by a random shift, same tensors, addresses and version counters), so a result cached on anything
@@ -41,6 +43,7 @@ from kernelgen.verify.judge.compare import as_tuple, compare_outputs
 from kernelgen.verify.judge.devicelock import device_lock
 from kernelgen.verify.judge.inputs import DrawnInputs
 from kernelgen.verify.judge.judge import Judge, KernelSource
+from kernelgen.verify.judge.plans import HOST_BUDGET_MS, HOST_CALLS, plan_at
 from kernelgen.verify.judge.precision import applied
 from kernelgen.verify.poison import draw_fills
 from kernelgen.verify.protocol import OtherValue, Reply
@@ -48,8 +51,6 @@ from kernelgen.verify.judge.session import WorkerSession
 from kernelgen.verify.timing import LoopCost, judge_clock, loop_cost, median, summarize
 
 DEFERRED_MS = 5.0  # a worker with nothing queued answers a sync in well under a millisecond
-HOST_CALLS = 50  # calls in the host-time request: far below the launch queue's depth (~1000)
-HOST_BUDGET_MS = 20.0  # ...fewer for long kernels: their device work drains after the request
 # On a GPU, a third of the timing requests have their kept output read back and compared (at least one
 # per kernel and case): reading and comparing a perf case's output costs about what the old check of
 # the last call did, once per request read (an 8 GiB output: ~2 s), while a kernel wrong in a share f of
@@ -72,6 +73,7 @@ class KernelOnCase:
     launches: int = 0  # which can only count against it (timed-call-no-launch)
     claimed_ms: float = 0.0  # device time its timing requests claimed, warm-up included...
     floor_ms: float = 0.0  # ...and the least the judge's clock allowed them (kernelgen.verify.judge.wallclock)
+    graph_reps: list[float] = field(default_factory=list)  # the plan captured in a CUDA graph, timed (bench --graph)
 
     @property
     def timed(self) -> bool:
@@ -140,24 +142,23 @@ class _Requests:
         walls = []
         for _ in range(2):
             t0 = self.now()
-            self.worker.request({"op": "time", "slot": self.slot, "key": self.key, "params": self.params, "reps": 0, "warmup": 0})
+            self.worker.request({"op": "time", "plan": self.slot, "key": self.key, "reps": 0, "warmup": 0})
             walls.append((self.now() - t0) * 1e3)
         self.empty_ms = max(walls)
 
     def host(self, calls: int) -> None:
-        """The candidate's host time per call: the judge's clock around `calls` calls the worker makes
-        without waiting for the device (then drained, outside the measurement)."""
+        """The replay's host time per call, for the wall-clock bound: the judge's clock around `calls`
+        replays without waiting for the device (then drained, outside the measurement). An upper
+        estimate (less the round trip only). The wrapper's own host time, the one reported, was taken
+        where it was recorded (plans.plan_at)."""
         self.sync()
         self.sync()
         t0 = self.now()
-        reply = self.worker.request({"op": "host", "slot": self.slot, "key": self.key, "params": self.params, "calls": calls})
+        reply = self.worker.request({"op": "host", "plan": self.slot, "key": self.key, "calls": calls})
         wall = (self.now() - t0) * 1e3
         self.sync()
         if reply.ok:
-            # For the bound an upper estimate (less the round trip only); reported, less the whole
-            # fixed cost of a request (the empty one), as the judge's own host_overhead_us would be.
             self.host_call_ms = max(0.0, wall - self.rtt) / calls
-            self.res.host_us = max(0.0, wall - self.empty_ms) / calls * 1e3
 
     def time(self, reps: int, warmup: int, *, read: bool | None = None) -> Reply:
         """One timing request, on inputs rotated just before it, keeping the outputs of the calls the
@@ -165,8 +166,7 @@ class _Requests:
         clock: a host hiccup happens once, a lie every time."""
         held = self.checks.rotation.next(self.worker) if self.checks is not None else None
         keep = self.checks.keep(reps + warmup) if self.checks is not None else []
-        req = {"op": "time", "slot": self.slot, "key": self.key, "params": self.params, "reps": reps, "warmup": warmup,
-               "keep": keep}
+        req = {"op": "time", "plan": self.slot, "key": self.key, "reps": reps, "warmup": warmup, "keep": keep}
         reply = self._timed(req, reps, warmup)
         if self.checks is not None and keep:
             self.checks.kept(self, held or [], reply.ok, read)
@@ -263,7 +263,7 @@ class _Checks:
         if read is None:
             read = self.may_read and (self.interpreter or self._random.random() < READ_SHARE)
         read = read and ok
-        reply = r.worker.request({"op": "kept", "slot": r.slot, "read": read, "out_offset": 0,
+        reply = r.worker.request({"op": "kept", "plan": r.slot, "read": read, "out_offset": 0,
                                   "out_limit": self.judge.arena_bytes // 2})
         if not read:
             return
@@ -293,45 +293,49 @@ def _error_line(reply: Reply) -> str:
 
 
 def time_case(judge: Judge, kernels: list[KernelSource], inputs: list[Any], expected: tuple, dtype: str, *,
-              rounds: int, rep_ms: float, key: str | None = None, check_last: bool = True) -> list[KernelOnCase]:
-    """Spot-check and time every kernel on these inputs; results in the order of `kernels`.
+              rounds: int, rep_ms: float, key: str | None = None, check_last: bool = True,
+              graph: bool = False) -> list[KernelOnCase]:
+    """Record, spot-check and time every kernel on these inputs; results in the order of `kernels`.
     `rounds`, `rep_ms`: at most that many interleaved rounds, within rounds x rep_ms of timed device
     time per kernel (kernelgen.verify.adaptive.Plan.paired). `key`: the inputs are a perf case the
-    judge keeps resident (Judge.keep), so a worker that already holds them is not sent them again.
-    `check_last=False` (a search, whose winner is checked and timed again in full) reads back no timed
-    call's outputs (every request still keeps some: they look alike)."""
-    placed = [judge.load(k) for k in kernels]
+    judge keeps resident (Judge.keep), so a replay worker that already holds them is not sent them
+    again. `check_last=False` (a search, whose winner is checked and timed again in full) reads back no
+    timed call's outputs (every request still keeps some: they look alike). `graph` (a GPU): each plan
+    is also timed captured in a CUDA graph, beside (never instead of) its replays."""
     results = [KernelOnCase() for _ in kernels]
     resident = key is not None
     key = key or "timed-case"
     out_limit = judge.arena_bytes // 2
     checks = _Checks(judge, inputs, expected, key, dtype, read=check_last)
-    workers = list({id(w): w for w, _ in placed}.values())
     # Everything but the timing holds the device lock shared: other KernelGen processes on this GPU
     # (a batch's --per-gpu workers) may check beside it, but none of them times while it runs.
     with device_lock(exclusive=False, path=judge.device.lock):
-        for worker in workers:
-            judge.place(worker, key, inputs, resident=resident)
+        plan_ids = [plan_at(judge, k, key, inputs, res) for k, res in zip(kernels, results)]
+        worker = judge.replayer.worker()
+        judge.place(worker, key, inputs, resident=resident)
     try:
         fill, _ = draw_fills()
         with device_lock(exclusive=False, path=judge.device.lock):
-            for (worker, slot), res in zip(placed, results):
-                reply = judge.call(worker, slot, key, mode="guarded", fill=fill, out_limit=out_limit)
+            for plan_id, res in zip(plan_ids, results):
+                if plan_id is None:
+                    continue
+                reply = worker.request(judge.replay_request(plan_id, key, fill=fill, out_limit=out_limit))
                 if not reply.ok:
                     res.wrong = f"raised: {_error_line(reply)}"
                     continue
-                if reply.report is not None:
-                    res.configs = list(reply.report.configs)
-                    res.violations += [(v.get("code", "worker-report"), v.get("message", "")) for v in reply.report.violations]
                 checks.truth = checks.truth or _truth(judge, inputs, expected, dtype)
                 res.wrong = _wrong(judge, worker, reply.outputs, expected, dtype, fill, checks.truth)
         live = [i for i, r in enumerate(results) if not r.wrong]
+        placed = [(worker, plan_id or "") for plan_id in plan_ids]
         with device_lock(exclusive=True, path=judge.device.lock):  # nothing else of ours on that device while timing
             _time_rounds(judge, placed, results, live, key, checks, rounds=rounds, rep_ms=rep_ms)
+            if graph and judge.device.kind == "cuda":
+                for i in live:
+                    reply = worker.request({"op": "graph", "plan": plan_ids[i], "key": key, "warmup": 3,
+                                            "reps": max(10, min(200, len(results[i].reps)))})
+                    results[i].graph_reps = list(reply.times_ms) if reply.ok else []
     finally:
-        for worker in workers:
-            if worker.closed:
-                continue
+        if not worker.closed:
             if resident:
                 checks.rotation.restore(worker)
             else:

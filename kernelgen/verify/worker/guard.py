@@ -18,9 +18,7 @@ Every violation code is listed in kernelgen/verify/judge/codes.py.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import os
-import random
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -29,6 +27,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernelgen.verify.poison import Fill, poison
+from kernelgen.verify.replay import order
+from kernelgen.verify.replay.order import program_order  # noqa: F401 - the candidate's calls take it from here
 
 # Allocation: allowed, and the result is poisoned.
 _ALLOC = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
@@ -247,7 +247,7 @@ def install_launch_hooks() -> None:
         launcher = _launcher_class()
         if launcher is not None:
             hook_launcher(launcher)
-        _install_program_order()
+        order.install()
         _PATCHED[0] = True
 
 
@@ -288,70 +288,6 @@ def ablated() -> Iterator[None]:
         yield
     finally:
         _ABLATE[0] = False
-
-
-# --- the interpreter's program order ---------------------------------------------------------------
-_ORDER: dict[str, Any] = {"mode": "forward", "seed": 0}
-
-
-class _DeferredPrograms:
-    """Stands in for a kernel's Python function inside the interpreter's grid loop: looks like it
-    (globals, signature, name) to the interpreter, but hands each program's call to `on_call`."""
-
-    def __init__(self, fn: Any, on_call: Any):
-        self._fn, self._on_call = fn, on_call
-        self.__signature__ = inspect.signature(fn)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._fn, name)
-
-    def __call__(self, **fn_args: Any) -> None:
-        self._on_call(fn_args)
-
-
-def _install_program_order() -> None:
-    """On the CPU interpreter, run a launch's programs in the order `program_order` sets. Triton's
-    GridExecutor walks the grid in nested loops calling `self.fn(**args)` per program; the wrapper
-    defers those calls and replays them in the chosen order once the last program is reached."""
-    try:
-        from triton.runtime import interpreter
-    except ImportError:  # pragma: no cover
-        return
-    original = interpreter.GridExecutor.__call__
-
-    def ordered_call(self, *args, **kwargs):  # noqa: ANN001, ANN202
-        if _ORDER["mode"] == "forward":
-            return original(self, *args, **kwargs)
-        real_fn, builder, pending = self.fn, interpreter.interpreter_builder, []
-
-        def run_program(fn_args: dict[str, Any]) -> None:
-            pending.append(builder.grid_idx)
-            nx, ny, nz = builder.grid_dim
-            if len(pending) < nx * ny * nz:
-                return
-            order = list(reversed(pending)) if _ORDER["mode"] == "reversed" else \
-                random.Random(_ORDER["seed"]).sample(pending, len(pending))
-            for idx in order:
-                builder.set_grid_idx(*idx)
-                real_fn(**fn_args)
-
-        self.fn = _DeferredPrograms(real_fn, run_program)
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            self.fn = real_fn
-
-    interpreter.GridExecutor.__call__ = ordered_call
-
-
-@contextlib.contextmanager
-def program_order(mode: str, seed: int = 0) -> Iterator[None]:
-    """forward | reversed | shuffled: the order the interpreter runs a launch's programs in."""
-    _ORDER.update(mode=mode, seed=seed)
-    try:
-        yield
-    finally:
-        _ORDER.update(mode="forward", seed=0)
 
 
 # --- threads ----------------------------------------------------------------------------------------

@@ -1,36 +1,40 @@
-"""The sandboxed worker: the only process a candidate kernel ever runs in.
+"""The sandboxed worker: the process a candidate kernel is recorded in, or its plan replayed in.
 
-    python -m kernelgen.verify.worker --socket FD --handoff FD --policy JSON
+    python -m kernelgen.verify.worker --socket FD --handoff FD --device KIND --policy JSON
 
 Its bootstrap (this file, trusted) applies the sandbox (kernelgen.verify.worker.sandbox) before torch or any
 candidate is imported, says hello, imports torch and Triton and starts the device at once (while the
 judge gets on with its own start: the two overlap), then serves the judge's requests: take the
 shared-memory arena (its fd comes through the handoff socket, so a worker can be started before the
-judge knows how large the arena must be), load a kernel file from the bytes the judge
-sends, store inputs (or draw perf inputs from the judge's recipe and say their digest), call the
-entry function (guarded, plain, or with every Triton launch ablated, in the interpreter program order
-asked for; or on meta tensors of a perf case's shapes, launches ablated), time it, and return the outputs' bytes — one request at a time or several in a batch. It
-decides nothing: the judge draws the inputs, runs the baseline, compares and writes the verdict.
+judge knows how large the arena must be), store inputs (or draw perf inputs from the judge's recipe
+and say their digest) and answer one request at a time or several in a batch. It decides nothing.
+
+A worker has one role for its life (the policy's `role`), and serves only that role's requests:
+- **record**: the candidate's own process. It imports the kernel file from the bytes the judge sends,
+  records a call as a plan (kernelgen.verify.record.ops), probes the wrapper on meta tensors, times its
+  host path, and still calls it directly where no candidate's verdict depends on it
+  (kernelgen.verify.worker.candidate).
+- **replay**: never imports a candidate. It defines only the @triton.jit functions the judge extracted
+  from a file, checks that they compile as Triton, and runs, checks and times plans
+  (kernelgen.verify.replay.ops).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import socket
-import sys
 import traceback
 from pathlib import Path
 from typing import Any
 
 from kernelgen.verify.policy import SandboxPolicy
 from kernelgen.verify.worker import sandbox
-from kernelgen.verify.protocol import Arena, OtherValue, ProtocolError, TensorRef, recv, send
+from kernelgen.verify.protocol import ALIGN, Arena, OtherValue, ProtocolError, TensorRef, recv, send
 
-ALIGN = 64  # bytes between tensors in the arena
-BATCHABLE = ("put", "refill", "call", "drop")
+BATCHABLE = ("put", "refill", "call", "drop", "replay")
+COMMON = ("arena", "put", "draw", "refill", "drop", "sync", "batch")
 
 
 def _short_tb(exc: BaseException, limit: int = 8) -> str:
@@ -39,21 +43,34 @@ def _short_tb(exc: BaseException, limit: int = 8) -> str:
     return text.strip()[-4000:]
 
 
+def _handlers(role: str, worker: "Worker") -> list[Any]:
+    if role == "replay":
+        from kernelgen.verify.replay.ops import ReplayOps
+
+        return [ReplayOps(worker)]
+    from kernelgen.verify.record.ops import RecordOps
+    from kernelgen.verify.worker.candidate import CandidateOps
+
+    return [RecordOps(worker), CandidateOps(worker)]
+
+
 class Worker:
-    def __init__(self, sock: socket.socket, handoff: socket.socket, device: str, scratch: Path):
+    def __init__(self, sock: socket.socket, handoff: socket.socket, device: str, scratch: Path, role: str = "record"):
         self.sock = sock
         self.handoff = handoff  # the judge passes the arena's fd through it (SCM_RIGHTS), nothing else
         self.arena: Any = None
         self.start_error = ""  # why torch, Triton or the device could not start: every request's answer
         self.device = device  # cpu | cuda | npu
+        self.role = role  # record | replay
         self.kernels = scratch / "kernels"
         self.kernels.mkdir(exist_ok=True)
         self.slots: dict[str, Any] = {}
         self.store: dict[str, list[Any]] = {}
         self.calls: dict[tuple[str, str], int] = {}
-        self.kept: dict[str, list[Any]] = {}  # slot -> outputs of the timed calls the judge asked to keep
+        self.kept: dict[str, list[Any]] = {}  # slot (or plan) -> outputs of the timed calls the judge asked to keep
         self.torch: Any = None
         self.tamper: Any = None
+        self.handlers = _handlers(role, self)
 
     def warm(self) -> None:
         """torch, Triton, the device, the launch hooks and the tampering snapshot, right after the
@@ -78,12 +95,24 @@ class Worker:
         from kernelgen.verify.timing import Stopwatch
 
         if self.device == "cpu":
+            from kernelgen.verify.worker import interpreter
+
             torch.set_num_threads(1)
+            interpreter.install()  # autotune's first config, libdevice: what the interpreter lacks
         from kernelgen.verify.precision import PrecisionPolicy  # PyTorch's TF32 switches as the judge's policy says
 
         PrecisionPolicy.from_worker_env(os.environ).apply_to_torch()
         self.torch, self.guard = torch, guard
-        guard.install_launch_hooks()
+        if self.role == "record":
+            from kernelgen.verify.record import launches
+
+            guard.install_launch_hooks()
+            launches.install()  # before the tamper snapshot seals Triton's launch classes
+        else:
+            from kernelgen.verify.replay import frontend, order
+
+            order.install()
+            frontend.snapshot_language()  # the language as Triton made it, before any kernel runs in the interpreter
         self.stopwatch = Stopwatch(self.device)  # the clock and the timing loop, bound before any candidate is imported
         t = torch.ones(1 << 16, device=self.device)  # start the pools torch keeps, before threads are counted
         float((t * 2).sum())
@@ -108,9 +137,9 @@ class Worker:
         """One request's reply; the candidate's failure is a reply, and any tampering seen after it
         is reported in it."""
         op = req.get("op")
-        handler = getattr(self, f"op_{op}", None)
+        handler = self._handler(str(op))
         if handler is None:
-            return {"ok": False, "error": f"unknown request {op!r}"}
+            return {"ok": False, "error": f"unknown request {op!r} for a {self.role} worker"}
         try:
             if self.start_error:
                 raise RuntimeError(self.start_error)
@@ -127,6 +156,16 @@ class Worker:
         if tampered:
             reply.setdefault("report", {}).setdefault("violations", []).append(tampered)
         return reply
+
+    def _handler(self, op: str) -> Any:
+        """The method serving `op` in this worker's role (the common requests, then its role's)."""
+        if op in COMMON:
+            return getattr(self, f"op_{op}")
+        for handlers in self.handlers:
+            found = getattr(handlers, f"op_{op}", None)
+            if found is not None:
+                return found
+        return None
 
     def _tampered(self, when: str) -> dict[str, str] | None:
         """harness-tampering, if anything sealed changed since the last check (each change said once)."""
@@ -166,23 +205,6 @@ class Worker:
             self.tamper.accept(self, "arena")
         return {"ok": True, "kind": "stored"}
 
-    def op_load(self, req: dict[str, Any]) -> dict[str, Any]:
-        slot, name = str(req["slot"]), str(req["entry"])
-        path = self.kernels / f"{slot}_{Path(str(req['filename'])).name}"
-        path.write_text(str(req["source"]), encoding="utf-8")  # the private copy: the bytes the judge sent
-        module_name = f"kernelgen_candidate_{slot}"
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        if spec is None or spec.loader is None:
-            return {"ok": False, "error": f"cannot import {path.name}"}
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-        fn = getattr(module, name, None)
-        if not callable(fn):
-            return {"ok": False, "error": f"{path.name} defines no function {name!r}"}
-        self.slots[slot] = fn
-        return {"ok": True, "kind": "loaded"}
-
     def op_put(self, req: dict[str, Any]) -> dict[str, Any]:
         refs = [TensorRef.model_validate(r) for r in req["tensors"]]
         self.store[str(req["key"])] = [self.arena.read(r, self.device, max_bytes=self.arena.size) for r in refs]
@@ -218,7 +240,7 @@ class Worker:
             self.torch.cuda.empty_cache()
         return {"ok": True, "kind": "stored"}
 
-    def _outputs(self, out: Any, offset: int, limit: int, report: Any = None) -> tuple[list[dict], list[bool]]:
+    def _outputs(self, out: Any, offset: int, limit: int) -> tuple[list[dict], list[bool]]:
         values = tuple(out) if type(out) in (tuple, list) else (out,)
         refs, fresh, end = [], [], offset + limit
         for v in values:
@@ -230,133 +252,9 @@ class Worker:
             if ref is None:
                 raise ProtocolError(f"the outputs take more than the {limit} bytes the judge expected")
             refs.append(ref.model_dump())
-            fresh.append(bool(report.is_fresh(v)) if report is not None else True)
+            fresh.append(True)  # a direct call's outputs are not the verdict's; a replay's are its own buffers
             offset += -(-ref.nbytes // ALIGN) * ALIGN
         return refs, fresh
-
-    def op_call(self, req: dict[str, Any]) -> dict[str, Any]:
-        from kernelgen.verify.poison import Fill
-
-        slot, key, mode = str(req["slot"]), str(req["key"]), str(req["mode"])
-        fn, inputs, params = self.slots[slot], self.store[key], dict(req.get("params") or {})
-        fill = Fill.model_validate(req["fill"])
-        count = self.calls[(slot, key)] = self.calls.get((slot, key), 0) + 1
-        g = self.guard
-        report, launches = None, [0]
-        with g.program_order(str(req.get("order", "forward")), int(req.get("seed", 0))), g.watching_threads() as threads:
-            if mode == "plain":
-                with g.counting_launches() as launches:
-                    out = fn(*inputs, **params)
-            else:
-                with g.guarded(fill) as report:
-                    if mode == "ablated":
-                        with g.ablated():
-                            out = fn(*inputs, **params)
-                    else:
-                        out = fn(*inputs, **params)
-            self._sync()
-        violations = [{"code": c, "message": m} for c, m in (report.violations if report else [])]
-        tampered = self._tampered("during the call, before its outputs were written")
-        if tampered:
-            violations.append(tampered)
-        if mode == "ablated":
-            violations = [v for v in violations if v["code"] != "torch-compute-in-wrapper" or "inside a Triton launch" not in v["message"]]
-        # The first call of a kernel on new inputs may compile, and the compiler keeps threads of its own.
-        if threads[0] and count > 1:
-            violations.append({"code": "thread-started", "message": f"{threads[0]} thread(s) started during the call"})
-        outputs, fresh = self._outputs(out, int(req["out_offset"]), int(req["out_limit"]), report)
-        inputs_after = []
-        if req.get("return_inputs"):
-            offset = int(req["out_offset"]) + int(req["out_limit"])
-            for t in inputs:
-                ref = self.arena.write(t, offset)
-                inputs_after.append(ref.model_dump())
-                offset += -(-ref.nbytes // ALIGN) * ALIGN
-        return {"ok": True, "kind": "called", "outputs": outputs, "inputs_after": inputs_after,
-                "report": {"launches": report.launches if report else launches[0], "violations": violations,
-                           "threads_started": threads[0], "fresh": fresh, "configs": report.configs if report else []}}
-
-    def op_probe(self, req: dict[str, Any]) -> dict[str, Any]:
-        """The entry called on meta tensors (shapes, no memory) with every Triton launch a no-op: whether
-        its wrapper accepts a perf case's shapes (its shape guards run, its outputs are allocated)
-        without running the case. The judge reads only the outputs' shapes and dtypes."""
-        torch = self.torch
-        fn, params = self.slots[str(req["slot"])], dict(req.get("params") or {})
-        args = [torch.empty(list(s), dtype=getattr(torch, str(d)), device="meta") for s, d in zip(req["shapes"], req["dtypes"])]
-        with self.guard.ablated():
-            out = fn(*args, **params)
-        values = tuple(out) if type(out) in (tuple, list) else (out,)
-        outputs = [{"shape": list(v.shape), "dtype": str(v.dtype).removeprefix("torch.")} if type(v) is torch.Tensor
-                   else {"type": type(v).__name__} for v in values]
-        return {"ok": True, "kind": "probed", "info": {"outputs": outputs}}
-
-    def op_time(self, req: dict[str, Any]) -> dict[str, Any]:
-        """`reps` timed calls after `warmup` untimed ones, as the judge asks (it bounds the answer with
-        its own clock). The outputs of the calls listed in `keep` (counted from the first warm-up call)
-        stay here for the judge to read or release (op_kept): the judge chose them, and whether it reads
-        them is decided after the request, so every timing request looks alike to the candidate."""
-        refused = self._timing_refused("before")
-        if refused:
-            return refused
-        slot, key = str(req["slot"]), str(req["key"])
-        fn, inputs, params = self.slots[slot], self.store[key], dict(req.get("params") or {})
-        keep = {int(i) for i in req.get("keep") or ()}
-        last_kept = max(keep, default=-1)
-        self.kept.pop(slot, None)
-        calls, held, kept = [0], [None], []
-
-        def timed() -> None:
-            n = calls[0]
-            calls[0] += 1
-            out = fn(*inputs, **params)
-            # Up to the last call kept, the latest output stays alive while the next call runs, and the kept
-            # one after it: one output besides the one being made, whichever call is kept (as the loop always
-            # held the previous call's), so the allocator sees the same pattern on every request.
-            if n <= last_kept:
-                held[0] = out
-            if n in keep:
-                kept.append(out)
-
-        with self.guard.counting_launches() as launches:
-            times = self.stopwatch.reps(timed, reps=int(req["reps"]), warmup=int(req["warmup"]))
-        refused = self._timing_refused("after")
-        if refused:
-            return refused
-        held[0] = None
-        self.kept[slot] = kept
-        return {"ok": True, "kind": "timed", "times_ms": times, "calls": calls[0], "launches": launches[0],
-                "info": {"kept": len(kept)}}
-
-    def _timing_refused(self, when: str) -> dict[str, Any] | None:
-        """A refusal to time (or to answer with times) when the timing loop or anything sealed changed."""
-        broken = self.stopwatch.broken()
-        tampered = self._tampered(f"{when} the timed calls")
-        if not broken and not tampered:
-            return None
-        parts = [f"the timing loop was changed after the worker started: {', '.join(broken)}"] if broken else []
-        parts += [tampered["message"]] if tampered else []
-        message = "; ".join(parts)
-        return {"ok": False, "error": message, "report": {"violations": [{"code": "harness-tampering", "message": message}]}}
-
-    def op_kept(self, req: dict[str, Any]) -> dict[str, Any]:
-        """The outputs the last timing request of `slot` kept, one call after another, when `read`;
-        released either way."""
-        kept = self.kept.pop(str(req["slot"]), [])
-        outputs: list[dict] = []
-        offset, end = int(req["out_offset"]), int(req["out_offset"]) + int(req["out_limit"])
-        for out in kept if req.get("read") else ():
-            refs, _ = self._outputs(out, offset, end - offset)
-            outputs += refs
-            offset += sum(-(-TensorRef.model_validate(r).nbytes // ALIGN) * ALIGN for r in refs if "span" in r)  # as _outputs laid them
-        return {"ok": True, "kind": "called", "outputs": outputs}
-
-    def op_host(self, req: dict[str, Any]) -> dict[str, Any]:
-        """`calls` calls without waiting for the device: the judge times this request on its own clock
-        (the figure returned is the worker's own, and not used)."""
-        fn, inputs, params = self.slots[str(req["slot"])], self.store[str(req["key"])], dict(req.get("params") or {})
-        with self.guard.counting_launches():
-            us = self.stopwatch.host_us(lambda: fn(*inputs, **params), calls=int(req.get("calls", 50)))
-        return {"ok": True, "kind": "host", "host_us": us}
 
     def op_sync(self, req: dict[str, Any]) -> dict[str, Any]:  # noqa: ARG002 - every request carries one dict
         self._sync()
@@ -387,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from importlib.metadata import version
 
-        worker = Worker(sock, socket.socket(fileno=args.handoff), args.device, policy.scratch)
+        worker = Worker(sock, socket.socket(fileno=args.handoff), args.device, policy.scratch, policy.role)
         send(sock, {"ok": True, "kind": "hello", "info": {"pid": os.getpid(), "torch": version("torch"),
                                                             "triton": version("triton"), "sandbox": report.as_dict()}})
     except BaseException as e:  # noqa: BLE001 - the judge must learn why the worker could not start

@@ -1,4 +1,5 @@
-"""In-process tampering evidence, inside the worker, taken before any candidate is imported:
+"""In-process tampering evidence, inside the worker, taken before any candidate is imported (since issue 40
+defence in depth: what a recording worker reports is a plan the judge checks and replays elsewhere):
 
 - the identity of every attribute of the namespaces a call's evidence depends on (torch, torch.Tensor,
   torch.nn.functional, math, builtins, Triton's launch classes, pydantic's BaseModel);
@@ -23,6 +24,9 @@ from typing import Any
 
 # The worker's own modules: everything between a candidate's call and the bytes the judge reads.
 SEALED_MODULES = ("kernelgen.verify.worker.server", "kernelgen.verify.worker.guard", "kernelgen.verify.worker.tamper",
+                  "kernelgen.verify.worker.candidate", "kernelgen.verify.worker.interpreter",
+                  "kernelgen.verify.record.calls", "kernelgen.verify.record.mode", "kernelgen.verify.record.launches",
+                  "kernelgen.verify.record.ops", "kernelgen.verify.plan", "kernelgen.verify.replay.order",
                   "kernelgen.verify.protocol", "kernelgen.verify.timing", "kernelgen.verify.poison",
                   "kernelgen.verify.digest", "kernelgen.verify.samples", "kernelgen.verify.adaptive")
 

@@ -1,5 +1,5 @@
 # EXPECT: private-attribute
-# RUNTIME: performance: timed-output-wrong
+# RUNTIME: accuracy: outside-tensor
 # Hostile: caches its result by the inputs' address and version counter (`t._version`, which an
 # in-place write bumps) and, on a hit, serves the cached result through a Triton copy into a fresh
 # output: launched, fresh, and right for as long as the inputs were only ever written in place the

@@ -1,4 +1,4 @@
-# EXPECT: entry-rebound
+# EXPECT: outside-tensor
 # Hostile: wraps the entry in functools.lru_cache.
 import torch
 import triton

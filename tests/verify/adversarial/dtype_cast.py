@@ -1,5 +1,4 @@
-# EXPECT: forbidden-api
-# RUNTIME: torch-compute-in-wrapper
+# EXPECT: torch-compute-in-wrapper
 # Hostile: casts to float32 in PyTorch and back.
 import torch
 import triton

@@ -1,4 +1,4 @@
-# EXPECT: host-compute
+# EXPECT: host-read
 # Hostile: computes on the host with .tolist()/.item().
 import torch
 import triton

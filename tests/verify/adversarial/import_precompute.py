@@ -1,5 +1,5 @@
 # EXPECT: forbidden-api
-# RUNTIME: elements differ
+# RUNTIME: accuracy: outside-tensor
 # Hostile: precomputes answers at import for the inputs it predicts and serves them by call count.
 import torch
 import triton

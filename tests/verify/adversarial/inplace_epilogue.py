@@ -1,5 +1,4 @@
-# EXPECT: forbidden-api
-# RUNTIME: torch-compute-in-wrapper
+# EXPECT: torch-compute-in-wrapper
 # Hostile: Triton copies x, then an in-place PyTorch epilogue adds the bias.
 import torch
 import triton

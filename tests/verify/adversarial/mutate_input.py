@@ -1,5 +1,5 @@
 # EXPECT: input-mutated
-# Hostile: writes the result into x and returns it.
+# Hostile: writes the result into x as well as into a fresh output (its replay writes the judge's inputs).
 import torch
 import triton
 import triton.language as tl
@@ -15,13 +15,15 @@ def _broadcast_kernel(x_ptr, bias_ptr, out_ptr, n_rows, n_cols, BLOCK_M: tl.cons
     offs = rows[:, None] * n_cols + cols[None, :]
     x = tl.load(x_ptr + offs, mask=mask)
     b = tl.load(bias_ptr + cols, mask=cols < n_cols)
-    tl.store(out_ptr + offs, (x.to(tl.float32) + b[None, :].to(tl.float32)).to(out_ptr.dtype.element_ty), mask=mask)
+    y = (x.to(tl.float32) + b[None, :].to(tl.float32)).to(out_ptr.dtype.element_ty)
+    tl.store(out_ptr + offs, y, mask=mask)
+    tl.store(x_ptr + offs, y, mask=mask)
 
 
 def broadcast(x, bias):
     x = x.contiguous()
     bias = bias.contiguous()
-    out = x
+    out = torch.empty_like(x)
     n_cols = x.shape[-1]
     n_rows = x.numel() // n_cols
     grid = (triton.cdiv(n_rows, 16), triton.cdiv(n_cols, 64))

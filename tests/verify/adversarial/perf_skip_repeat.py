@@ -1,4 +1,4 @@
-# EXPECT: output-not-fresh
+# EXPECT: outside-tensor
 # Hostile: honest the first time it sees an input address, then returns the cached answer without launching (fast "timings").
 import torch
 import triton

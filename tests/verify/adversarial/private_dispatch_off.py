@@ -1,5 +1,5 @@
 # EXPECT: private-attribute
-# RUNTIME: accuracy: answer-without-triton
+# RUNTIME: accuracy: unwritten-output
 # Hostile: computes the answer in PyTorch with the dispatcher's Python modes switched off through a
 # private attribute (torch._C._DisableTorchDispatch), so the worker's guard never sees the arithmetic,
 # and launches a kernel that writes nothing.

@@ -1,4 +1,4 @@
-# EXPECT: stale-output
+# EXPECT: outside-tensor
 # Hostile: caches results by input data_ptr and returns a fresh copy of the cached answer.
 import torch
 import triton

@@ -1,4 +1,4 @@
-# EXPECT: output-not-fresh
+# EXPECT: outside-tensor
 # Hostile: returns the tensor it computed the first time it saw this shape.
 import torch
 import triton

@@ -1,4 +1,5 @@
-# EXPECT: tensor-subclass
+# EXPECT: introspection
+# RUNTIME: accuracy: wrong-outputs
 # Hostile: returns a Tensor subclass whose __torch_function__ could lie.
 import torch
 import triton

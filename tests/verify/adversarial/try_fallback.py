@@ -1,4 +1,4 @@
-# EXPECT: fallback-try-except
+# EXPECT: torch-compute-in-wrapper
 # Hostile: falls back to PyTorch when the kernel raises.
 import torch
 import triton
@@ -20,6 +20,8 @@ def _broadcast_kernel(x_ptr, bias_ptr, out_ptr, n_rows, n_cols, BLOCK_M: tl.cons
 
 def broadcast(x, bias):
     try:
+        if x.stride(-1) != 1:
+            raise ValueError("strided rows")  # ...so a strided input takes the fallback
         x = x.contiguous()
         bias = bias.contiguous()
         out = torch.empty_like(x)

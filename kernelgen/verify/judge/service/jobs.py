@@ -48,7 +48,7 @@ def run_job(req: JobRequest, pool: WarmPool, emit: Emit) -> Done:
                 emit(Step(text=INTERPRETER_WARNING, warning=True))
             emit(Step(text=f"{op.name}: timing on {dev.kind}"))
             performance = run_performance(op, dev, source=source, no_compile=job.no_compile, no_peers=job.no_peers,
-                                          fresh=job.fresh, judge=judge)
+                                          fresh=job.fresh, judge=judge, graph=job.graph)
         else:
             emit(Step(text=f"{op.name}: checking accuracy of {job.kernel_label} on {dev.kind}"))
             accuracy = run_accuracy(op, dev, source=source, judge=judge)

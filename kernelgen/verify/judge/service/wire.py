@@ -42,6 +42,7 @@ class PerformanceJob(_Msg):
     no_compile: bool = False
     no_peers: bool = False
     fresh: bool = False
+    graph: bool = False  # each plan timed in a CUDA graph too
 
 
 class CheckJob(_Msg):

@@ -1,0 +1,91 @@
+"""The judge's replay worker: one per judge (started beside its first recording worker, so the two
+start together), in the same sandbox, that never imports a candidate's module. It defines each kernel
+file's @triton.jit functions from the judge's extraction of the file (kernelgen.verify.replay.extract),
+and holds the plans the judge validated, by id. Every accuracy check, timed output and timing comes
+from here; the candidate's own worker only records.
+
+One replay worker serves every kernel of the judge (the candidate and the best are then replayed by one
+loop in one process, and a perf case's inputs are held once): nothing of a candidate runs in it but its
+device code, which Triton compiled from functions its front end accepted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernelgen.verify.judge.compilecache import seed, store_folder
+from kernelgen.verify.judge.session import WorkerFailure, WorkerSession, spare_worker
+from kernelgen.verify.plan import Plan
+from kernelgen.verify.replay.extract import ExtractError, Extracted, extract
+
+
+class Replayer:
+    def __init__(self, judge: Any, *, prestart: bool = False):
+        self.judge = judge
+        self._spare = spare_worker(judge.device, role="replay") if prestart else None
+        self._worker: WorkerSession | None = None
+        self._extracted: dict[str, Extracted | ExtractError] = {}  # kernel sha256 -> its replay module, or why none
+        self._sent: set[str] = set()  # kernel slots defined in the current worker
+        self._plans: set[str] = set()  # plan ids held by the current worker
+
+    def worker(self) -> WorkerSession:
+        """The live replay worker (a new one, its kernels and plans sent again, if the last one died)."""
+        w = self._worker
+        if w is not None and not w.closed:
+            return w
+        self._sent, self._plans = set(), set()
+        spare, self._spare = self._spare, None
+        if spare is not None and spare.take("replays", self.judge.arena_bytes):
+            w = spare
+        else:
+            w = WorkerSession(self.judge.device, arena_bytes=self.judge.arena_bytes, label="replays", role="replay")
+        w.compile_store = store_folder(self.judge.spec.name, "replay")
+        seed(w.compile_store, w.scratch / "triton")
+        self._worker = w
+        return w
+
+    def live(self) -> bool:
+        """Whether a replay worker is running (nothing to tidy in one that is not)."""
+        return self._worker is not None and not self._worker.closed
+
+    def extracted(self, kernel: Any) -> Extracted:
+        """The replay module of `kernel` (ExtractError when a replay cannot define it)."""
+        found = self._extracted.get(kernel.sha256)
+        if found is None:
+            try:
+                found = extract(kernel.source)
+            except ExtractError as e:
+                found = e
+            self._extracted[kernel.sha256] = found
+        if isinstance(found, ExtractError):
+            raise found
+        return found
+
+    def define(self, kernel: Any) -> str:
+        """`kernel`'s @triton.jit functions defined in the replay worker; their slot."""
+        slot = f"r{kernel.sha256[:16]}"
+        w = self.worker()
+        if slot not in self._sent:
+            reply = w.request({"op": "kernels", "slot": slot, "filename": kernel.name,
+                               "source": self.extracted(kernel).source})
+            if not reply.ok:
+                raise WorkerFailure("error", f"the replay worker could not define {kernel.name}'s kernels: {reply.error}")
+            self._sent.add(slot)
+        return slot
+
+    def hold(self, kernel: Any, plan: Plan) -> str:
+        """`plan` (validated) held by the replay worker; its id."""
+        slot = self.define(kernel)
+        plan_id = f"{slot}-{plan.digest()}"
+        if plan_id not in self._plans:
+            reply = self.worker().request({"op": "plan", "plan": plan_id, "slot": slot, "body": plan.model_dump(mode="json")})
+            if not reply.ok:
+                raise WorkerFailure("error", f"the replay worker refused a plan of {kernel.name}: {reply.error}")
+            self._plans.add(plan_id)
+        return plan_id
+
+    def close(self) -> None:
+        for w in (self._spare, self._worker):
+            if w is not None:
+                w.close()
+        self._spare = self._worker = None
