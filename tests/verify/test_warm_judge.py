@@ -14,7 +14,7 @@ from kernelgen.opdir import open_operator
 from kernelgen.verify.judge import session
 from kernelgen.verify.judge.accuracy import check_accuracy
 from kernelgen.verify.digest import digest, same_digest
-from kernelgen.verify.judge.inputs import PERF_SEED, DrawnInputs
+from kernelgen.verify.judge.inputs import PERF_SEED, SPECIAL_CASES, DrawnInputs
 from kernelgen.verify.judge.compare import as_tuple
 from kernelgen.verify.judge.judge import KernelSource
 from kernelgen.verify.judge.performance import measure_performance
@@ -54,8 +54,10 @@ def test_the_workers_started_early_run_the_checks_in_batches(tmp_path, requests)
     n_seeds = len({(c.case, c.variant, c.dtype, c.seed) for c in result.checks})
     stale = sum(1 for c in result.checks if c.call == "stale-probe")
     assert requests["batch"] == n_seeds and requests["replay"] == stale
-    # one recording per input layout (the scaled cases share their case's), and one more per stale probe
-    layouts = len({(c.case, c.variant, c.dtype) for c in result.checks if not (c.variant or "").startswith("scaled")})
+    # one recording per input layout (the scaled and special-value cases share their case's), and one more
+    # per stale probe
+    shared = lambda v: (v or "").startswith("scaled") or v in SPECIAL_CASES  # noqa: E731
+    layouts = len({(c.case, c.variant, c.dtype) for c in result.checks if not shared(c.variant)})
     assert requests["record"] == layouts + stale and requests["call"] == 0
 
 
