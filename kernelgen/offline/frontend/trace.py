@@ -22,7 +22,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import torch
+import torch.nn.functional as F
 
+from kernelgen.offline.frontend.follow import case_shapes, check_inputs, check_outputs
 from kernelgen.offline.frontend.fxwalk import lower
 from kernelgen.offline.frontend.ir import Graph
 from kernelgen.offline.frontend.outputs import output_dtypes, sample_inputs
@@ -58,6 +60,22 @@ def _decompositions() -> dict:
     return get_decompositions(DECOMPOSE)
 
 
+class SizeGeneric(torch.overrides.TorchFunctionMode):
+    """While tracing, ops whose composite implementation reads a size as a Python int (specialising
+    the trace to the traced case) are called as their size-generic equivalent, which computes the
+    same values. aten.max_pool1d's CPU fast path reads the length: level 1's 41 (MaxPool1d, k 8,
+    dilation 3) traced at x[23, 25, 27] fixed x.shape[2] to 27 for every shape, and its kernel was
+    refused at x[11, 13, 15] ("the reference needs 27 there"); max_pool1d_with_indices does not."""
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if func is torch.max_pool1d:
+            return torch.max_pool1d_with_indices(*args, **kwargs)[0]
+        if func is F.max_pool1d and not kwargs.get("return_indices", len(args) > 6 and args[6]):
+            return F.max_pool1d_with_indices(*args, **kwargs)[0]
+        return func(*args, **kwargs)
+
+
 @dataclass
 class Traced:
     graph: Graph  # the IR of the first test case's trace
@@ -75,7 +93,7 @@ def trace_graph(fn: Callable, inputs: list[torch.Tensor], params: dict[str, Any]
         return fn(*xs, **params)
 
     try:
-        with fx_config.patch(use_duck_shape=False):
+        with fx_config.patch(use_duck_shape=False), SizeGeneric():
             gm = make_fx(call, tracing_mode="symbolic", decomposition_table=_decompositions())(*inputs)
     except Exception as e:  # noqa: BLE001 - the reference is user code: any failure means "cannot trace"
         unsupported(f"tracing the reference with symbolic shapes failed ({type(e).__name__}: "
@@ -96,13 +114,16 @@ def trace_reference(spec: OperatorSpec) -> Traced:
     floats = [d for d in spec.dtypes if d in FLOAT_DTYPES]
     dtype0 = floats[0] if floats else spec.dtypes[0]
     first: Graph | None = None
+    stated = case_shapes(spec)
     for case in spec.test_cases[:TRACED_CASES]:
-        graph = lower(trace_graph(fn, sample_inputs(spec, case, dtype0), sent), sent, len(spec.inputs))
+        graph = lower(trace_graph(fn, sample_inputs(spec, case, dtype0), sent), sent, len(spec.inputs), stated)
         if first is None:
             first = graph
         elif graph.signature() != first.signature():
             unsupported("a traced graph that changes with the input shape (shape-dependent Python in the reference)")
     assert first is not None
+    check_inputs(spec, first)
+    check_outputs(spec, fn, first)
     if spec.params:
         _check_params(spec, fn, first, dtype0)
     _check_dtypes(spec, fn, first, sent, dtype0)
@@ -126,7 +147,8 @@ def _check_params(spec: OperatorSpec, fn: Callable, traced: Graph, dtype0: str) 
     other difference means Python computed with a param before tracing (control flow on it, or
     `x * (1 - scale)`, whose `1 - scale` becomes a literal of its own)."""
     case = spec.test_cases[0]
-    plain = lower(trace_graph(fn, sample_inputs(spec, case, dtype0), spec.param_defaults), {}, len(spec.inputs))
+    plain = lower(trace_graph(fn, sample_inputs(spec, case, dtype0), spec.param_defaults), {}, len(spec.inputs),
+                  case_shapes(spec))
     defaults = spec.param_defaults
     expected = [replace(v, op="const", attrs={"value": defaults[v.attrs["name"]]}) if v.op == "param" else v
                 for v in traced.values]
@@ -147,7 +169,7 @@ def _check_dtypes(spec: OperatorSpec, fn: Callable, traced: Graph, sent: dict[st
         if d == dtype0:
             continue
         try:
-            graph = lower(trace_graph(fn, sample_inputs(spec, case, d), sent), sent, len(spec.inputs))
+            graph = lower(trace_graph(fn, sample_inputs(spec, case, d), sent), sent, len(spec.inputs), case_shapes(spec))
         except NotServed:
             continue
         if _structure(graph) != _structure(traced):
