@@ -38,6 +38,11 @@ def _label(spec: OperatorSpec, case: dict) -> str:
     return "the perf case" if case in spec.perf_cases and case not in spec.test_cases else "a test case"
 
 
+def numbered_dims(graph: Graph) -> int:
+    """How many input dims the trace holds as numbers (fewer: a kernel for more shapes)."""
+    return sum(e.is_number for v in graph.values if v.op == "input" for e in v.shape)
+
+
 def check_inputs(spec: OperatorSpec, graph: Graph) -> None:
     """Every input dim the trace holds as a number has that size in every stated case."""
     for v in graph.values:

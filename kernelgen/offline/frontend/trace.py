@@ -24,7 +24,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from kernelgen.offline.frontend.follow import case_shapes, check_inputs, check_outputs
+from kernelgen.offline.frontend.follow import case_shapes, check_inputs, check_outputs, numbered_dims
 from kernelgen.offline.frontend.fxwalk import lower
 from kernelgen.offline.frontend.ir import Graph
 from kernelgen.offline.frontend.outputs import output_dtypes, sample_inputs
@@ -79,7 +79,7 @@ class SizeGeneric(torch.overrides.TorchFunctionMode):
 @dataclass
 class Traced:
     graph: Graph  # the IR of the first test case's trace
-    case: dict[str, list[int]]  # the test case it was traced on
+    case: dict[str, list[int]]  # the test case it was traced on (the first with the fewest numbered input dims)
     out_dtypes: dict[str, list[str]]  # case dtype -> the reference's output dtypes
     params: list[str]
 
@@ -103,7 +103,10 @@ def trace_graph(fn: Callable, inputs: list[torch.Tensor], params: dict[str, Any]
 
 def trace_reference(spec: OperatorSpec) -> Traced:
     """Lower every test case's symbolic trace (the first TRACED_CASES) and check the structures agree,
-    then that the params and the dtypes do not change the graph."""
+    then that the params and the dtypes do not change the graph. The graph kept is the one with the
+    fewest input dims held as numbers (frontend/follow.py: a size 1 in a test case is a constant to
+    the trace, and a kernel from it serves that size only), the first such; its sizes must follow the
+    input at every stated case."""
     if spec.reference is None:
         unsupported("a spec without a `reference`")
     for p in spec.params:
@@ -113,21 +116,20 @@ def trace_reference(spec: OperatorSpec) -> Traced:
     sent = sentinels(spec)
     floats = [d for d in spec.dtypes if d in FLOAT_DTYPES]
     dtype0 = floats[0] if floats else spec.dtypes[0]
-    first: Graph | None = None
     stated = case_shapes(spec)
+    graphs: list[tuple[dict, Graph]] = []
     for case in spec.test_cases[:TRACED_CASES]:
         graph = lower(trace_graph(fn, sample_inputs(spec, case, dtype0), sent), sent, len(spec.inputs), stated)
-        if first is None:
-            first = graph
-        elif graph.signature() != first.signature():
+        if graphs and graph.signature() != graphs[0][1].signature():
             unsupported("a traced graph that changes with the input shape (shape-dependent Python in the reference)")
-    assert first is not None
+        graphs.append((case, graph))
+    case, first = min(graphs, key=lambda cg: numbered_dims(cg[1]))
     check_inputs(spec, first)
     check_outputs(spec, fn, first)
     if spec.params:
-        _check_params(spec, fn, first, dtype0)
-    _check_dtypes(spec, fn, first, sent, dtype0)
-    return Traced(graph=first, case=spec.test_cases[0], out_dtypes=output_dtypes(spec, fn),
+        _check_params(spec, fn, first, dtype0, case)
+    _check_dtypes(spec, fn, first, sent, dtype0, case)
+    return Traced(graph=first, case=case, out_dtypes=output_dtypes(spec, fn),
                   params=[p.name for p in spec.params])
 
 
@@ -142,11 +144,10 @@ def _same_literal(a: Any, b: Any) -> bool:
     return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
 
 
-def _check_params(spec: OperatorSpec, fn: Callable, traced: Graph, dtype0: str) -> None:
+def _check_params(spec: OperatorSpec, fn: Callable, traced: Graph, dtype0: str, case: dict) -> None:
     """A trace with the params' defaults must be the sentinel trace with each param a literal: any
     other difference means Python computed with a param before tracing (control flow on it, or
-    `x * (1 - scale)`, whose `1 - scale` becomes a literal of its own)."""
-    case = spec.test_cases[0]
+    `x * (1 - scale)`, whose `1 - scale` becomes a literal of its own). `case`: the one `traced` was traced on."""
     plain = lower(trace_graph(fn, sample_inputs(spec, case, dtype0), spec.param_defaults), {}, len(spec.inputs),
                   case_shapes(spec))
     defaults = spec.param_defaults
@@ -160,11 +161,10 @@ def _check_params(spec: OperatorSpec, fn: Callable, traced: Graph, dtype0: str) 
                         "(write it as a tensor expression, e.g. x * scale, not x * (1 - scale))")
 
 
-def _check_dtypes(spec: OperatorSpec, fn: Callable, traced: Graph, sent: dict[str, Any], dtype0: str) -> None:
+def _check_dtypes(spec: OperatorSpec, fn: Callable, traced: Graph, sent: dict[str, Any], dtype0: str, case: dict) -> None:
     """The first case traced in every other dtype must give the same graph: a reference that branches
     on its inputs' dtype would otherwise be served with the first dtype's kernel. A dtype the trace
     itself fails in (an op with no float16 kernel on the CPU) proves nothing and is skipped."""
-    case = spec.test_cases[0]
     for d in spec.dtypes:
         if d == dtype0:
             continue
