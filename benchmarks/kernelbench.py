@@ -2,6 +2,7 @@
 
     python benchmarks/kernelbench.py .kb/level1 .kb/level2 [--out DIR] [--rounds 1] [--gpus all]
     python benchmarks/kernelbench.py .kb/level1 .kb/level2 --validate-only      # the CPU coverage, no kernels built
+    python benchmarks/kernelbench.py .kb/level1 .kb/level2 --validate-only --match conv   # the convolution problems only
     python benchmarks/kernelbench.py --cross-check KB_CHECKOUT OUT_DIR          # KernelBench's own evaluation beside ours
 
 KernelBench's own files stay out of the repository: copy its `KernelBench/level1` and `level2` folders
@@ -58,9 +59,11 @@ def _number(path: Path) -> int:
     return int(found.group()) if found else 0
 
 
-def problems(folders: list[Path]) -> dict[str, list[Path]]:
-    """Each level folder's problem files, in KernelBench's numbering."""
-    return {f.name: sorted(f.glob("*.py"), key=_number) for f in folders}
+def problems(folders: list[Path], match: str | None = None) -> dict[str, list[Path]]:
+    """Each level folder's problem files, in KernelBench's numbering; with `match`, only the files whose
+    name the regular expression finds (case-insensitive: "conv" selects the 98 convolution problems)."""
+    keep = re.compile(match, re.IGNORECASE) if match else None
+    return {f.name: sorted((p for p in f.glob("*.py") if keep is None or keep.search(p.name)), key=_number) for f in folders}
 
 
 def _reason(text: str) -> str:
@@ -101,7 +104,7 @@ def _verdict(task: tuple[str, Path, bool]) -> tuple[str, str, str, str, float]:
     return level, number, "no", "offline: no: " + _reason(verdict.detail), verdict.seconds
 
 
-def validate_only(folders: list[Path], *, run: bool = True, jobs: int = 2) -> int:
+def validate_only(folders: list[Path], *, run: bool = True, jobs: int = 2, match: str | None = None) -> int:
     """Every problem derived and validated in `jobs` processes (each with its own worker: the kernel
     behind a yes runs once on its smallest case, as `kernelgen validate` does unless --no-run)."""
     import multiprocessing
@@ -110,7 +113,7 @@ def validate_only(folders: list[Path], *, run: bool = True, jobs: int = 2) -> in
     from rich.progress import track
 
     started = time.monotonic()
-    by_level = problems(folders)
+    by_level = problems(folders, match)
     tasks = [(level, path, run) for level, files in by_level.items() for path in files]
     with multiprocessing.get_context("spawn").Pool(jobs, initializer=_start_worker if run else None) as pool:
         results = list(track(pool.imap_unordered(_verdict, tasks), total=len(tasks),
@@ -313,6 +316,8 @@ def main() -> int:
     ap.add_argument("--validate-only", action="store_true", help="no kernels: the offline coverage per level, reasons grouped")
     ap.add_argument("--no-run", action="store_true", help="with --validate-only: generate each kernel, do not run it once")
     ap.add_argument("--jobs", type=int, default=2, help="with --validate-only: problems validated at once")
+    ap.add_argument("--match", help="with --validate-only: only the problem files whose name this regular expression "
+                    "finds, case-insensitive (--match conv: the convolution problems)")
     args = ap.parse_args()
     if args.cross_check_one:
         print(json.dumps(cross_check_one(*args.cross_check_one)))
@@ -326,7 +331,7 @@ def main() -> int:
         print(f"no such folder: {', '.join(missing)} (copy KernelBench/level1 and level2 into .kb/)", file=sys.stderr)
         return 2
     if args.validate_only:
-        return validate_only(args.levels, run=not args.no_run, jobs=args.jobs)
+        return validate_only(args.levels, run=not args.no_run, jobs=args.jobs, match=args.match)
 
     from kernelgen.batch.report import BatchReport, summary_text
 
