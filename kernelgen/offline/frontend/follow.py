@@ -34,6 +34,19 @@ def case_shapes(spec: OperatorSpec) -> tuple:
     return tuple([list(c[i.name]) for i in spec.inputs] for c in stated_cases(spec))
 
 
+def input_ranks(graph: Graph) -> list[int]:
+    """The traced inputs' ranks, in input order."""
+    inputs = sorted((v for v in graph.values if v.op == "input"), key=lambda v: v.attrs["index"])
+    return [v.rank for v in inputs]
+
+
+def _alike(spec: OperatorSpec, graph: Graph) -> list[dict[str, list[int]]]:
+    """The stated cases whose inputs have the traced ranks: the ones the graph's sizes speak of (a
+    pointwise spec may state cases of other ranks, each served by a trace of its own rank)."""
+    ranks = input_ranks(graph)
+    return [c for c in stated_cases(spec) if [len(c[i.name]) for i in spec.inputs] == ranks]
+
+
 def _label(spec: OperatorSpec, case: dict) -> str:
     return "the perf case" if case in spec.perf_cases and case not in spec.test_cases else "a test case"
 
@@ -44,7 +57,7 @@ def numbered_dims(graph: Graph) -> int:
 
 
 def check_inputs(spec: OperatorSpec, graph: Graph) -> None:
-    """Every input dim the trace holds as a number has that size in every stated case."""
+    """Every input dim the trace holds as a number has that size in every stated case of its ranks."""
     for v in graph.values:
         if v.op != "input":
             continue
@@ -52,7 +65,7 @@ def check_inputs(spec: OperatorSpec, graph: Graph) -> None:
         for d, e in enumerate(v.shape):
             if not e.is_number:
                 continue
-            for case in stated_cases(spec):
+            for case in _alike(spec, graph):
                 got = case[inp.name][d]
                 if got != int(e):
                     unsupported(f"a trace that fixes {inp.name}.shape[{d}] to {int(e)} (an op of the reference reads "
@@ -81,9 +94,9 @@ def _meta_outputs(spec: OperatorSpec, fn: Callable, case: dict) -> list[list[int
 
 
 def check_outputs(spec: OperatorSpec, fn: Callable, graph: Graph) -> None:
-    """The traced output shapes, at every stated case's input sizes, are the reference's there."""
+    """The traced output shapes, at the input sizes of every stated case of its ranks, are the reference's there."""
     names = [i.name for i in spec.inputs]
-    for case in stated_cases(spec):
+    for case in _alike(spec, graph):
         sizes = {s: case[names[i]][d] for s, (i, d) in graph.symbols.items()}
         truth = _meta_outputs(spec, fn, case)
         if truth is None or len(truth) != len(graph.outputs):

@@ -97,7 +97,9 @@ def window_count(b: Any, sizes: tuple, outs: tuple, kernel: tuple, stride: tuple
         width = b.add("cast", (width,), shape, "float32")
         for _ in range(n - 1 - d):  # dim d of [out..]: a trailing 1 per later dim
             width = view(b, width, "unsqueeze", dim=b.v(width).rank)
-        count = width if count is None else b.add("mul", (count, width), S.broadcast(b.v(count).shape, b.v(width).shape), "float32")
+        if count is not None:
+            width = b.add("mul", (count, width), S.broadcast(b.v(count).shape, b.v(width).shape), "float32")
+        count = width
     if count is None:
         return b.scalar(float(whole))
     return count if whole == 1 else b.add("mul", (count, b.scalar(float(whole))), b.v(count).shape, "float32")

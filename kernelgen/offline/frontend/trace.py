@@ -24,7 +24,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from kernelgen.offline.frontend.follow import case_shapes, check_inputs, check_outputs, numbered_dims
+from kernelgen.offline.frontend.follow import case_shapes, check_inputs, check_outputs, input_ranks, numbered_dims
 from kernelgen.offline.frontend.fxwalk import lower
 from kernelgen.offline.frontend.ir import Graph
 from kernelgen.offline.frontend.outputs import output_dtypes, sample_inputs
@@ -103,10 +103,10 @@ def trace_graph(fn: Callable, inputs: list[torch.Tensor], params: dict[str, Any]
 
 def trace_reference(spec: OperatorSpec) -> Traced:
     """Lower every test case's symbolic trace (the first TRACED_CASES) and check the structures agree,
-    then that the params and the dtypes do not change the graph. The graph kept is the one with the
-    fewest input dims held as numbers (frontend/follow.py: a size 1 in a test case is a constant to
-    the trace, and a kernel from it serves that size only), the first such; its sizes must follow the
-    input at every stated case."""
+    then that the params and the dtypes do not change the graph. The graph kept is, among the traces
+    of the first case's ranks, the first with the fewest input dims held as numbers (frontend/follow.py:
+    a size 1 in a test case is a constant to the trace, and a kernel from it serves that size only);
+    its sizes must follow the input at every stated case of those ranks."""
     if spec.reference is None:
         unsupported("a spec without a `reference`")
     for p in spec.params:
@@ -123,7 +123,8 @@ def trace_reference(spec: OperatorSpec) -> Traced:
         if graphs and graph.signature() != graphs[0][1].signature():
             unsupported("a traced graph that changes with the input shape (shape-dependent Python in the reference)")
         graphs.append((case, graph))
-    case, first = min(graphs, key=lambda cg: numbered_dims(cg[1]))
+    alike = [cg for cg in graphs if input_ranks(cg[1]) == input_ranks(graphs[0][1])]
+    case, first = min(alike, key=lambda cg: numbered_dims(cg[1]))
     check_inputs(spec, first)
     check_outputs(spec, fn, first)
     if spec.params:
