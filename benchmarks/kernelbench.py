@@ -129,6 +129,8 @@ def validate_only(folders: list[Path], *, run: bool = True, jobs: int = 2, match
             no[r[3]].append(r[1])
         summary.append(f"{level}: offline: yes for {len(yes)} of {len(files)}")
         print(f"\n## {level}: offline: yes for {len(yes)} of {len(files)}")
+        if run and yes:  # what `kernelgen new` on the CPU repeats: 3 calls a seed, 14 seeds for a KernelBench spec
+            print("- yes, seconds of the one run: " + ", ".join(f"{r[1]} {r[4]:.1f}" for r in sorted(yes, key=lambda r: -r[4])))
         for reason, which in sorted(no.items(), key=lambda kv: -len(kv[1])):
             print(f"- {len(which):3d}  {reason}  [{', '.join(which)}]")
     ran = sorted((r for r in results if r[4] > 0), key=lambda r: -r[4])
