@@ -85,6 +85,31 @@ def test_pooled_sizes_follow_the_input(name: str, tmp_path: Path) -> None:
     _chain(name, tmp_path)
 
 
+@pytest.mark.slow
+def test_global_adaptive_pooling_after_a_convolution(tmp_path: Path) -> None:
+    """Adaptive pooling to one element per dim (level 2's GlobalAvgPool chains) is a max or a mean
+    over the spatial dims, at every size."""
+    body = "F.adaptive_max_pool2d(F.conv2d(x, w), 1) + F.adaptive_avg_pool2d(F.conv2d(x, w), (1, 1))"
+    cases = [{"x": [2, 3, 5, 7], "w": W2}, {"x": [3, 3, 9, 4], "w": W2}]
+    check_kernel(_spec("conv_global_pools", "x w", body, cases), tmp_path, cases=cases + [{"x": [1, 3, 12, 17], "w": W2}])
+
+
+def test_validate_names_adaptive_pooling_to_more_than_one(tmp_path: Path) -> None:
+    spec = tmp_path / "adaptive.yaml"
+    spec.write_text(
+        "name: adaptive\n"
+        "description: adaptive max pooling to 3x3\n"
+        "inputs:\n  - {name: x}\n"
+        "outputs:\n  - {name: out}\n"
+        "reference: |\n  def adaptive(x):\n      return F.adaptive_max_pool2d(x, 3)\n"
+        "dtypes: [float32]\n"
+        "test_cases:\n  - {x: [2, 3, 9, 12]}\n")
+    r = CliRunner().invoke(app, ["validate", str(spec), "--no-run"])
+    text = " ".join(r.output.split())
+    assert r.exit_code == 0, text
+    assert "offline: no (" in text and "adaptive pooling (adaptive_max_pool2d) to more than one element" in text, text
+
+
 def _other_mode(body: str) -> str:
     """The chain with its pooling (the outermost call) in the other rounding mode."""
     if "ceil_mode=True" in body:

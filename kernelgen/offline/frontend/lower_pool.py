@@ -19,7 +19,7 @@ from typing import Any
 from kernelgen.offline.frontend import shapes as S
 from kernelgen.offline.frontend.call import Call
 from kernelgen.offline.frontend.ir import FLOATS, NoValue
-from kernelgen.offline.frontend.lower_reduce import reduce
+from kernelgen.offline.frontend.lower_reduce import mean, reduce
 from kernelgen.offline.frontend.lower_views import view
 from kernelgen.offline.unsupported import unsupported
 
@@ -37,9 +37,8 @@ def pool(b: Any, c: Call) -> Any:
         unsupported("pooling over integers")
     is_max = base.startswith("max_pool")
     nd = 3 if "3d" in base else 2 if "2d" in base else 1
-    if base.startswith(("adaptive", "_adaptive")) or not base.startswith(("max_pool", "avg_pool")):
-        unsupported(f"adaptive pooling ({base}) to more than one element per dim (windows of varying size); "
-                    "to one element it is a mean or a max, which the generator serves")
+    if base.startswith(("adaptive", "_adaptive")):
+        return _adaptive(b, c, nd)
     arg = c.arg
     kernel = _ints(arg(1, "kernel_size", None), nd, None)
     stride = _ints(arg(2, "stride", None), nd, kernel)
@@ -69,6 +68,23 @@ def pool(b: Any, c: Call) -> Any:
     else:
         count = window_count(b, sizes, outs, kernel, stride, padding, ceil, include_pad)
     return b.add("div", (r, count), b.v(r).shape, dtype)
+
+
+def _adaptive(b: Any, c: Call, nd: int) -> Any:
+    """Adaptive pooling to one element per dim (a global pooling; torch traces the average to a mean,
+    the max stays adaptive_max_poolNd): a max or a mean over the last nd dims, which keep a size of 1.
+    To more elements the windows' sizes vary with the input's (start floor(i*L/out), end ceil), which
+    the window view cannot say."""
+    size = c.arg(1, "output_size", None)
+    size = list(size) if isinstance(size, (list, tuple)) else [size]
+    if any(s is None or S.expr(s) != 1 for s in size):
+        unsupported(f"adaptive pooling ({c.base}) to more than one element per dim (windows whose sizes vary with "
+                    "the input's); to one element it is a global max or mean, which the generator serves")
+    x = b.operand(c.args[0])
+    dims = tuple(range(b.v(x).rank - nd, b.v(x).rank))
+    if c.base.startswith("adaptive_max"):
+        return [reduce(b, "max", x, dims, True), NoValue("adaptive max pooling's indices")]
+    return mean(b, x, dims, True)
 
 
 def window_count(b: Any, sizes: tuple, outs: tuple, kernel: tuple, stride: tuple, padding: tuple, ceil: bool,
