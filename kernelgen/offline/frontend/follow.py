@@ -18,7 +18,7 @@ from typing import Any, Callable
 import sympy
 import torch
 
-from kernelgen.offline.frontend.ir import Graph
+from kernelgen.offline.frontend.ir import Graph, Value
 from kernelgen.offline.unsupported import unsupported
 from kernelgen.spec import OperatorSpec
 
@@ -34,16 +34,16 @@ def case_shapes(spec: OperatorSpec) -> tuple:
     return tuple([list(c[i.name]) for i in spec.inputs] for c in stated_cases(spec))
 
 
-def input_ranks(graph: Graph) -> list[int]:
+def input_ranks(values: list[Value]) -> list[int]:
     """The traced inputs' ranks, in input order."""
-    inputs = sorted((v for v in graph.values if v.op == "input"), key=lambda v: v.attrs["index"])
+    inputs = sorted((v for v in values if v.op == "input"), key=lambda v: v.attrs["index"])
     return [v.rank for v in inputs]
 
 
 def _alike(spec: OperatorSpec, graph: Graph) -> list[dict[str, list[int]]]:
     """The stated cases whose inputs have the traced ranks: the ones the graph's sizes speak of (a
     pointwise spec may state cases of other ranks, each served by a trace of its own rank)."""
-    ranks = input_ranks(graph)
+    ranks = input_ranks(graph.values)
     return [c for c in stated_cases(spec) if [len(c[i.name]) for i in spec.inputs] == ranks]
 
 
@@ -73,7 +73,10 @@ def check_inputs(spec: OperatorSpec, graph: Graph) -> None:
                                 "would serve one size only")
 
 
-def _at(e: sympy.Expr, sizes: dict[str, int]) -> Any:
+def size_at(e: sympy.Expr, symbols: dict[str, tuple[int, int]], shapes: list[list[int]]) -> int | None:
+    """The size `e` at one case: `shapes` the inputs' shapes in input order, `symbols` the graph's map of
+    symbol -> (input, dim); None where a symbol is not an input's dim."""
+    sizes = {name: shapes[i][d] for name, (i, d) in symbols.items()}
     got = sympy.sympify(e).xreplace({s: sympy.Integer(sizes[s.name]) for s in e.free_symbols if s.name in sizes})
     return int(got) if got.is_number else None
 
@@ -97,12 +100,12 @@ def check_outputs(spec: OperatorSpec, fn: Callable, graph: Graph) -> None:
     """The traced output shapes, at the input sizes of every stated case of its ranks, are the reference's there."""
     names = [i.name for i in spec.inputs]
     for case in _alike(spec, graph):
-        sizes = {s: case[names[i]][d] for s, (i, d) in graph.symbols.items()}
+        shapes = [case[n] for n in names]
         truth = _meta_outputs(spec, fn, case)
         if truth is None or len(truth) != len(graph.outputs):
             continue
         for k, (o, want) in enumerate(zip(graph.outputs, truth)):
-            got = [_at(e, sizes) for e in graph[o].shape]
+            got = [size_at(e, graph.symbols, shapes) for e in graph[o].shape]
             if got != want:
                 shown = ", ".join(str(g) if g is not None else "?" for g in got)
                 unsupported(f"a trace whose output {k} has shape [{shown}] at {_label(spec, case)} "

@@ -19,6 +19,7 @@ import torch
 
 from kernelgen.offline.frontend import shapes as S
 from kernelgen.offline.frontend.call import Call
+from kernelgen.offline.frontend.follow import input_ranks, size_at
 from kernelgen.offline.frontend.ir import Graph, Multi, NoValue, Value
 from kernelgen.offline.frontend.optable import OPS
 from kernelgen.offline.unsupported import unsupported
@@ -141,9 +142,9 @@ class IRBuilder:
         contiguity asks whether a dim is 1), which the reference does not require. Level 2's 46
         (Conv2d 3x3 -> AvgPool2d(2)) traced at x 5x5 has a pooled size of 1 there, and pinned it
         for every shape: [128, 128, 1, 1] at KernelBench's x 128x128, where the baseline gives 63x63."""
-        ranks = [v.rank for v in sorted((v for v in self.values if v.op == "input"), key=lambda v: v.attrs["index"])]
+        ranks = input_ranks(self.values)
         cases = [c for c in self.cases if [len(s) for s in c] == ranks]  # a case of other ranks has other symbols
-        pinned = {e: c for e, c in _pinned(self.gm).items() if all(self._size_at(e, case) == c for case in cases)}
+        pinned = {e: c for e, c in _pinned(self.gm).items() if all(size_at(e, self.symbols, case) == c for case in cases)}
         if not pinned:
             return
         for v in self.values:
@@ -151,12 +152,6 @@ class IRBuilder:
                 v.shape = tuple(pinned.get(d, d) for d in v.shape)
             if v.op == "size":
                 v.attrs["expr"] = v.attrs["expr"].xreplace(pinned)
-
-    def _size_at(self, e: sympy.Expr, shapes: list) -> Any:
-        """The size `e` at one case (the inputs' shapes), or None where a symbol is not an input's dim."""
-        at = {name: shapes[i][d] for name, (i, d) in self.symbols.items()}
-        got = e.xreplace({s: sympy.Integer(at[s.name]) for s in e.free_symbols if s.name in at})
-        return int(got) if got.is_number else None
 
     def call(self, n: Any) -> Any:
         if n.target is operator.getitem:

@@ -78,7 +78,7 @@ class SizeGeneric(torch.overrides.TorchFunctionMode):
 
 @dataclass
 class Traced:
-    graph: Graph  # the IR of the first test case's trace
+    graph: Graph  # the IR of the kept trace (trace_reference says which)
     case: dict[str, list[int]]  # the test case it was traced on (the first with the fewest numbered input dims)
     out_dtypes: dict[str, list[str]]  # case dtype -> the reference's output dtypes
     params: list[str]
@@ -123,7 +123,7 @@ def trace_reference(spec: OperatorSpec) -> Traced:
         if graphs and graph.signature() != graphs[0][1].signature():
             unsupported("a traced graph that changes with the input shape (shape-dependent Python in the reference)")
         graphs.append((case, graph))
-    alike = [cg for cg in graphs if input_ranks(cg[1]) == input_ranks(graphs[0][1])]
+    alike = [cg for cg in graphs if input_ranks(cg[1].values) == input_ranks(graphs[0][1].values)]
     case, first = min(alike, key=lambda cg: numbered_dims(cg[1]))
     check_inputs(spec, first)
     check_outputs(spec, fn, first)
