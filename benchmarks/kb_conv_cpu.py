@@ -68,8 +68,9 @@ def select(folders: list[Path], match: str, only: set[str], sample: bool) -> lis
 
 
 def _verdict(output: str) -> str:
-    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
-    accuracy = [ln for ln in lines if ln.startswith("Accuracy:")]
+    """The accuracy line ("• Accuracy: PASS — 47/47 checks passed; ..."), or the last line."""
+    lines = [ln.strip(" •") for ln in output.splitlines() if ln.strip()]
+    accuracy = [ln for ln in lines if ln.startswith("Accuracy: ")]
     return (accuracy[-1] if accuracy else lines[-1] if lines else "no output")[:200]
 
 
