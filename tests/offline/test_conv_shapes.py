@@ -201,3 +201,17 @@ def test_new_builds_the_problems_refused_at_round_0(name: str, tmp_path: Path) -
     checks = json.loads((out / name / "state.json").read_text())["rounds"][0]["accuracy"]["accuracy"]["checks"]
     probed = [c for c in checks if c["call"] == "perf-shape"]
     assert probed and all(c["passed"] for c in probed), probed
+
+
+def test_validate_says_when_a_cpu_build_would_take_over_10_minutes() -> None:
+    """validate's yes states what `kernelgen new` on the CPU will cost: its accuracy check repeats the
+    one run 3 times per seed of every planned check (36 here), and past 10 minutes it says so."""
+    from kernelgen.backends import cpu_build
+
+    inputs, body, cases, perf = PROBLEMS["kb46_conv_avgpool"]
+    spec = make_spec(name="kb46", inputs=[{"name": n} for n in inputs.split()], dtypes=["float32"], perf_cases=[perf],
+                     reference=f"def kb46({', '.join(inputs.split())}):\n    return {body}\n", test_cases=cases)
+    assert cpu_build(spec, 0.5) == "; `kernelgen new` on the CPU makes 36 calls like it, under a minute"
+    assert cpu_build(spec, 10.0) == "; `kernelgen new` on the CPU makes 36 calls like it, ~6 min"
+    slow = cpu_build(spec, 20.0)
+    assert "~12 min: over the 10 min a CPU build should take, build it on a GPU" in slow, slow
