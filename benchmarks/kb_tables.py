@@ -13,9 +13,11 @@ def _number(path: Path) -> int:
     return int(found.group()) if found else 0
 
 
-def problems(folders: list[Path]) -> dict[str, list[Path]]:
-    """Each level folder's problem files, in KernelBench's numbering."""
-    return {f.name: sorted(f.glob("*.py"), key=_number) for f in folders}
+def problems(folders: list[Path], match: str | None = None) -> dict[str, list[Path]]:
+    """Each level folder's problem files, in KernelBench's numbering; with `match`, only the files whose
+    name the regular expression finds (case-insensitive: "conv" selects the 98 convolution problems)."""
+    keep = re.compile(match, re.IGNORECASE) if match else None
+    return {f.name: sorted((p for p in f.glob("*.py") if keep is None or keep.search(p.name)), key=_number) for f in folders}
 
 
 def _chosen(level: str, path: Path, selectors: list[str]) -> bool:

@@ -3,6 +3,7 @@
     python benchmarks/kernelbench.py .kb/level1 .kb/level2 [--out DIR] [--rounds 1] [--gpus all] [--per-gpu auto]
     python benchmarks/kernelbench.py .kb/level1 .kb/level2 --only 19,23,level2/1   # a named subset
     python benchmarks/kernelbench.py .kb/level1 .kb/level2 --validate-only      # the CPU coverage, no kernels built
+    python benchmarks/kernelbench.py .kb/level1 .kb/level2 --validate-only --match conv   # the convolution problems only
     python benchmarks/kernelbench.py --cross-check KB_CHECKOUT OUT_DIR          # KernelBench's own evaluation beside ours
 
 KernelBench's own files stay out of the repository: copy its `KernelBench/level1` and `level2` folders
@@ -99,7 +100,7 @@ def _verdict(task: tuple[str, Path, bool]) -> tuple[str, str, str, str, float]:
     return level, number, "no", "offline: no: " + _reason(verdict.detail), verdict.seconds
 
 
-def validate_only(folders: list[Path], *, run: bool = True, jobs: int = 2) -> int:
+def validate_only(folders: list[Path], *, run: bool = True, jobs: int = 2, match: str | None = None) -> int:
     """Every problem derived and validated in `jobs` processes (each with its own worker: the kernel
     behind a yes runs once on its smallest case, as `kernelgen validate` does unless --no-run)."""
     import multiprocessing
@@ -108,7 +109,7 @@ def validate_only(folders: list[Path], *, run: bool = True, jobs: int = 2) -> in
     from rich.progress import track
 
     started = time.monotonic()
-    by_level = problems(folders)
+    by_level = problems(folders, match)
     tasks = [(level, path, run) for level, files in by_level.items() for path in files]
     with multiprocessing.get_context("spawn").Pool(jobs, initializer=_start_worker if run else None) as pool:
         results = list(track(pool.imap_unordered(_verdict, tasks), total=len(tasks),
@@ -124,6 +125,8 @@ def validate_only(folders: list[Path], *, run: bool = True, jobs: int = 2) -> in
             no[r[3]].append(r[1])
         summary.append(f"{level}: offline: yes for {len(yes)} of {len(files)}")
         print(f"\n## {level}: offline: yes for {len(yes)} of {len(files)}")
+        if run and yes:  # what `kernelgen new` on the CPU repeats: 3 calls a seed, 14 seeds for a KernelBench spec
+            print("- yes, seconds of the one run: " + ", ".join(f"{r[1]} {r[4]:.1f}" for r in sorted(yes, key=lambda r: -r[4])))
         for reason, which in sorted(no.items(), key=lambda kv: -len(kv[1])):
             print(f"- {len(which):3d}  {reason}  [{', '.join(which)}]")
     ran = sorted((r for r in results if r[4] > 0), key=lambda r: -r[4])
@@ -301,6 +304,8 @@ def main() -> int:
     ap.add_argument("--validate-only", action="store_true", help="no kernels: the offline coverage per level, reasons grouped")
     ap.add_argument("--no-run", action="store_true", help="with --validate-only: generate each kernel, do not run it once")
     ap.add_argument("--jobs", type=int, default=2, help="with --validate-only: problems validated at once")
+    ap.add_argument("--match", help="with --validate-only: only the problem files whose name this regular expression "
+                    "finds, case-insensitive (--match conv: the convolution problems)")
     args = ap.parse_args()
     if args.cross_check_one:
         print(json.dumps(cross_check_one(*args.cross_check_one)))
@@ -314,7 +319,7 @@ def main() -> int:
         print(f"no such folder: {', '.join(missing)} (copy KernelBench/level1 and level2 into .kb/)", file=sys.stderr)
         return 2
     if args.validate_only:
-        return validate_only(args.levels, run=not args.no_run, jobs=args.jobs)
+        return validate_only(args.levels, run=not args.no_run, jobs=args.jobs, match=args.match)
 
     return run_levels(args)
 

@@ -174,4 +174,22 @@ def offline_verdict(spec: OperatorSpec, *, run: bool = True, worker: WorkerSessi
         return OfflineVerdict(False, f"the generated kernel failed its own check: {result.why} (run on {result.case})",
                               seconds=result.seconds)
     return OfflineVerdict(True, detail, ran=f"its kernel matched the reference on {result.case} in the CPU interpreter, "
-                                            f"{result.seconds:.1f} s", seconds=result.seconds)
+                                            f"{result.seconds:.1f} s{cpu_build(spec, result.seconds)}", seconds=result.seconds)
+
+
+CPU_BUILD_S = 600  # what `kernelgen new` on a 2-core CPU should take at most (issue 38)
+
+
+def cpu_build(spec: OperatorSpec, seconds: float) -> str:
+    """What `kernelgen new` on this CPU costs, from the one run's `seconds`: its accuracy check makes
+    3 calls per seed of every planned check (42 for a KernelBench spec), each about that long. Measured
+    (2026-11-27, 2 shared cores): level 2's 46 ran once in 14.2 s and built in 571 s, level 1's 41 in
+    4.2 s and 171 s; under a few seconds a run, the build's fixed cost (~8 s) dominates."""
+    from kernelgen.verify.judge.accuracy import COMPARED_CALLS, DEFAULT_SEEDS
+    from kernelgen.verify.judge.inputs import plan_checks
+
+    calls = sum(len(c.seeds) * COMPARED_CALLS for c in plan_checks(spec, seeds=DEFAULT_SEEDS, base=0, interpreter=True).cases)
+    total = calls * seconds
+    about = "under a minute" if total < 60 else f"~{total / 60:.0f} min"
+    said = f"; `kernelgen new` on the CPU makes {calls} calls like it, {about}"
+    return said if total <= CPU_BUILD_S else said + f": over the {CPU_BUILD_S // 60} min a CPU build should take, build it on a GPU"

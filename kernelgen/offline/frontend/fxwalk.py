@@ -19,6 +19,7 @@ import torch
 
 from kernelgen.offline.frontend import shapes as S
 from kernelgen.offline.frontend.call import Call
+from kernelgen.offline.frontend.follow import input_ranks, size_at
 from kernelgen.offline.frontend.ir import Graph, Multi, NoValue, Value
 from kernelgen.offline.frontend.optable import OPS
 from kernelgen.offline.unsupported import unsupported
@@ -32,16 +33,19 @@ def dtype_name(val: Any) -> str:
     return str(val.dtype).replace("torch.", "") if isinstance(val, torch.Tensor) else "float32"
 
 
-def lower(gm: Any, sentinels: dict[str, Any], n_inputs: int) -> Graph:
-    """The IR of one traced graph module; `sentinels` maps each param to the value it was traced with."""
-    return IRBuilder(gm, sentinels, n_inputs).run()
+def lower(gm: Any, sentinels: dict[str, Any], n_inputs: int, cases: tuple = ()) -> Graph:
+    """The IR of one traced graph module; `sentinels` maps each param to the value it was traced with;
+    `cases`: the inputs' shapes of every case the spec states (each a list of shapes, in input order),
+    at which a size the trace's guards pin must hold to be pinned (IRBuilder.pin_sizes)."""
+    return IRBuilder(gm, sentinels, n_inputs, cases).run()
 
 
 class IRBuilder:
     """fx graph -> IR, one trace; the op table's handlers add values through it."""
 
-    def __init__(self, gm: Any, sentinels: dict[str, Any], n_inputs: int):
+    def __init__(self, gm: Any, sentinels: dict[str, Any], n_inputs: int, cases: tuple = ()):
         self.gm = gm
+        self.cases = cases
         self.sentinels = sentinels
         self.n_inputs = n_inputs
         self.values: list[Value] = []
@@ -131,8 +135,16 @@ class IRBuilder:
         symbols that the reference requires to equal a constant -- a transposed convolution's width
         (2*s33 + s71 - 4) that a LayerNorm(64) after it must see as 64 -- stays an expression in the
         traced shapes (PyTorch only replaces single symbols), so a [64] weight would not fit the
-        frame it broadcasts over. Inputs keep their own symbols (the wrapper binds them)."""
-        pinned = _pinned(self.gm)
+        frame it broadcasts over. Inputs keep their own symbols (the wrapper binds them).
+
+        Only a size that holds at every case the spec states is pinned: the guards of one trace also
+        record the sizes PyTorch specialises because they are 0 or 1 in the traced case (a tensor's
+        contiguity asks whether a dim is 1), which the reference does not require. Level 2's 46
+        (Conv2d 3x3 -> AvgPool2d(2)) traced at x 5x5 has a pooled size of 1 there, and pinned it
+        for every shape: [128, 128, 1, 1] at KernelBench's x 128x128, where the baseline gives 63x63."""
+        ranks = input_ranks(self.values)
+        cases = [c for c in self.cases if [len(s) for s in c] == ranks]  # a case of other ranks has other symbols
+        pinned = {e: c for e, c in _pinned(self.gm).items() if all(size_at(e, self.symbols, case) == c for case in cases)}
         if not pinned:
             return
         for v in self.values:

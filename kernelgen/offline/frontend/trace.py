@@ -21,7 +21,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import torch
+import torch.nn.functional as F
 
+from kernelgen.offline.frontend.follow import case_shapes, check_inputs, check_outputs, input_ranks, numbered_dims
 from kernelgen.offline.frontend.fxwalk import lower
 from kernelgen.offline.frontend.ir import Graph
 from kernelgen.offline.frontend.outputs import output_dtypes, sample_inputs
@@ -57,10 +59,26 @@ def _decompositions() -> dict:
     return get_decompositions(DECOMPOSE)
 
 
+class SizeGeneric(torch.overrides.TorchFunctionMode):
+    """While tracing, ops whose composite implementation reads a size as a Python int (specialising
+    the trace to the traced case) are called as their size-generic equivalent, which computes the
+    same values. aten.max_pool1d's CPU fast path reads the length: level 1's 41 (MaxPool1d, k 8,
+    dilation 3) traced at x[23, 25, 27] fixed x.shape[2] to 27 for every shape, and its kernel was
+    refused at x[11, 13, 15] ("the reference needs 27 there"); max_pool1d_with_indices does not."""
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if func is torch.max_pool1d:
+            return torch.max_pool1d_with_indices(*args, **kwargs)[0]
+        if func is F.max_pool1d and not kwargs.get("return_indices", len(args) > 6 and args[6]):
+            return F.max_pool1d_with_indices(*args, **kwargs)[0]
+        return func(*args, **kwargs)
+
+
 @dataclass
 class Traced:
-    graph: Graph  # the IR of the first test case's trace
-    case: dict[str, list[int]]  # the test case it was traced on
+    graph: Graph  # the IR of the kept trace (trace_reference says which)
+    case: dict[str, list[int]]  # the test case it was traced on (the first with the fewest numbered input dims)
     out_dtypes: dict[str, list[str]]  # case dtype -> the reference's output dtypes
     params: list[str]
 
@@ -74,7 +92,7 @@ def trace_graph(fn: Callable, inputs: list[torch.Tensor], params: dict[str, Any]
         return fn(*xs, **params)
 
     try:
-        with fx_config.patch(use_duck_shape=False):
+        with fx_config.patch(use_duck_shape=False), SizeGeneric():
             gm = make_fx(call, tracing_mode="symbolic", decomposition_table=_decompositions())(*inputs)
     except Exception as e:  # noqa: BLE001 - the reference is user code: any failure means "cannot trace"
         unsupported(f"tracing the reference with symbolic shapes failed ({type(e).__name__}: "
@@ -84,7 +102,10 @@ def trace_graph(fn: Callable, inputs: list[torch.Tensor], params: dict[str, Any]
 
 def trace_reference(spec: OperatorSpec) -> Traced:
     """Lower every test case's symbolic trace (the first TRACED_CASES) and check the structures agree,
-    then that the params and the dtypes do not change the graph. Made once per spec: the route
+    then that the params and the dtypes do not change the graph. The graph kept is, among the traces
+    of the first case's ranks, the first with the fewest input dims held as numbers (frontend/follow.py:
+    a size 1 in a test case is a constant to the trace, and a kernel from it serves that size only);
+    its sizes must follow the input at every stated case of those ranks. Made once per spec: the route
     (kernelgen.offline.registry) hands it to every family and keeps it with the family's analysis."""
     if spec.reference is None:
         unsupported("a spec without a `reference`")
@@ -95,18 +116,21 @@ def trace_reference(spec: OperatorSpec) -> Traced:
     sent = sentinels(spec)
     floats = [d for d in spec.dtypes if d in FLOAT_DTYPES]
     dtype0 = floats[0] if floats else spec.dtypes[0]
-    first: Graph | None = None
+    stated = case_shapes(spec)
+    graphs: list[tuple[dict, Graph]] = []
     for case in spec.test_cases[:TRACED_CASES]:
-        graph = lower(trace_graph(fn, sample_inputs(spec, case, dtype0), sent), sent, len(spec.inputs))
-        if first is None:
-            first = graph
-        elif graph.signature() != first.signature():
+        graph = lower(trace_graph(fn, sample_inputs(spec, case, dtype0), sent), sent, len(spec.inputs), stated)
+        if graphs and graph.signature() != graphs[0][1].signature():
             unsupported("a traced graph that changes with the input shape (shape-dependent Python in the reference)")
-    assert first is not None
+        graphs.append((case, graph))
+    alike = [cg for cg in graphs if input_ranks(cg[1].values) == input_ranks(graphs[0][1].values)]
+    case, first = min(alike, key=lambda cg: numbered_dims(cg[1]))
+    check_inputs(spec, first)
+    check_outputs(spec, fn, first)
     if spec.params:
-        _check_params(spec, fn, first, dtype0)
-    _check_dtypes(spec, fn, first, sent, dtype0)
-    return Traced(graph=first, case=spec.test_cases[0], out_dtypes=output_dtypes(spec, fn),
+        _check_params(spec, fn, first, dtype0, case)
+    _check_dtypes(spec, fn, first, sent, dtype0, case)
+    return Traced(graph=first, case=case, out_dtypes=output_dtypes(spec, fn),
                   params=[p.name for p in spec.params])
 
 
@@ -114,12 +138,12 @@ def _same_literal(a: Any, b: Any) -> bool:
     return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
 
 
-def _check_params(spec: OperatorSpec, fn: Callable, traced: Graph, dtype0: str) -> None:
+def _check_params(spec: OperatorSpec, fn: Callable, traced: Graph, dtype0: str, case: dict) -> None:
     """A trace with the params' defaults must be the sentinel trace with each param a literal: any
     other difference means Python computed with a param before tracing (control flow on it, or
-    `x * (1 - scale)`, whose `1 - scale` becomes a literal of its own)."""
-    case = spec.test_cases[0]
-    plain = lower(trace_graph(fn, sample_inputs(spec, case, dtype0), spec.param_defaults), {}, len(spec.inputs))
+    `x * (1 - scale)`, whose `1 - scale` becomes a literal of its own). `case`: the one `traced` was traced on."""
+    plain = lower(trace_graph(fn, sample_inputs(spec, case, dtype0), spec.param_defaults), {}, len(spec.inputs),
+                  case_shapes(spec))
     defaults = spec.param_defaults
     expected = [replace(v, op="const", attrs={"value": defaults[v.attrs["name"]]}) if v.op == "param" else v
                 for v in traced.values]
@@ -131,16 +155,15 @@ def _check_params(spec: OperatorSpec, fn: Callable, traced: Graph, dtype0: str) 
                         "(write it as a tensor expression, e.g. x * scale, not x * (1 - scale))")
 
 
-def _check_dtypes(spec: OperatorSpec, fn: Callable, traced: Graph, sent: dict[str, Any], dtype0: str) -> None:
+def _check_dtypes(spec: OperatorSpec, fn: Callable, traced: Graph, sent: dict[str, Any], dtype0: str, case: dict) -> None:
     """The first case traced in every other dtype must give the same graph: a reference that branches
     on its inputs' dtype would otherwise be served with the first dtype's kernel. A dtype the trace
     itself fails in (an op with no float16 kernel on the CPU) proves nothing and is skipped."""
-    case = spec.test_cases[0]
     for d in spec.dtypes:
         if d == dtype0:
             continue
         try:
-            graph = lower(trace_graph(fn, sample_inputs(spec, case, d), sent), sent, len(spec.inputs))
+            graph = lower(trace_graph(fn, sample_inputs(spec, case, d), sent), sent, len(spec.inputs), case_shapes(spec))
         except NotServed:
             continue
         if _structure(graph) != _structure(traced):
