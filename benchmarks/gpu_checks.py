@@ -326,10 +326,6 @@ def llm_check(out: Path) -> tuple[str, str]:
     return ("LLM prompt", f"rc {rc}: " + text[-400:])
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 # issue 40: what record and replay must show on a GPU
 REPLAY_ATTACKS = REPO / "tests" / "verify" / "replay_attacks"
 REPLAY_HONEST = REPO / "tests" / "verify" / "honest"
@@ -380,3 +376,6 @@ def replay_check(out: Path, before: Path | None) -> list[tuple[str, str]]:
             rows.append((f"  {name} {case}", f"{was}replay {ms:.4f} ms; {graph}"))
     return rows
 
+
+if __name__ == "__main__":
+    sys.exit(main())
