@@ -36,7 +36,8 @@ def accuracy_text(run: RunRecord | None) -> str:
         return f"- Accuracy: **error** — {run.describe()}"
     verdict = "**PASS**" if acc.correct else "**FAIL**"
     lines = [f"- Accuracy: {verdict} — {acc.summary()} ({len(acc.seeds)} seeds per case and generated strided, sliced, "
-             f"reshaped and scaled cases; each checked with two poison fills, unguarded and with Triton ablated; on {acc.device})."]
+             f"reshaped, scaled and special-value cases; each recorded once and replayed with two poison fills, plain and with its "
+             f"launches skipped; on {acc.device})."]
     for note in acc.skipped:
         lines.append(f"  - not checked here: {note}")
     for note in acc.sandbox:
