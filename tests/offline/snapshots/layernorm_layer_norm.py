@@ -229,7 +229,7 @@ def _launch_config(n_rows, n_cols, sm_count, *, MAX_SINGLE_PASS, LOOP_BLOCK, ROW
     single_pass = block_c <= (MAX_SINGLE_PASS or 8192)
     if not single_pass:
         block_c = min(LOOP_BLOCK or 4096, block_c)
-    block_r = min(triton.next_power_of_2(n_rows), max(1, (ROW_TILE or 2048) // block_c))
+    block_r = min(triton.next_power_of_2(max(n_rows, 1)), max(1, (ROW_TILE or 2048) // block_c))  # no rows: no program
     tile = block_r * block_c
     num_warps = num_warps or (4 if tile <= 2048 else (8 if tile <= 8192 else 16))
     meta = dict(BLOCK_R=block_r, BLOCK_C=block_c, SINGLE_PASS=single_pass, num_warps=num_warps)

@@ -178,7 +178,7 @@ def _launch_config(n_rows, n_cols, itemsize, sm_count, *, BLOCK_SIZE, num_warps,
     of BLOCK_SIZE elements (4096 when None, TILE_BYTES / itemsize when only that is set), ~16 KB
     of fp32 loads in flight, enough for an H100 to approach copy bandwidth; wide along the contiguous rows."""
     tile = BLOCK_SIZE or (TILE_BYTES // itemsize if TILE_BYTES else 4096)
-    block = min(triton.next_power_of_2(n_rows * n_cols), tile)
+    block = min(triton.next_power_of_2(max(n_rows * n_cols, 1)), tile)  # an empty frame: no program
     num_warps = num_warps or (4 if block < 4096 else (8 if block <= 8192 else 16))
     meta = dict(BLOCK_SIZE=block, num_warps=num_warps)
     tiles = triton.cdiv(n_rows * n_cols, block)
