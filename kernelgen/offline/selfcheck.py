@@ -3,6 +3,7 @@ drawn on the CPU the way kernelgen.spec.draw_inputs does (kernelgen.spec.init wr
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kernelgen.offline.naming import Names
@@ -18,6 +19,10 @@ def main_context(spec: OperatorSpec, names: Names) -> dict[str, Any]:
         draws.append((nm, f"{init_code(parse_init(inp.init), tuple(case[inp.name]))}"
                           f".to(device=device, dtype=torch.{DTYPES[spec.input_dtype(inp, dtype)]})"))
     tol = spec.tolerance_for(dtype)
+    reference = (spec.reference or "").strip()
     return {"draws": draws, "args": names.inputs, "dtype": dtype, "atol": tol.atol, "rtol": tol.rtol,
             "case": ", ".join(f"{n} {list(case[n])}" for n in spec.input_names),
-            "reference": (spec.reference or "").strip()}
+            "reference": reference,
+            # the file imports for the reference only what it names (kernelgen.spec.reference gives it math and F)
+            "uses_math": re.search(r"\bmath\b", reference) is not None,
+            "uses_f": re.search(r"\bF\b", reference) is not None}

@@ -124,3 +124,11 @@ def test_permuted_5d_input_needing_more_than_three_dims(name: str, tmp_path: Pat
     others = {"softmax": [], "layer_norm": [torch.randn(6), torch.randn(6)],
               "swiglu": [torch.randn(3, 5, 7, 4, 6)]}[name]
     _check(name, [x, *others], tmp_path)
+
+
+@pytest.mark.parametrize("name", ["broadcast", "gelu", "swiglu", "softmax", "layer_norm", "row_sum"])
+def test_an_empty_batch_launches_no_program(name: str, tmp_path: Path) -> None:
+    # Zero rows (a decode batch of nothing): the launch config sized its tiles by next_power_of_2(0) = 0
+    # and divided by it; now the grid has no program and the empty output comes back.
+    inputs = [torch.randn((0, *shape[1:]) if len(shape) == len(ROWS) else shape) for shape in SHAPES[name].values()]
+    _check(name, inputs, tmp_path)

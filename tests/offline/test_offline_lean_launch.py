@@ -1,4 +1,4 @@
-"""The lean launch of the generated wrappers (templates/offline/_runtime.py.j2: _lean, _keep, _resolve),
+"""The lean launch of the generated wrappers (templates/offline/_runtime.py.j2: _lean, _keep),
 in every family's file, and the guard that must still see it (kernelgen.verify.worker.guard.hook_launcher). No GPU here, so Triton's
 driver is a fake: a launcher class that records its calls, and a JIT function whose launch returns a
 compiled kernel holding that launcher, as Triton 3.x's JITFunction.run does."""

@@ -47,6 +47,16 @@ def test_matmul_file_checks_itself(tmp_path: Path) -> None:
     assert run.returncode == 0 and "linear_bias_gelu: ok" in run.stdout, run.stdout + run.stderr
 
 
+def test_the_self_check_imports_for_its_reference_only_what_the_reference_names() -> None:
+    # A reference may use math and F (kernelgen.spec.reference gives it both); the file's __main__ block
+    # imports them only where the reference names them, so a reader sees no unused imports.
+    plain, with_f = generate_kernel(example("broadcast")).source, generate_kernel(example("gelu")).source
+    assert "import torch.nn.functional as F" not in plain and "import math" not in plain
+    assert "    import torch.nn.functional as F" in with_f and "return F.gelu(x)" in with_f
+    spec = example("gelu").model_copy(update={"reference": "def gelu(x):\n    return x * (1 + math.erf(1.0)) / 2 - x * math.erf(1.0) / 2\n"})
+    assert "    import math" in generate_kernel(spec).source
+
+
 # --- the static checker and the __main__ block ------------------------------------------------
 KERNEL = '''import torch
 import triton

@@ -87,19 +87,17 @@ def linear_bias_gelu(x, w, bias):
     if plan.packed != (None, None):  # fp32 operands the tensor cores must read K-major, 16-byte rows
         x, w = _pack(plan.packed, x, w)
     out = torch.empty(plan.out_shapes[0], dtype=plan.out_dtypes[0], device=plan.device)
-    # Triton specialises pointers on 16-byte alignment: an input sliced off it takes the plain launch
-    aligned = not (x.data_ptr() | w.data_ptr() | bias.data_ptr()) & 15
+    aligned = not (x.data_ptr() | w.data_ptr() | bias.data_ptr()) & 15  # Triton specialises on 16-byte alignment
     if not _lean(plan.lean, _linear_bias_gelu_kernel, aligned, 4, x, w, bias, out):
         compiled = _linear_bias_gelu_kernel[plan.grid](x, w, bias, out, *plan.sizes, **plan.meta)
         _keep(plan.lean, _linear_bias_gelu_kernel, _linear_bias_gelu_kernel, compiled, plan.grid, plan.sizes, plan.meta, aligned, 4, x, w, bias, out)
     return out
 
 
-# --- the host path: each call signature (shapes, strides, dtypes, device) is analysed once into a
-# _Plan; later calls cost a dict lookup, the allocation and the launch: 2.3-3.5 us with Triton's launch
-# mocked out on a CPU (benchmarks/host_path.py), where re-analysing every call cost 6.4-11.8 us.
-
-# The knobs every call uses unless _DISPATCH routes its shape elsewhere (None: _launch_config's heuristic).
+# --- the host path: each call signature (shapes, strides, dtypes, device) is analysed once into a _Plan;
+# later calls cost a dict lookup, the allocation and the launch: 2.3-3.5 us with Triton's launch mocked out
+# on a CPU (benchmarks/host_path.py), where re-analysing every call cost 6.4-11.8 us. _BASE: the knobs every
+# call uses (None: _launch_config's heuristic).
 _BASE = {"BLOCK_M": None, "BLOCK_N": None, "BLOCK_K": None, "GROUP_SIZE_M": 8, "num_warps": None,
          "num_stages": None, "autotune": False, "pack": None}
 
@@ -115,7 +113,7 @@ class _Plan(typing.NamedTuple):
     out_dtypes: tuple
     device: torch.device
     packed: tuple  # per operand (x, w): None, or (transposed, K): copied K-major first (_pack)
-    lean: dict  # kernel -> its _Lean launch, once the first call of this plan has compiled it
+    lean: dict  # kernel -> its launch through Triton's launcher, once compiled (_keep)
 
 
 _PLANS = {}  # call signature -> _Plan
@@ -224,11 +222,11 @@ def _launch_config(M, N, K, fp32, kmajor, tf32, *, BLOCK_M, BLOCK_N, BLOCK_K, GR
 
 
 def _result_dtype(**dtypes):
-    """The dtype PyTorch gives an op on float tensors of these dtypes (torch.result_type), in
-    plain Python: torch.promote_types is an operator, and the wrapper runs none but views,
-    allocations and the launch. One dtype stays; float16 with bfloat16 gives float32."""
-    first = next(iter(dtypes.values()))
-    if all(d == first for d in dtypes.values()):
+    """The dtype PyTorch gives an op on tensors of these dtypes (torch.result_type) in plain Python:
+    torch.promote_types is an operator, and the wrapper runs none but views, allocations and the launch.
+    One dtype stays; mixed float dtypes give the widest, float16 with bfloat16 float32."""
+    first, *rest = dtypes.values()
+    if all(d == first for d in rest):
         return first
     if not all(d.is_floating_point for d in dtypes.values()):
         got = ", ".join(f"{name}={d}" for name, d in dtypes.items())
@@ -240,67 +238,50 @@ def _result_dtype(**dtypes):
 # --- the lean launch: after a plan's first call, each kernel goes straight to Triton's launcher, where
 # kernel[grid](...) binds and specialises every argument again (10-20 us for 10-20 arguments on an H100;
 # an empty launch takes 12.6). Launch hooks (proton) see the first launch only; CUPTI (nsys) sees all.
-class _Lean(typing.NamedTuple):
-    """One compiled kernel of one plan, ready for Triton's launcher."""
-
-    run: typing.Any  # the compiled kernel's launcher (driver.active.launcher_cls)
-    function: typing.Any
-    packed: typing.Any  # its packed metadata: warps, CTAs, shared memory
-    device: int  # the device it was loaded on
-    current: typing.Any  # driver.active.get_current_device
-    stream: typing.Any  # driver.active.get_current_stream
-    grid: tuple  # 3 dims
-    tail: tuple  # after the call's arguments: the plan's sizes, and the constexprs where the launcher takes them
-    params: tuple  # the call's scalars it was compiled with
-
-
 def _lean(lean, key, aligned, n_tensors, *args):
     """Launch `key`'s compiled kernel on the call's `args` through Triton's launcher; False, launching
     nothing, until the plan's first call compiled it, or where the inputs are off 16-byte alignment or
     the scalars after the tensors changed (what Triton specialised the compiled kernel on)."""
     fast = lean.get(key)
-    if fast is None or not aligned or args[n_tensors:] != fast.params or fast.current() != fast.device:
+    if fast is None or not aligned:
         return False
-    fast.run(*fast.grid, fast.stream(fast.device), fast.function, fast.packed, None, None, None, *args, *fast.tail)
+    run, grid, function, packed, tail, params, device, current, stream = fast
+    if args[n_tensors:] != params or current() != device:
+        return False
+    run(*grid, stream(device), function, packed, None, None, None, *args, *tail)
     return True
 
 
 def _keep(lean, key, kernel, compiled, grid, sizes, meta, aligned, n_tensors, *args):
-    """After a launch through kernel[grid](*args, *sizes, **meta): its compiled kernel, kept for the lean
-    launch of later calls (None: the interpreter, or a launch the judge turned into a no-op)."""
-    if compiled is not None and aligned and key not in lean:
-        lean[key] = _resolve(kernel, compiled, grid, sizes, meta, args[n_tensors:], len(args))
-
-
-def _resolve(kernel, compiled, grid, sizes, meta, params, given):
-    """A _Lean for `compiled`, or None where Triton's own launch stays: an autotuned kernel, a backend
-    without a launcher class, or a launcher that takes its arguments in an order this file does not know."""
+    """After a launch through kernel[grid](*args, *sizes, **meta): its compiled kernel kept for _lean, or
+    None where Triton's own launch stays (an autotuned kernel, a backend without a launcher class, a launcher
+    that takes its arguments in an order this file does not know). A None `compiled` (the interpreter, or a
+    launch the judge turned into a no-op) keeps nothing."""
+    if compiled is None or not aligned or key in lean:
+        return
+    lean[key] = None
     backend = triton.runtime.driver.active
     launcher = getattr(backend, "launcher_cls", None)
     signature = getattr(getattr(compiled, "src", None), "signature", None)
     if not isinstance(kernel, triton.JITFunction) or launcher is None or not isinstance(getattr(compiled, "run", None), launcher) \
             or not isinstance(signature, dict):
-        return None
-    names = list(kernel.arg_names)
+        return
+    names, given = list(kernel.arg_names), len(args) + len(sizes)
     # what the launcher takes, in order: Triton 3.3+ every argument (constexprs too), 3.0-3.2 the rest
     taken = [names[k] if isinstance(k, int) else k for k in signature]
-    given += len(sizes)
-    if taken[:given] != names[:given] or any(k not in meta for k in taken[given:]):
-        return None
-    return _Lean(compiled.run, compiled.function, compiled.packed_metadata, backend.get_current_device(),
-                 backend.get_current_device, backend.get_current_stream, (*grid, 1, 1)[:3],
-                 (*sizes, *(meta[k] for k in taken[given:])), params)
+    if taken[:given] == names[:given] and all(k in meta for k in taken[given:]):
+        lean[key] = (compiled.run, (*grid, 1, 1)[:3], compiled.function, compiled.packed_metadata,
+                     (*sizes, *(meta[k] for k in taken[given:])), args[n_tensors:], backend.get_current_device(),
+                     backend.get_current_device, backend.get_current_stream)
 
 
 if __name__ == "__main__":
-    # `python linear_bias_gelu_triton.py`: the spec's first test case against its reference (copied below), on the
-    # GPU or in Triton's interpreter. KernelGen never runs this block: linear_bias_gelu_accuracy.py is the real check.
-    import math  # noqa: F401 - the names a spec's reference may use, as in linear_bias_gelu_baseline.py
+    # `python linear_bias_gelu_triton.py`: the spec's first test case against its reference (copied below), on the GPU
+    # or in Triton's interpreter. KernelGen never runs this block: linear_bias_gelu_accuracy.py is the real check.
     import os
     import subprocess
     import sys
-
-    import torch.nn.functional as F  # noqa: F401
+    import torch.nn.functional as F  # the spec's reference uses it
 
     if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
         # no GPU driver: run again in Triton's interpreter, which must be on before the kernels are decorated
@@ -323,6 +304,5 @@ if __name__ == "__main__":
     ok = all(g.shape == w.shape and g.dtype == w.dtype and torch.allclose(g.float(), w.float(), rtol=rtol, atol=atol, equal_nan=True)
              for g, w in zip(got, want))
     error = max((g.float() - w.float()).abs().max().item() if g.shape == w.shape else float("inf") for g, w in zip(got, want))
-    print(f"linear_bias_gelu: {'ok' if ok else 'MISMATCH'} on {device}, float16, x [64, 80], w [80, 96], bias [96]: max abs error {error:.3g}"
-          f" (atol {atol}, rtol {rtol})")
+    print(f"linear_bias_gelu: {'ok' if ok else 'MISMATCH'} on {device}, float16, x [64, 80], w [80, 96], bias [96]: max abs error {error:.3g} (atol {atol}, rtol {rtol})")
     sys.exit(0 if ok else 1)

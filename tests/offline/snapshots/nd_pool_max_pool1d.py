@@ -305,7 +305,7 @@ class _Plan(typing.NamedTuple):
     splits: tuple  # per stage: None, or a split reduction's (workspace elements, ((grid, meta) per phase), (n_split, steps))
     packs: tuple  # per stage: None, or how a matmul's fp32 operands are copied K-major first (_packing)
     device: torch.device
-    lean: dict  # stage -> its _Lean launch, once the first call of this plan has compiled it
+    lean: dict  # stage -> its launch through Triton's launcher, once compiled (_keep)
 
 
 _PLANS = {}  # call signature -> _Plan
@@ -591,67 +591,50 @@ def _split(kept, steps_all, block_k, block_r, sms, forced, per_sm):
 # --- the lean launch: after a plan's first call, each kernel goes straight to Triton's launcher, where
 # kernel[grid](...) binds and specialises every argument again (10-20 us for 10-20 arguments on an H100;
 # an empty launch takes 12.6). Launch hooks (proton) see the first launch only; CUPTI (nsys) sees all.
-class _Lean(typing.NamedTuple):
-    """One compiled kernel of one plan, ready for Triton's launcher."""
-
-    run: typing.Any  # the compiled kernel's launcher (driver.active.launcher_cls)
-    function: typing.Any
-    packed: typing.Any  # its packed metadata: warps, CTAs, shared memory
-    device: int  # the device it was loaded on
-    current: typing.Any  # driver.active.get_current_device
-    stream: typing.Any  # driver.active.get_current_stream
-    grid: tuple  # 3 dims
-    tail: tuple  # after the call's arguments: the plan's sizes, and the constexprs where the launcher takes them
-    params: tuple  # the call's scalars it was compiled with
-
-
 def _lean(lean, key, aligned, n_tensors, *args):
     """Launch `key`'s compiled kernel on the call's `args` through Triton's launcher; False, launching
     nothing, until the plan's first call compiled it, or where the inputs are off 16-byte alignment or
     the scalars after the tensors changed (what Triton specialised the compiled kernel on)."""
     fast = lean.get(key)
-    if fast is None or not aligned or args[n_tensors:] != fast.params or fast.current() != fast.device:
+    if fast is None or not aligned:
         return False
-    fast.run(*fast.grid, fast.stream(fast.device), fast.function, fast.packed, None, None, None, *args, *fast.tail)
+    run, grid, function, packed, tail, params, device, current, stream = fast
+    if args[n_tensors:] != params or current() != device:
+        return False
+    run(*grid, stream(device), function, packed, None, None, None, *args, *tail)
     return True
 
 
 def _keep(lean, key, kernel, compiled, grid, sizes, meta, aligned, n_tensors, *args):
-    """After a launch through kernel[grid](*args, *sizes, **meta): its compiled kernel, kept for the lean
-    launch of later calls (None: the interpreter, or a launch the judge turned into a no-op)."""
-    if compiled is not None and aligned and key not in lean:
-        lean[key] = _resolve(kernel, compiled, grid, sizes, meta, args[n_tensors:], len(args))
-
-
-def _resolve(kernel, compiled, grid, sizes, meta, params, given):
-    """A _Lean for `compiled`, or None where Triton's own launch stays: an autotuned kernel, a backend
-    without a launcher class, or a launcher that takes its arguments in an order this file does not know."""
+    """After a launch through kernel[grid](*args, *sizes, **meta): its compiled kernel kept for _lean, or
+    None where Triton's own launch stays (an autotuned kernel, a backend without a launcher class, a launcher
+    that takes its arguments in an order this file does not know). A None `compiled` (the interpreter, or a
+    launch the judge turned into a no-op) keeps nothing."""
+    if compiled is None or not aligned or key in lean:
+        return
+    lean[key] = None
     backend = triton.runtime.driver.active
     launcher = getattr(backend, "launcher_cls", None)
     signature = getattr(getattr(compiled, "src", None), "signature", None)
     if not isinstance(kernel, triton.JITFunction) or launcher is None or not isinstance(getattr(compiled, "run", None), launcher) \
             or not isinstance(signature, dict):
-        return None
-    names = list(kernel.arg_names)
+        return
+    names, given = list(kernel.arg_names), len(args) + len(sizes)
     # what the launcher takes, in order: Triton 3.3+ every argument (constexprs too), 3.0-3.2 the rest
     taken = [names[k] if isinstance(k, int) else k for k in signature]
-    given += len(sizes)
-    if taken[:given] != names[:given] or any(k not in meta for k in taken[given:]):
-        return None
-    return _Lean(compiled.run, compiled.function, compiled.packed_metadata, backend.get_current_device(),
-                 backend.get_current_device, backend.get_current_stream, (*grid, 1, 1)[:3],
-                 (*sizes, *(meta[k] for k in taken[given:])), params)
+    if taken[:given] == names[:given] and all(k in meta for k in taken[given:]):
+        lean[key] = (compiled.run, (*grid, 1, 1)[:3], compiled.function, compiled.packed_metadata,
+                     (*sizes, *(meta[k] for k in taken[given:])), args[n_tensors:], backend.get_current_device(),
+                     backend.get_current_device, backend.get_current_stream)
 
 
 if __name__ == "__main__":
-    # `python max_pool1d_triton.py`: the spec's first test case against its reference (copied below), on the
-    # GPU or in Triton's interpreter. KernelGen never runs this block: max_pool1d_accuracy.py is the real check.
-    import math  # noqa: F401 - the names a spec's reference may use, as in max_pool1d_baseline.py
+    # `python max_pool1d_triton.py`: the spec's first test case against its reference (copied below), on the GPU
+    # or in Triton's interpreter. KernelGen never runs this block: max_pool1d_accuracy.py is the real check.
     import os
     import subprocess
     import sys
-
-    import torch.nn.functional as F  # noqa: F401
+    import torch.nn.functional as F  # the spec's reference uses it
 
     if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
         # no GPU driver: run again in Triton's interpreter, which must be on before the kernels are decorated
@@ -672,6 +655,5 @@ if __name__ == "__main__":
     ok = all(g.shape == w.shape and g.dtype == w.dtype and torch.allclose(g.float(), w.float(), rtol=rtol, atol=atol, equal_nan=True)
              for g, w in zip(got, want))
     error = max((g.float() - w.float()).abs().max().item() if g.shape == w.shape else float("inf") for g, w in zip(got, want))
-    print(f"max_pool1d: {'ok' if ok else 'MISMATCH'} on {device}, float32, x [2, 3, 20]: max abs error {error:.3g}"
-          f" (atol {atol}, rtol {rtol})")
+    print(f"max_pool1d: {'ok' if ok else 'MISMATCH'} on {device}, float32, x [2, 3, 20]: max abs error {error:.3g} (atol {atol}, rtol {rtol})")
     sys.exit(0 if ok else 1)

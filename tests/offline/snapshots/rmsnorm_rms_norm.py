@@ -81,23 +81,21 @@ def rms_norm(x, weight, eps=1e-06):
     """Same signature and results as the reference rms_norm; the wrapper only allocates, takes views and launches the kernel."""
     key = (x.shape, x.stride(), x.dtype, weight.shape, weight.stride(), weight.dtype, x.device)
     plan = _PLANS.get(key) or _new_plan(key)  # the first call with this signature: analysed once
-    if plan.copies is not None:  # strides no 3-D frame can walk (rare): copy the inputs once
-        x, weight = _copied(plan, x, weight)
+    if plan.copies:  # strides no 3-D frame can walk (rare): copied contiguous, or broadcasts materialised
+        x, weight = (t.contiguous() if plan.copies == "contiguous" else t.expand(plan.shape).contiguous() for t in (x, weight))
     # x's shape, dtype and contiguous layout: empty_like costs ~0.5 us less
     out = torch.empty_like(x) if plan.like[0] else torch.empty(plan.out_shapes[0], dtype=plan.out_dtypes[0], device=plan.device)
-    # Triton specialises pointers on 16-byte alignment: an input sliced off it takes the plain launch
-    aligned = not (x.data_ptr() | weight.data_ptr()) & 15
+    aligned = not (x.data_ptr() | weight.data_ptr()) & 15  # Triton specialises on 16-byte alignment
     if not _lean(plan.lean, _rms_norm_kernel, aligned, 3, x, weight, out, eps):
         compiled = _rms_norm_kernel[plan.grid](x, weight, out, eps, *plan.sizes, **plan.meta)
         _keep(plan.lean, _rms_norm_kernel, _rms_norm_kernel, compiled, plan.grid, plan.sizes, plan.meta, aligned, 3, x, weight, out, eps)
     return out
 
 
-# --- the host path: each call signature (shapes, strides, dtypes, device) is analysed once into a
-# _Plan; later calls cost a dict lookup, the allocation and the launch: 2.3-3.5 us with Triton's launch
-# mocked out on a CPU (benchmarks/host_path.py), where re-analysing every call cost 6.4-11.8 us.
-
-# The knobs every call uses unless _DISPATCH routes its shape elsewhere (None: _launch_config's heuristic).
+# --- the host path: each call signature (shapes, strides, dtypes, device) is analysed once into a _Plan;
+# later calls cost a dict lookup, the allocation and the launch: 2.3-3.5 us with Triton's launch mocked out
+# on a CPU (benchmarks/host_path.py), where re-analysing every call cost 6.4-11.8 us. _BASE: the knobs every
+# call uses (None: _launch_config's heuristic).
 _BASE = {"MAX_SINGLE_PASS": None, "LOOP_BLOCK": None, "ROW_TILE": None, "num_warps": None,
          "num_stages": None, "eviction": "none", "autotune": False, "algorithm": None,
          "persistent": False}
@@ -116,7 +114,7 @@ class _Plan(typing.NamedTuple):
     device: torch.device
     copies: typing.Optional[str]  # None; "contiguous" or "materialise": how the inputs are copied first
     shape: tuple  # the broadcast shape of the inputs
-    lean: dict  # kernel -> its _Lean launch, once the first call of this plan has compiled it
+    lean: dict  # kernel -> its launch through Triton's launcher, once compiled (_keep)
 
 
 _PLANS = {}  # call signature -> _Plan
@@ -133,22 +131,18 @@ def _new_plan(key):
 def _plan(x_shape, x_stride, x_dtype, weight_shape, weight_stride, weight_dtype, device):
     """The plan of one call signature: the shape collapsed to the kernel's frame, the route (the
     base knobs or the nearest dispatch entry), the kernel, its grid and launch constants."""
-    shape = _broadcast_shape(x_shape, weight_shape)
-    copies = None
+    shape = tuple(torch.broadcast_shapes(x_shape, weight_shape))
     strides = (_expanded(x_shape, x_stride, shape), _expanded(weight_shape, weight_stride, shape))
     # the kernel reads weight as one value per column (its shape in the spec's cases): refuse a weight that is not
     if any(s and d != 1 for s, d in zip(strides[1][:-1], shape[:-1])):
         raise ValueError(f"rms_norm: weight of shape {tuple(weight_shape)} varies along the rows of the output {shape}; "
                          "this kernel reads it as one value per column, as in the spec's cases")
-    frame = _frame(shape, strides, True)
-    if frame is None:  # more than three dims remain: copy strided inputs once, broadcasts stay views
-        copies = "contiguous"
-        strides = (_expanded(x_shape, _contiguous(x_shape), shape), _expanded(weight_shape, _contiguous(weight_shape), shape))
+    copies, frame = None, _frame(shape, strides, True)
+    if frame is None:  # past three dims: strided inputs copied contiguous once, broadcasts stay views
+        copies, strides = "contiguous", (_expanded(x_shape, _contiguous(x_shape), shape), _expanded(weight_shape, _contiguous(weight_shape), shape))
         frame = _frame(shape, strides, True)
-    if frame is None:  # broadcasts that interleave: materialise them, the last dim kept apart so
-        # that per-row and per-column inputs still read as one value per row / per column
-        copies = "materialise"
-        strides = (_contiguous(shape),) * 2
+    if frame is None:  # interleaved broadcasts materialised, the last dim kept apart (per-row or per-column inputs stay so)
+        copies, strides = "materialise", (_contiguous(shape),) * 2
         frame = _frame(shape, strides, True)
     n_outer, n_inner, n_cols, strides = frame
     n_rows = n_outer * n_inner
@@ -162,49 +156,28 @@ def _plan(x_shape, x_stride, x_dtype, weight_shape, weight_stride, weight_dtype,
     return _Plan(kernel, grid, sizes, meta, out_shapes, out_dtypes, like, device, copies, shape, {})
 
 
-def _broadcast_shape(*shapes):
-    """torch.broadcast_shapes in plain Python: the wrapper runs no torch ops beyond views."""
-    rank = max(len(s) for s in shapes)
-    out = [1] * rank
-    for s in shapes:
-        for i, d in enumerate(s, rank - len(s)):
-            if d != 1:
-                if out[i] != 1 and out[i] != d:
-                    raise ValueError(f"shapes {[tuple(x) for x in shapes]} do not broadcast")
-                out[i] = d
-    return tuple(out)
-
-
 def _frame(shape, strides, keep_last):
-    """`shape` and every tensor's strides in it as (n_outer, n_inner, n_cols, strides3), or None past
-    three dims: size-1 dims drop, neighbours every tensor walks as one dim merge (a contiguous tensor
-    is one long row, a bias [rows, n_cols]); keep_last keeps the last dim apart (it is reduced)."""
-    dims = [(size, tuple(s[d] for s in strides)) for d, size in enumerate(shape)]
-    last = dims.pop() if keep_last and dims else None
+    """`shape` and every tensor's strides in it as (n_outer, n_inner, n_cols, strides3), or None past three
+    dims: size-1 dims drop, neighbours every tensor walks as one dim merge (a contiguous tensor is one long
+    row, a bias [rows, n_cols]); keep_last keeps the last dim apart (it is reduced)."""
     merged = []
-    for size, st in dims:
-        if size == 1:
+    for d, size in enumerate(shape):
+        st, last = tuple(s[d] for s in strides), keep_last and d == len(shape) - 1
+        if size == 1 and not last:
             continue
-        if merged and all(p == q * size for p, q in zip(merged[-1][1], st)):
+        if merged and not last and all(p == q * size for p, q in zip(merged[-1][1], st)):
             merged[-1] = (merged[-1][0] * size, st)
         else:
             merged.append((size, st))
-    if last is not None:
-        merged.append(last)
-    zero = (0,) * len(strides)
-    merged = merged or [(1, zero)]
     if len(merged) > 3:
         return None
-    merged = [(1, zero)] * (3 - len(merged)) + merged
-    (d0, s0), (d1, s1), (d2, s2) = merged
-    return d0, d1, d2, tuple(zip(s0, s1, s2))
+    merged = [(1, (0,) * len(strides))] * (3 - len(merged)) + merged
+    return (*(size for size, _ in merged), tuple(zip(*(st for _, st in merged))))
 
 
 def _expanded(shape, stride, to):
     """The strides `t.expand(to)` would have, for a tensor of this shape and stride: 0 where it broadcasts."""
     lead = len(to) - len(shape)
-    if lead < 0 or any(d != 1 and d != t for d, t in zip(shape, to[lead:])):
-        raise ValueError(f"shape {tuple(shape)} does not broadcast to {tuple(to)}")
     return (0,) * lead + tuple(0 if d == 1 and t != 1 else s for d, t, s in zip(shape, to[lead:], stride))
 
 
@@ -230,7 +203,7 @@ def _launch_config(n_rows, n_cols, sm_count, *, MAX_SINGLE_PASS, LOOP_BLOCK, ROW
     single_pass = block_c <= (MAX_SINGLE_PASS or 8192)
     if not single_pass:
         block_c = min(LOOP_BLOCK or 4096, block_c)
-    block_r = min(triton.next_power_of_2(n_rows), max(1, (ROW_TILE or 2048) // block_c))
+    block_r = min(triton.next_power_of_2(max(n_rows, 1)), max(1, (ROW_TILE or 2048) // block_c))  # no rows: no program
     tile = block_r * block_c
     num_warps = num_warps or (4 if tile <= 2048 else (8 if tile <= 8192 else 16))
     meta = dict(BLOCK_R=block_r, BLOCK_C=block_c, SINGLE_PASS=single_pass, num_warps=num_warps)
@@ -242,74 +215,49 @@ def _launch_config(n_rows, n_cols, sm_count, *, MAX_SINGLE_PASS, LOOP_BLOCK, ROW
 # --- the lean launch: after a plan's first call, each kernel goes straight to Triton's launcher, where
 # kernel[grid](...) binds and specialises every argument again (10-20 us for 10-20 arguments on an H100;
 # an empty launch takes 12.6). Launch hooks (proton) see the first launch only; CUPTI (nsys) sees all.
-class _Lean(typing.NamedTuple):
-    """One compiled kernel of one plan, ready for Triton's launcher."""
-
-    run: typing.Any  # the compiled kernel's launcher (driver.active.launcher_cls)
-    function: typing.Any
-    packed: typing.Any  # its packed metadata: warps, CTAs, shared memory
-    device: int  # the device it was loaded on
-    current: typing.Any  # driver.active.get_current_device
-    stream: typing.Any  # driver.active.get_current_stream
-    grid: tuple  # 3 dims
-    tail: tuple  # after the call's arguments: the plan's sizes, and the constexprs where the launcher takes them
-    params: tuple  # the call's scalars it was compiled with
-
-
 def _lean(lean, key, aligned, n_tensors, *args):
     """Launch `key`'s compiled kernel on the call's `args` through Triton's launcher; False, launching
     nothing, until the plan's first call compiled it, or where the inputs are off 16-byte alignment or
     the scalars after the tensors changed (what Triton specialised the compiled kernel on)."""
     fast = lean.get(key)
-    if fast is None or not aligned or args[n_tensors:] != fast.params or fast.current() != fast.device:
+    if fast is None or not aligned:
         return False
-    fast.run(*fast.grid, fast.stream(fast.device), fast.function, fast.packed, None, None, None, *args, *fast.tail)
+    run, grid, function, packed, tail, params, device, current, stream = fast
+    if args[n_tensors:] != params or current() != device:
+        return False
+    run(*grid, stream(device), function, packed, None, None, None, *args, *tail)
     return True
 
 
 def _keep(lean, key, kernel, compiled, grid, sizes, meta, aligned, n_tensors, *args):
-    """After a launch through kernel[grid](*args, *sizes, **meta): its compiled kernel, kept for the lean
-    launch of later calls (None: the interpreter, or a launch the judge turned into a no-op)."""
-    if compiled is not None and aligned and key not in lean:
-        lean[key] = _resolve(kernel, compiled, grid, sizes, meta, args[n_tensors:], len(args))
-
-
-def _resolve(kernel, compiled, grid, sizes, meta, params, given):
-    """A _Lean for `compiled`, or None where Triton's own launch stays: an autotuned kernel, a backend
-    without a launcher class, or a launcher that takes its arguments in an order this file does not know."""
+    """After a launch through kernel[grid](*args, *sizes, **meta): its compiled kernel kept for _lean, or
+    None where Triton's own launch stays (an autotuned kernel, a backend without a launcher class, a launcher
+    that takes its arguments in an order this file does not know). A None `compiled` (the interpreter, or a
+    launch the judge turned into a no-op) keeps nothing."""
+    if compiled is None or not aligned or key in lean:
+        return
+    lean[key] = None
     backend = triton.runtime.driver.active
     launcher = getattr(backend, "launcher_cls", None)
     signature = getattr(getattr(compiled, "src", None), "signature", None)
     if not isinstance(kernel, triton.JITFunction) or launcher is None or not isinstance(getattr(compiled, "run", None), launcher) \
             or not isinstance(signature, dict):
-        return None
-    names = list(kernel.arg_names)
+        return
+    names, given = list(kernel.arg_names), len(args) + len(sizes)
     # what the launcher takes, in order: Triton 3.3+ every argument (constexprs too), 3.0-3.2 the rest
     taken = [names[k] if isinstance(k, int) else k for k in signature]
-    given += len(sizes)
-    if taken[:given] != names[:given] or any(k not in meta for k in taken[given:]):
-        return None
-    return _Lean(compiled.run, compiled.function, compiled.packed_metadata, backend.get_current_device(),
-                 backend.get_current_device, backend.get_current_stream, (*grid, 1, 1)[:3],
-                 (*sizes, *(meta[k] for k in taken[given:])), params)
-
-
-def _copied(plan, *tensors):
-    """The inputs copied as the plan says: made contiguous, or with their broadcast materialised."""
-    if plan.copies == "contiguous":
-        return tuple(t.contiguous() for t in tensors)
-    return tuple(t.expand(plan.shape).contiguous() for t in tensors)
+    if taken[:given] == names[:given] and all(k in meta for k in taken[given:]):
+        lean[key] = (compiled.run, (*grid, 1, 1)[:3], compiled.function, compiled.packed_metadata,
+                     (*sizes, *(meta[k] for k in taken[given:])), args[n_tensors:], backend.get_current_device(),
+                     backend.get_current_device, backend.get_current_stream)
 
 
 if __name__ == "__main__":
-    # `python rms_norm_triton.py`: the spec's first test case against its reference (copied below), on the
-    # GPU or in Triton's interpreter. KernelGen never runs this block: rms_norm_accuracy.py is the real check.
-    import math  # noqa: F401 - the names a spec's reference may use, as in rms_norm_baseline.py
+    # `python rms_norm_triton.py`: the spec's first test case against its reference (copied below), on the GPU
+    # or in Triton's interpreter. KernelGen never runs this block: rms_norm_accuracy.py is the real check.
     import os
     import subprocess
     import sys
-
-    import torch.nn.functional as F  # noqa: F401
 
     if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
         # no GPU driver: run again in Triton's interpreter, which must be on before the kernels are decorated
@@ -333,6 +281,5 @@ if __name__ == "__main__":
     ok = all(g.shape == w.shape and g.dtype == w.dtype and torch.allclose(g.float(), w.float(), rtol=rtol, atol=atol, equal_nan=True)
              for g, w in zip(got, want))
     error = max((g.float() - w.float()).abs().max().item() if g.shape == w.shape else float("inf") for g, w in zip(got, want))
-    print(f"rms_norm: {'ok' if ok else 'MISMATCH'} on {device}, float32, x [32, 1000], weight [1000]: max abs error {error:.3g}"
-          f" (atol {atol}, rtol {rtol})")
+    print(f"rms_norm: {'ok' if ok else 'MISMATCH'} on {device}, float32, x [32, 1000], weight [1000]: max abs error {error:.3g} (atol {atol}, rtol {rtol})")
     sys.exit(0 if ok else 1)
