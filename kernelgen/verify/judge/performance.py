@@ -31,7 +31,8 @@ from kernelgen.spec import Case
 from kernelgen.verify.judge.baselines import BaselineCache, BaselineEntry, Kind, spec_recipe
 from kernelgen.verify.judge.compare import as_tuple
 from kernelgen.verify.judge.devicelock import device_lock
-from kernelgen.verify.judge.inputs import PERF_SEED, DrawnInputs, checkable_dtypes
+from kernelgen.verify.judge.inputs import PERF_SEED, DrawnInputs
+from kernelgen.verify.judge.measurebasis import timed_cases_of, tool_version
 from kernelgen.verify.judge.judge import Judge, KernelSource, LoadError, static_problems
 from kernelgen.verify.judge.peerproc import PeerJob
 from kernelgen.verify.judge.precision import PrecisionPolicy, applied, precision_policy
@@ -117,13 +118,8 @@ def judge_against_peaks(pc: PerfCase, peaks: DevicePeaks | None, read_bytes: int
 
 
 def timed_cases(judge: Judge) -> tuple[list[Case], list[str]]:
-    """The perf cases and dtypes timed here: the spec's, or under the interpreter only the first test
-    case in its first checkable dtype (perf shapes are sized for a GPU: hours on the interpreter)."""
-    spec = judge.spec
-    if judge.device.interpreter:
-        dtypes, _ = checkable_dtypes(spec, True)
-        return spec.test_cases[:1], dtypes[:1]
-    return spec.effective_perf_cases, spec.effective_perf_dtypes
+    """The perf cases and dtypes timed here (kernelgen.verify.judge.measurebasis.timed_cases_of)."""
+    return timed_cases_of(judge.spec, judge.device.interpreter)
 
 
 def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: KernelSource | None = None,
@@ -171,6 +167,8 @@ def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: Ker
     else:
         with_compile = True if with_compile is None else with_compile
         with_peers = True if with_peers is None else with_peers
+    res.tool = tool_version()
+    res.baselines = [b for b, asked in (("eager", with_eager), ("compile", with_compile), ("peers", with_peers)) if asked]
     refs = _References(judge, fresh=fresh, with_eager=with_eager, with_compile=with_compile, policy=policy)
     peers = _Peers(judge, refs.cache, [(ci, case, dtype) for ci, case in enumerate(cases) for dtype in dtypes], log) \
         if with_peers else None
