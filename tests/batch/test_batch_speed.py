@@ -182,3 +182,26 @@ def test_optimize_keeps_round_0s_measurement_while_its_basis_holds(tmp_path):
     assert "measuring round 0's kernel on cpu before diagnosing it: KernelGen changed (kernelgen 0.0.1, files 000000000000 ->" \
         in " ".join(again.output.split())
     assert _state(op)["rounds"][0]["performance"]["performance"]["tool"] == tool_version()
+
+
+# --- memory of a big-tensor bench -------------------------------------------------------------------
+def test_a_big_case_counts_its_peers_after_the_kernel_not_beside_it():
+    """Level 1's ReLU (one 6.4 GB float32 input, one output): the peer libraries' process is started
+    after the kernel's timings (kernelgen.verify.judge.devicememory), so the estimate is the larger of
+    the kernel's timing (judge + worker) and the peers', not their sum; a small case still sums them."""
+    from kernelgen.batch.footprint import timing_need
+    from kernelgen.spec import load_reference, validate_spec_data
+    from kernelgen.verify.judge.devicememory import peers_after_kernel
+
+    def spec(shape: list[int]):  # noqa: ANN202
+        return validate_spec_data({"name": "op", "inputs": [{"name": "x"}], "outputs": [{"name": "out"}],
+                                   "dtypes": ["float32"], "test_cases": [{"x": [4, 4]}], "perf_cases": [{"x": shape}],
+                                   "reference": "def op(x):\n    return torch.relu(x)\n"})
+
+    big, small = spec([4096, 393216]), spec([512, 512])
+    assert peers_after_kernel(big, [(0, big.perf_cases[0], "float32")])
+    assert not peers_after_kernel(small, [(0, small.perf_cases[0], "float32")])
+    gib = 4096 * 393216 * 4 / (1 << 30)  # I = O = 6 GiB; P = 2 I; the float64 truth P64 = 4 I
+    need = timing_need(load_reference(big), big, big.perf_cases[0], "float32") / (1 << 30)
+    judge, worker = 2 * gib + 4 * gib, 4 * gib  # I + O + P64, I + 3 O
+    assert need == pytest.approx(judge + worker, rel=1e-6)  # the peers' 3 I come after: not added
