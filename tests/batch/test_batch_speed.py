@@ -205,3 +205,40 @@ def test_a_big_case_counts_its_peers_after_the_kernel_not_beside_it():
     need = timing_need(load_reference(big), big, big.perf_cases[0], "float32") / (1 << 30)
     judge, worker = 2 * gib + 4 * gib, 4 * gib  # I + O + P64, I + 3 O
     assert need == pytest.approx(judge + worker, rel=1e-6)  # the peers' 3 I come after: not added
+
+
+# --- a kernel of KernelGen's own is compiled once per judge, not by recording and replay both -----------
+# Left in the worker's Triton cache when the module is imported: what Triton would have compiled there.
+LEAVES_A_COMPILE = '''
+import os as _os
+_entry = _os.path.join(_os.environ["TRITON_CACHE_DIR"], "{key}")
+_os.makedirs(_entry, exist_ok=True)
+open(_os.path.join(_entry, "_kernel.json"), "w").write("compiled")
+'''
+
+
+@pytest.mark.slow
+def test_the_replay_worker_starts_from_what_a_trusted_recording_compiled_and_never_from_a_candidates(tmp_path, monkeypatch):
+    import kernelgen.verify.judge.judge as judge_module
+    from kernelgen.opdir import open_operator
+    from kernelgen.verify.judge.accuracy import check_accuracy
+    from kernelgen.verify.judge.judge import KernelSource
+    from kernelgen.verify.judge.runner import open_judge
+
+    spec = _written(SCALE.replace("[float32, float16, bfloat16]", "[float32]").replace("primary_dtypes: [float32]\n", "")
+                    .replace("tolerance: {float16: {atol: 1.0e-3, rtol: 1.0e-3}}\n", ""), tmp_path / "scale.yaml")
+    made = CliRunner().invoke(app, ["new", str(spec), "--out", str(tmp_path), "--backend", "offline", "--device", "cpu",
+                                    "--no-bench"])
+    assert made.exit_code == 0, made.output
+    op = open_operator(tmp_path / "scale")
+    own = op.file("triton").read_text(encoding="utf-8")
+    monkeypatch.setattr(judge_module, "check_source", lambda *a, **k: [])  # the module's `import os` is this test's
+    with open_judge(op, CPU) as judge:
+        ours = KernelSource(own + LEAVES_A_COMPILE.format(key="a" * 64), op.file("triton").name, "offline")
+        theirs = KernelSource(own + LEAVES_A_COMPILE.format(key="b" * 64), op.file("triton").name, "llm")
+        for kernel in (ours, theirs):
+            verdict = check_accuracy(judge, kernel, seeds=(0,))
+            assert verdict.correct, (verdict.error, verdict.violations)
+        replay = judge.replayer.worker().scratch / "triton"
+        assert (replay / ("a" * 64) / "_kernel.json").is_file()  # KernelGen's own: compiled once, by the recording
+        assert not (replay / ("b" * 64)).exists()  # a candidate's recording worker's cache never reaches the replay
