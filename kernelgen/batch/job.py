@@ -189,7 +189,10 @@ class _Job:
             if ended is not None:
                 return ended
         if _final_from_best(self.op_dir, req.basis):
-            self.on_step("final measurement: the best round's, taken in full on this device with this KernelGen; not timed again")
+            said = "final measurement: the best round's, taken in full on this device with this KernelGen; not timed again"
+            with open(req.log_file, "a", encoding="utf-8") as log:
+                log.write(f"[{now()}] {said} ({FINAL_FILE})\n")
+            self.on_step(said)
             return self.end(*_measured_outcome(self.op_dir))
         out = self.step("bench", ["bench", str(self.op_dir), "--device", req.device, "--json", str(self.op_dir / FINAL_FILE)])
         return self.failed_step(out, "kernelgen bench did not finish") or self.end("finished")
