@@ -242,3 +242,29 @@ def test_the_replay_worker_starts_from_what_a_trusted_recording_compiled_and_nev
         replay = judge.replayer.worker().scratch / "triton"
         assert (replay / ("a" * 64) / "_kernel.json").is_file()  # KernelGen's own: compiled once, by the recording
         assert not (replay / ("b" * 64)).exists()  # a candidate's recording worker's cache never reaches the replay
+
+
+# --- the batch's final measurement -------------------------------------------------------------------
+@pytest.mark.slow
+def test_the_batch_benches_only_where_the_best_rounds_measurement_is_not_the_final_one(tmp_path):
+    from kernelgen.batch.basis import JobBasis, tool_identity
+    from kernelgen.batch.job import JobRequest, run_job
+    from kernelgen.verify.results import RunRecord
+
+    spec = _written(SCALE.replace("[float32, float16, bfloat16]", "[float32]").replace("primary_dtypes: [float32]\n", "")
+                    .replace("tolerance: {float16: {atol: 1.0e-3, rtol: 1.0e-3}}\n", ""), tmp_path / "scale.yaml")
+    basis = JobBasis(tool=tool_identity(), device="cpu", backend="offline")
+    steps = {}
+    for out, measure in ((tmp_path / "timed", []), (tmp_path / "untimed", ["--no-bench"])):
+        made = CliRunner().invoke(app, ["new", str(spec), "--out", str(out), "--backend", "offline", "--device", "cpu", *measure])
+        assert made.exit_code == 0, made.output
+        req = JobRequest(name="scale", spec_file=str(spec), spec_label="scale.yaml", out_root=str(out),
+                         log_file=str(out / "scale.log"), rounds=0, backend="offline", device="cpu", basis=basis)
+        result = run_job(req)
+        assert result.status == "finished", result.reason
+        steps[out.name] = [s.step for s in result.steps]
+        final = RunRecord.model_validate_json((out / "scale" / "final_perf.json").read_text())
+        assert final.performance is not None and final.performance.tool == tool_version()
+    # round 0 measured by `new` in full (on the interpreter: the kernel and eager) is the final measurement
+    assert steps["timed"] == [] and "final measurement: the best round's" in (tmp_path / "timed" / "scale.log").read_text()
+    assert steps["untimed"] == ["bench"]  # `new --no-bench` left nothing to reuse: timed now
