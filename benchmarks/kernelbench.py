@@ -1,6 +1,6 @@
 """KernelBench's levels through KernelGen's offline generator, and KernelBench's fast_p table last.
 
-    python benchmarks/kernelbench.py .kb/level1 .kb/level2 [--out DIR] [--rounds 1] [--gpus all] [--per-gpu auto]
+    python benchmarks/kernelbench.py .kb/level1 .kb/level2 [--out DIR] [--rounds 1] [--gpus all] [--per-gpu auto] [--dtypes deciding]
     python benchmarks/kernelbench.py .kb/level1 .kb/level2 --only 19,23,level2/1   # a named subset
     python benchmarks/kernelbench.py .kb/level1 .kb/level2 --validate-only      # the CPU coverage, no kernels built
     python benchmarks/kernelbench.py .kb/level1 .kb/level2 --validate-only --match conv   # the convolution problems only
@@ -11,7 +11,9 @@ into the ignored `.kb/` (they then travel with the working tree to a GPU machine
 
 - A run is `kernelgen batch LEVEL... --backend offline --out DIR` (`--per-gpu auto`: problems packed
   on each GPU as their estimated memory allows, the large ones alone; each problem's spec derived from
-  its file, then new, optimize, bench): resumable, so running the same command again after an
+  its file once, checked in float32 only unless `--dtypes all`; then new, which measures round 0 in
+  full, and optimize; a `bench` step only where the best round's measurement is not the final one):
+  resumable, so running the same command again after an
   interruption continues where it stopped and redoes nothing finished (the whole of levels 1 and 2 can
   be made in several runs). `--only` names a subset: `19` (that number in every level given),
   `level2/1`, or a piece of a file name (`Softmax`), comma-separated. It prints, per level, the statuses
@@ -301,6 +303,8 @@ def main() -> int:
     ap.add_argument("--only", default="", help="a subset: problem numbers (19), level/number (level2/1) or a piece of a "
                     "file name, comma-separated")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per step (new, optimize, bench) of one problem")
+    ap.add_argument("--dtypes", default="deciding", help="as `kernelgen batch --dtypes`: deciding (float32, KernelBench's "
+                    "own; the default) or all (float16 and bfloat16 checked beside it)")
     ap.add_argument("--validate-only", action="store_true", help="no kernels: the offline coverage per level, reasons grouped")
     ap.add_argument("--no-run", action="store_true", help="with --validate-only: generate each kernel, do not run it once")
     ap.add_argument("--jobs", type=int, default=2, help="with --validate-only: problems validated at once")
@@ -330,7 +334,7 @@ def run_levels(args: argparse.Namespace) -> int:
 
     given = subset(args.levels, args.only) if args.only else args.levels
     cmd = ["batch", *map(str, given), "--out", str(args.out), "--rounds", str(args.rounds), "--backend", "offline",
-           "--gpus", args.gpus, "--per-gpu", str(args.per_gpu), "--step-timeout", str(args.timeout)]
+           "--gpus", args.gpus, "--per-gpu", str(args.per_gpu), "--step-timeout", str(args.timeout), "--dtypes", args.dtypes]
     rc, _, wall = kernelgen(*cmd, echo=True)  # the batch's progress shown as it comes
     if rc == 2 or not (args.out / "batch_report.json").is_file():
         return rc or 1

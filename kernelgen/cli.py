@@ -289,6 +289,9 @@ def batch(
     step_timeout: Annotated[float, typer.Option("--step-timeout", help="seconds one step (new, optimize, bench) of one operator may take")] = 3600.0,
     per_gpu: Annotated[str, typer.Option("--per-gpu", help="local engine: workers per GPU, or auto; an operator starts only "
                                          "where its estimated memory fits, a large one alone; timings take the GPU one at a time")] = "auto",
+    dtypes: Annotated[str, typer.Option("--dtypes", help="dtypes checked: deciding (those that decide the verdict: a KernelBench "
+                                        "problem's float32) | all (every dtype of the spec) | auto (deciding for KernelBench .py "
+                                        "problems, all for YAML specs)")] = "auto",
     model: Model = None,
     base_url: BaseUrl = None,
     replay: Replay = None,
@@ -306,7 +309,7 @@ def batch(
 
     with errors_to_exit():
         options = BatchOptions(specs=specs, out_root=out_dir, rounds=rounds, backend=backend, device=device, gpus=gpus,
-                               engine=engine, ray_address=ray_address, step_timeout_s=step_timeout, per_gpu=per_gpu,
+                               engine=engine, ray_address=ray_address, step_timeout_s=step_timeout, per_gpu=per_gpu, dtypes=dtypes,
                                llm_options=llm_options(model=model, base_url=base_url, replay=replay, temperature=temperature,
                                                        max_tokens=max_tokens, repairs=repairs))
         prepared = prepare_batch(options)

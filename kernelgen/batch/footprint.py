@@ -12,12 +12,19 @@ run's peak (its upcast inputs included), an operator holds at once, on its one G
                no more than eager's intermediates), the float64 truth (P64: where it does not fit,
                the judge computes it in chunks, so this errs high), the candidate's outputs read back
                and compared in float64 (O + the comparison's float64 copies: 4 of the output, or of
-               one 2^26-element slab where it is compared slab by slab, kernelgen.verify.judge.compare);
-               a test case also keeps a private copy of the inputs for eager (+ I);
-- the worker:  I + 2 O (its own copy of the inputs, the candidate's outputs, and as much again for
-               the kernel's scratch: a two-stage kernel's partials, a split-K's partial sums);
+               one 2^26-element slab where it is compared slab by slab, kernelgen.verify.judge.compare),
+               and a timed call's output read back while timing: the rotated inputs, eager on them
+               (P), the read-back output, the comparison, the truth of a sample of an eighth of the
+               rows (P64 / 8); a test case also keeps a private copy of the inputs for eager (+ I);
+- one worker:  I + 3 O while timing (the replay worker: its copy of the inputs, the output being made,
+               the kept call's output, and as much again for the kernel's scratch: a two-stage
+               kernel's partials, a split-K's partial sums); the recording worker (I + 2 O) releases
+               its copy before the replay worker takes one, so the two are not counted together
+               (kernelgen.verify.judge.devicememory); a check holds I + 2 O;
 - the peers:   P + O in a process of their own (their inputs and the reference's outputs, the peer's
-               outputs), timed beside the judge's work (kernelgen.verify.judge.peerproc);
+               outputs), timed beside the judge's work (kernelgen.verify.judge.peerproc) -- or, where
+               a case's inputs take 4 GiB or more (LATE_PEERS_BYTES), after the kernel's timings, when
+               the judge has let its case go: then the larger of the two counts, not their sum;
 - a CUDA context per process (judge, worker, peers): CONTEXT_BYTES each.
 
 Test cases are counted with the check's terms and every dtype checked; perf cases with the
@@ -113,9 +120,14 @@ def check_need(reference: Any, spec: Any, case: dict[str, list[int]], dtype: str
 
 def timing_need(reference: Any, spec: Any, case: dict[str, list[int]], dtype: str) -> int:
     """Bytes on the GPU while one perf case is timed (see the module's docstring)."""
+    from kernelgen.verify.judge.devicememory import LATE_PEERS_BYTES
+
     e = _run(reference, spec, case, dtype, upcast=False)
-    judge = e.inputs + e.outputs + max(e.peak - e.inputs, _truth(reference, spec, case, dtype, e), e.outputs + _compare(e))
-    return judge + (e.inputs + 2 * e.outputs) + (e.peak + e.outputs)
+    truth = _truth(reference, spec, case, dtype, e)
+    read = e.peak + e.outputs + _compare(e) + truth // 8  # a timed call's output read back, on rotated inputs
+    judge = e.inputs + e.outputs + max(e.peak - e.inputs, truth, e.outputs + _compare(e), read)
+    worker, peers = e.inputs + 3 * e.outputs, e.peak + e.outputs
+    return max(judge + worker, peers) if e.inputs >= LATE_PEERS_BYTES else judge + worker + peers
 
 
 def memory_need(spec: Any) -> int | None:

@@ -7,7 +7,7 @@ optimization round's proposing, checking and timing) adds up. The names are `<st
 
     new:       start, generate (the offline generator or the LLM), check (the accuracy check),
                measure (round 0 timed: the kernel, eager, torch.compile and the peer libraries)
-    optimize:  start, time the best (round 0 timed before its diagnosis, when `new` did not),
+    optimize:  start, time the best (round 0 timed before its diagnosis, where `new` did not or its basis changed),
                propose, search, check, time (the candidate against the best), end (keep or not, log)
     bench:     start, time (the final measurement: the kernel, eager, torch.compile, the peers)
 

@@ -145,7 +145,7 @@ def run_remote(request_json: str, spec_text: str, folder: bytes, inbox: Any,
     try:
         out_root = scratch / "out"
         artifacts.unpack(out_root, folder)
-        spec_file = scratch / "spec" / Path(req.spec_label).name
+        spec_file = scratch / "spec" / Path(req.spec_file).name  # the driver's file: a derived spec is YAML
         spec_file.parent.mkdir()
         spec_file.write_text(spec_text, encoding="utf-8")
         log = scratch / "job.log"

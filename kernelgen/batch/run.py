@@ -18,6 +18,7 @@ from kernelgen.batch.live import LiveReport
 from kernelgen.batch.report import BatchReport
 from kernelgen.batch.resume import JobResult, load_job, phase_of
 from kernelgen.errors import UsageError
+from kernelgen.fsutil import atomic_write
 
 WORK_DIR = "_batch"  # under --out: logs/ (one per operator, one per worker) and locks/; no operator is named so
 ENGINES = ("local", "ray")
@@ -39,6 +40,7 @@ class BatchOptions:
     llm_options: dict[str, object] = field(default_factory=dict)
     step_timeout_s: float = 3600.0
     per_gpu: str | int = "auto"  # local engine: workers per GPU (kernelgen.batch.targets); timings still one at a time
+    dtypes: str = "auto"  # which dtypes are checked: auto | deciding | all (kernelgen.batch.plan)
 
 
 @dataclass
@@ -94,13 +96,24 @@ def prepare_batch(opts: BatchOptions) -> PreparedBatch:
     if opts.step_timeout_s <= 0:
         raise UsageError("--step-timeout must be > 0")
     llm_flags(opts.llm_options)
-    planned = plan_specs(opts.specs)
+    planned = plan_specs(opts.specs, opts.dtypes)
     return PreparedBatch(opts, planned, make_engine(opts))
 
 
 def engine_basis(engine: Engine, opts: BatchOptions) -> JobBasis:
     """What decides every operator's result in this batch, besides its spec."""
     return JobBasis(tool=tool_identity(), device=engine.device_model(), backend=opts.backend, options=llm_flags(opts.llm_options))
+
+
+def spec_for_new(p: PlannedOp, out: Path) -> Path:
+    """The file `kernelgen new` reads: the one given, or the spec this batch decided on (derived from a
+    KernelBench problem, narrowed to its deciding dtypes) written under `_batch/specs/`."""
+    if not p.text:
+        return p.spec_path
+    path = out / WORK_DIR / "specs" / f"{p.name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, p.text)
+    return path
 
 
 def _request(p: PlannedOp, opts: BatchOptions, device: str, basis: JobBasis) -> JobRequest:
@@ -110,7 +123,7 @@ def _request(p: PlannedOp, opts: BatchOptions, device: str, basis: JobBasis) -> 
         from kernelgen.batch.footprint import memory_need
 
         need = memory_need(p.spec)
-    return JobRequest(name=p.name, spec_file=str(p.spec_path), spec_label=p.label, out_root=str(out),
+    return JobRequest(name=p.name, spec_file=str(spec_for_new(p, out)), spec_label=p.label, out_root=str(out),
                       log_file=str(out / WORK_DIR / "logs" / f"{p.name}.log"), rounds=opts.rounds,
                       backend=opts.backend, device=device, options=basis.options, step_timeout_s=opts.step_timeout_s,
                       spec_data=spec_data(p.spec), basis=basis, need_bytes=need)

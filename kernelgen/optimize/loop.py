@@ -53,12 +53,23 @@ def _after_round(op: OperatorDir, state: OpState) -> None:
 
 def _measure_best_if_needed(op: OperatorDir, state: OpState, device: DeviceInfo, judge: Judge, on_step: Step) -> None:
     """The diagnosis needs the best kernel's numbers on this device: measure them when round 0 was
-    not timed (`new --no-bench`) or was timed elsewhere (generated on a CPU, optimized on a GPU)."""
+    not timed (`new --no-bench`), or its measurement's basis differs from now (another device or GPU
+    model, another KernelGen, PyTorch or Triton, precision policy or perf cases:
+    kernelgen.verify.judge.measurebasis). One `new` took seconds earlier in the same batch is used as
+    it is: timing it again cost 25-28 s per KernelBench problem on an H100."""
+    from kernelgen.verify.judge.measurebasis import changes, device_name
+
     best = state.best()
-    perf = best.performance.performance if best and best.performance else None
-    if best is None or (perf is not None and perf.device == device.kind):
+    if best is None:
         return
-    on_step(f"{op.name}: measuring round {best.round}'s kernel on {device.kind} before diagnosing it")
+    perf = best.performance.performance if best.performance else None
+    why = (changes(perf, op.spec, kind=device.kind, interpreter=device.interpreter, name=device_name(device)) if perf is not None
+           else ["it was not timed (`kernelgen new --no-bench`)"])
+    if not why:
+        on_step(f"{op.name}: round {best.round}'s measurement is used as it is (taken on this {perf.device_name} with this "
+                f"KernelGen, precision policy and perf cases)")
+        return
+    on_step(f"{op.name}: measuring round {best.round}'s kernel on {device.kind} before diagnosing it: {'; '.join(why)}")
     # The diagnosis reads the fraction of the ceiling and the speedup over eager: torch.compile and the
     # peer libraries (seconds of compilation per case x dtype) wait for `kernelgen bench`.
     # Loaded as the rounds load it (generated offline: the shared worker), so the rounds reuse its compiles.

@@ -249,6 +249,8 @@ def _reuse_baseline_timings(run: RunRecord | None, source: RunRecord | None) -> 
             c.compiled = old.compiled
             c.speedup_compile = old.compiled.ms / c.kernel.ms
         c.peers = c.peers or old.peers
+    if perf.cases and all((c.case, c.dtype) in known and c.kernel is not None for c in perf.cases):
+        perf.baselines = list(ref.baselines)  # every case carries them: as full as the best's (kernelgen.batch.job)
     if known:
         perf.note = (perf.note + " Eager, torch.compile and peer timings reused from the best round's measurement "
                      "(same device, shapes, dtypes); only the candidate and the best were timed in this round.").strip()

@@ -24,13 +24,14 @@ def is_problem_file(path: str | Path) -> bool:
     return Path(path).suffix == PROBLEM_SUFFIX
 
 
-def read_spec(path: str | Path, *, run_reference: bool = True) -> GivenSpec:
-    """The spec of a YAML file or a KernelBench-format problem file; SpecError / ProblemFileError if none."""
+def read_spec(path: str | Path, *, run_reference: bool = True, extra_dtypes: bool = True) -> GivenSpec:
+    """The spec of a YAML file or a KernelBench-format problem file; SpecError / ProblemFileError if none.
+    `extra_dtypes` False: a problem file's spec checks float32 only (kernelgen.spec.kernelbench.derive)."""
     p = Path(path)
     if is_problem_file(p):
         from kernelgen.spec.kernelbench import derive_spec
 
-        derived = derive_spec(p)
+        derived = derive_spec(p, extra_dtypes=extra_dtypes)
         return GivenSpec(derived.spec, derived.text, True)
     spec = load_spec(p, run_reference=run_reference)
     return GivenSpec(spec, p.read_text(encoding="utf-8"), False)

@@ -325,6 +325,10 @@ class PerformanceResult(_Model):
     violations: list[Violation] = Field(default_factory=list)
     sandbox: list[str] = Field(default_factory=list)
     error: str | None = None
+    # What it was measured under besides the fields above (kernelgen.verify.judge.measurebasis): the tool
+    # that took it, and the baselines timed (or taken from the cache) beside the kernel: eager, compile, peers.
+    tool: str = ""
+    baselines: list[str] = Field(default_factory=list)
 
     @property
     def ok(self) -> bool:

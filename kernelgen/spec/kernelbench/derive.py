@@ -226,14 +226,15 @@ def _sized_reference(src: ProblemSource, name: str, perf: Observation) -> tuple[
     return reference_source(src, name, perf, mutated(perf), sized=[perf, *cases]), cases
 
 
-def derive_spec(path: str | Path) -> DerivedSpec:
+def derive_spec(path: str | Path, *, extra_dtypes: bool = True) -> DerivedSpec:
     """The spec of a KernelBench-format problem file, or ProblemFileError saying why there is none.
-    Every meta run of it takes a recurrent layer by its shapes (kernelgen.spec.rnnshapes)."""
+    Every meta run of it takes a recurrent layer by its shapes (kernelgen.spec.rnnshapes).
+    `extra_dtypes` False: float32 only, KernelBench's own dtype (no float16/bfloat16 checks beside it)."""
     with rnn_shapes():
-        return _derive(read_problem(path))
+        return _derive(read_problem(path), extra_dtypes)
 
 
-def _derive(src: ProblemSource) -> DerivedSpec:
+def _derive(src: ProblemSource, extra_dtypes: bool = True) -> DerivedSpec:
     name = problem_name(src.path)
     perf = observe(src)
     reference = reference_source(src, name, perf, mutated(perf))
@@ -251,6 +252,6 @@ def _derive(src: ProblemSource) -> DerivedSpec:
         fn = _entry(reference, name)
     draft = _validate(src, _render(src, name, perf, cases, reference, outputs, ["float32"], fixed))
     check_deterministic(src, draft)
-    dtypes = ["float32"] + runnable_dtypes(draft, EXTRA_DTYPES)
+    dtypes = ["float32"] + (runnable_dtypes(draft, EXTRA_DTYPES) if extra_dtypes else [])
     text = _render(src, name, perf, cases, reference, outputs, dtypes, fixed)
     return DerivedSpec(_validate(src, text), text)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Literal
 
 from kernelgen.devices import DeviceInfo
@@ -177,6 +178,14 @@ class Judge:
                 worker.seeded |= compilecache.seed(offline, triton)
         if kernel.origin == "offline":
             compilecache.seed(compilecache.store_folder(self.spec.name, kernel.sha256), triton)
+
+    def trusted_compiles(self, kernel: KernelSource) -> Path | None:
+        """The Triton cache a trusted recording of `kernel` compiled into (the shared worker of KernelGen's
+        own kernels), for the replay worker to start from; None for any other kernel (kernelgen.verify.judge.replayer)."""
+        shared = self._shared
+        if kernel.origin != "offline" or shared is None or shared.closed or kernel.sha256 not in self._slots:
+            return None
+        return shared.scratch / "triton"
 
     def _start(self, label: str) -> WorkerSession:
         spare, self._spare = self._spare, None

@@ -31,7 +31,9 @@ from kernelgen.spec import Case
 from kernelgen.verify.judge.baselines import BaselineCache, BaselineEntry, Kind, spec_recipe
 from kernelgen.verify.judge.compare import as_tuple
 from kernelgen.verify.judge.devicelock import device_lock
-from kernelgen.verify.judge.inputs import PERF_SEED, DrawnInputs, checkable_dtypes
+from kernelgen.verify.judge.inputs import PERF_SEED, DrawnInputs
+from kernelgen.verify.judge.measurebasis import timed_cases_of, tool_version
+from kernelgen.verify.judge.devicememory import LATE_PEERS_BYTES, peers_after_kernel
 from kernelgen.verify.judge.judge import Judge, KernelSource, LoadError, static_problems
 from kernelgen.verify.judge.peerproc import PeerJob
 from kernelgen.verify.judge.precision import PrecisionPolicy, applied, precision_policy
@@ -60,20 +62,35 @@ def _nbytes(ts: Any) -> int:
 _CONV_OPS = ("convolution", "_convolution", "cudnn_convolution", "convolution_backward", "conv")
 
 
+def _on_meta(inputs: list[Any]) -> list[Any]:
+    """Shape-only twins of `inputs` (same sizes, strides and dtypes): what the flop counter needs."""
+    import torch
+
+    return [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta") if isinstance(t, torch.Tensor) else t
+            for t in inputs]
+
+
 def counted_products(reference: Callable[..., Any], inputs: list[Any], params: dict[str, Any]) -> dict[str, int]:
     """FLOPs of one reference call per kind of product, "matmul" and "conv", counted by PyTorch
     (matmuls, convolutions, attention); empty when it counts nothing (pointwise work is not counted,
-    and is memory-bound anyway) or cannot trace the reference."""
+    and is memory-bound anyway) or cannot trace the reference. Counted on shape-only copies of the
+    inputs where the reference runs on them: on the real ones it was one more eager run at the perf
+    shape, whose output and intermediates the judge's allocator then kept (6.4 GB for level 1's ReLU)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    def count() -> FlopCounterMode:
+    def count(args: list[Any]) -> FlopCounterMode:
         with FlopCounterMode(display=False) as counter:
-            reference(*inputs, **params)
+            reference(*args, **params)
         return counter
 
-    try:
-        counter = without_dynamo(count)  # the counter's dispatch would import torch._dynamo: 3.4 s (H200)
-    except Exception:  # noqa: BLE001 - a reference the counter cannot trace is simply not counted
+    counter = None
+    for args in (_on_meta, list):  # the real inputs only where the reference needs their values
+        try:
+            counter = without_dynamo(lambda: count(args(inputs)))  # noqa: B023 - called at once; the counter's
+            break  # dispatch would import torch._dynamo: 3.4 s (H200)
+        except Exception:  # noqa: BLE001 - a reference the counter cannot trace is simply not counted
+            continue
+    if counter is None:
         return {}
     kinds: dict[str, int] = {}
     for op, flops in counter.get_flop_counts().get("Global", {}).items():
@@ -117,13 +134,8 @@ def judge_against_peaks(pc: PerfCase, peaks: DevicePeaks | None, read_bytes: int
 
 
 def timed_cases(judge: Judge) -> tuple[list[Case], list[str]]:
-    """The perf cases and dtypes timed here: the spec's, or under the interpreter only the first test
-    case in its first checkable dtype (perf shapes are sized for a GPU: hours on the interpreter)."""
-    spec = judge.spec
-    if judge.device.interpreter:
-        dtypes, _ = checkable_dtypes(spec, True)
-        return spec.test_cases[:1], dtypes[:1]
-    return spec.effective_perf_cases, spec.effective_perf_dtypes
+    """The perf cases and dtypes timed here (kernelgen.verify.judge.measurebasis.timed_cases_of)."""
+    return timed_cases_of(judge.spec, judge.device.interpreter)
 
 
 def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: KernelSource | None = None,
@@ -171,15 +183,21 @@ def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: Ker
     else:
         with_compile = True if with_compile is None else with_compile
         with_peers = True if with_peers is None else with_peers
+    res.tool = tool_version()
+    res.baselines = [b for b, asked in (("eager", with_eager), ("compile", with_compile), ("peers", with_peers)) if asked]
     refs = _References(judge, fresh=fresh, with_eager=with_eager, with_compile=with_compile, policy=policy)
-    peers = _Peers(judge, refs.cache, [(ci, case, dtype) for ci, case in enumerate(cases) for dtype in dtypes], log) \
-        if with_peers else None
+    cells = [(ci, case, dtype) for ci, case in enumerate(cases) for dtype in dtypes]
+    late = with_peers and peers_after_kernel(judge.spec, cells)
+    peers = _Peers(judge, refs.cache, cells, log) if with_peers and not late else None
     try:
         for ci, case in enumerate(cases):
             for dtype in dtypes:
                 pc = _measure_case(judge, res, kernels, ci, case, dtype, refs, rounds=rounds, graph=graph)
                 res.cases.append(pc)
                 log(", ".join([pc.label, *pc.facts()]) + ("" if res.measured else " [interpreter: not a measurement]"))
+        if late and res.cases:
+            log(f"the peer libraries are timed after the kernel: a case's inputs take {LATE_PEERS_BYTES >> 30} GiB or more")
+            peers = _Peers(judge, refs.cache, cells, log)
         if peers is not None and res.cases:
             peers.fill(res)
     finally:
@@ -359,6 +377,7 @@ def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSour
     if len(timed) > 1 and timed[1].timed and mine.timed:
         pc.compare = summarize(timed[1].reps)
         pc.speedup_vs_compare, pc.pair_noise = paired(timed[1], mine)
+    expected = None  # eager's outputs were the spot check's: not held while eager and torch.compile run again
     refs.time(res, pc, inputs)
     secs = pc.kernel.ms * 1e-3 if pc.kernel else None
     if secs:

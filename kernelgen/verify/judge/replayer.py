@@ -7,6 +7,12 @@ from here; the candidate's own worker only records.
 One replay worker serves every kernel of the judge (the candidate and the best are then replayed by one
 loop in one process, and a perf case's inputs are held once): nothing of a candidate runs in it but its
 device code, which Triton compiled from functions its front end accepted.
+
+A kernel KernelGen's offline generator wrote is compiled once: its recording (the shared worker of
+KernelGen's own kernels) compiles it, and the replay worker is seeded with that worker's Triton cache
+before it replays the plan (Triton's key is the jit function's source, the same in the extracted
+module). An untrusted kernel's recording worker's cache is never seeded here: what a candidate's Python
+leaves there could stand for another kernel's binary.
 """
 
 from __future__ import annotations
@@ -78,6 +84,9 @@ class Replayer:
         slot = self.define(kernel)
         plan_id = f"{slot}-{plan.digest()}"
         if plan_id not in self._plans:
+            compiled = self.judge.trusted_compiles(kernel)
+            if compiled is not None:  # what recording it just compiled: the replay then loads it, not compiles it again
+                seed(compiled, self.worker().scratch / "triton")
             reply = self.worker().request({"op": "plan", "plan": plan_id, "slot": slot, "body": plan.model_dump(mode="json")})
             if not reply.ok:
                 raise WorkerFailure("error", f"the replay worker refused a plan of {kernel.name}: {reply.error}")

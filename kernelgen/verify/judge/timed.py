@@ -41,6 +41,7 @@ from kernelgen.spec import draw_inputs
 from kernelgen.verify.judge.bigtruth import CaseTruth, case_truth
 from kernelgen.verify.judge.compare import as_tuple, compare_outputs
 from kernelgen.verify.judge.devicelock import device_lock
+from kernelgen.verify.judge.devicememory import release_cache
 from kernelgen.verify.judge.inputs import DrawnInputs
 from kernelgen.verify.judge.judge import Judge, KernelSource
 from kernelgen.verify.judge.plans import HOST_BUDGET_MS, HOST_CALLS, plan_at
@@ -169,7 +170,9 @@ class _Requests:
         req = {"op": "time", "plan": self.slot, "key": self.key, "reps": reps, "warmup": warmup, "keep": keep}
         reply = self._timed(req, reps, warmup)
         if self.checks is not None and keep:
-            self.checks.kept(self, held or [], reply.ok, read)
+            if self.checks.kept(self, held or [], reply.ok, read) and held is not self.checks.rotation.inputs:
+                del held  # the rotated inputs, their eager outputs, truth and read-back: room for the next request
+                release_cache(self.checks.judge)
         return reply
 
     def _timed(self, req: dict[str, Any], reps: int, warmup: int) -> Reply:
@@ -258,19 +261,19 @@ class _Checks:
             return []
         return list(range(calls)) if self.interpreter else [self._random.randrange(calls)]
 
-    def kept(self, r: "_Requests", held: list[Any], ok: bool, read: bool | None) -> None:
-        """After a timing request: read its kept outputs and compare them, or release them."""
+    def kept(self, r: "_Requests", held: list[Any], ok: bool, read: bool | None) -> bool:
+        """After a timing request: read its kept outputs and compare them, or release them; whether they were read."""
         if read is None:
             read = self.may_read and (self.interpreter or self._random.random() < READ_SHARE)
         read = read and ok
         reply = r.worker.request({"op": "kept", "plan": r.slot, "read": read, "out_offset": 0,
                                   "out_limit": self.judge.arena_bytes // 2})
         if not read:
-            return
+            return False
         self.read_for.add(id(r.res))
         if not reply.ok:
             r.res.wrong = f"its timed outputs could not be read: {_error_line(reply)}"
-            return
+            return True
         if held is self.rotation.inputs:
             expected = self.expected
             self.truth = self.truth or _truth(self.judge, held, expected, self.dtype)
@@ -285,7 +288,8 @@ class _Checks:
             if wrong:
                 r.res.violations.append(("timed-output-wrong", f"the output of a timed call the judge chose after the "
                                          f"calls is wrong: {wrong}"))
-                return
+                return True
+        return True
 
 
 def _error_line(reply: Reply) -> str:
@@ -307,6 +311,7 @@ def time_case(judge: Judge, kernels: list[KernelSource], inputs: list[Any], expe
     key = key or "timed-case"
     out_limit = judge.arena_bytes // 2
     checks = _Checks(judge, inputs, expected, key, dtype, read=check_last)
+    release_cache(judge)  # the baseline's intermediates: room for the recording worker's run at this shape
     # Everything but the timing holds the device lock shared: other KernelGen processes on this GPU
     # (a batch's --per-gpu workers) may check beside it, but none of them times while it runs.
     with device_lock(exclusive=False, path=judge.device.lock):
@@ -327,6 +332,9 @@ def time_case(judge: Judge, kernels: list[KernelSource], inputs: list[Any], expe
                 res.wrong = _wrong(judge, worker, reply.outputs, expected, dtype, fill, checks.truth)
         live = [i for i, r in enumerate(results) if not r.wrong]
         placed = [(worker, plan_id or "") for plan_id in plan_ids]
+        if checks.rotation.recipe is not None:  # reads are of rotated inputs, each with a truth of its own:
+            checks.truth = None  # the spot check's (float64, up to half the free memory) is not kept while timing
+        release_cache(judge)  # ...nor its read-back outputs and comparisons (kernelgen.verify.judge.devicememory)
         with device_lock(exclusive=True, path=judge.device.lock):  # nothing else of ours on that device while timing
             _time_rounds(judge, placed, results, live, key, checks, rounds=rounds, rep_ms=rep_ms)
             if graph and judge.device.kind == "cuda":
