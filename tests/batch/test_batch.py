@@ -1,4 +1,4 @@
-"""`kernelgen batch` end to end on the CPU interpreter, over three tiny specs (tests/data/batch: a
+"""`kernelgen batch` end to end on the CPU interpreter, over three tiny specs (tests/batch/data: a
 one-case float32 broadcast, gelu and row_sum), one optimization round each:
 
 - the local engine with two interpreter workers, SIGKILLed (the whole process group) after its
@@ -37,7 +37,7 @@ from kernelgen.record.state import load_state
 
 pytestmark = pytest.mark.slow
 
-SPECS = Path(__file__).resolve().parent / "data" / "batch"
+SPECS = Path(__file__).resolve().parent / "data"
 NAMES = ["broadcast", "gelu", "row_sum"]
 UNSUPPORTED = ("name: running_max\ndescription: running maximum, which no offline family serves\ninputs:\n  - {name: x}\noutputs:\n  - {name: out}\n"
                "reference: |\n  def running_max(x):\n      return torch.cummax(x, dim=-1).values\n"

@@ -1,5 +1,5 @@
 """A batch over KernelBench problems on the CPU interpreter, with the KernelGen service on (each worker
-gets one), watched from a child subreaper (tests/batch_lifetime_harness.py) so that every process it
+gets one), watched from a child subreaper (tests/support/batch_lifetime_harness.py) so that every process it
 started is seen, however it detached:
 
 - returned normally: 20 s later nothing it started is alive (it stopped its services), and the same
@@ -20,12 +20,11 @@ from pathlib import Path
 import pytest
 
 from kernelgen.batch.resume import JOB_FILE
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kernelbench_problems import LAYERNORM, RELU, SCALAR  # noqa: E402
+from tests.support.kernelbench_problems import LAYERNORM, RELU, SCALAR
+from tests.support.paths import TESTS
 
 pytestmark = pytest.mark.slow
-HARNESS = Path(__file__).resolve().parent / "batch_lifetime_harness.py"
+HARNESS = TESTS / "support" / "batch_lifetime_harness.py"
 SETTLE_S = 20  # the issue's rule: 20 s after the batch returned or was killed
 
 

@@ -23,7 +23,7 @@ from kernelgen.batch.resume import FINAL_FILE, JobResult, StepRecord, save_job
 from kernelgen.batch.run import BatchOptions, PreparedBatch, run_prepared
 from kernelgen.verify.results import PerfCase, PerformanceResult, RunRecord
 
-SPECS = Path(__file__).resolve().parent / "data" / "batch"
+SPECS = Path(__file__).resolve().parent / "data"
 
 
 class ScriptedEngine:

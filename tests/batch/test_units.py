@@ -22,9 +22,9 @@ from kernelgen.errors import UsageError
 from kernelgen.fsutil import now
 from kernelgen.record.state import OpState, RoundRecord, load_state, save_state
 from kernelgen.verify.judge.devicelock import ENV as LOCK_ENV
-from kernelgen.verify.results import KernelTiming, PerfCase, PerformanceResult, RunRecord
+from tests.support.batch_results import write_measured
 
-SPECS = Path(__file__).resolve().parent / "data" / "batch"
+SPECS = Path(__file__).resolve().parent / "data"
 BAD_SPEC = "name: Bad-Name\ndescription: x\ninputs: []\noutputs:\n  - {name: out}\n"
 
 
@@ -159,8 +159,7 @@ def test_the_spec_is_compared_as_data_not_as_text(tmp_path):
 
     from kernelgen.spec.given import read_spec
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from kernelbench_problems import LINEAR
+    from tests.support.kernelbench_problems import LINEAR
 
     problem = tmp_path / "level2" / "12_Gemm_Multiply_LeakyReLU.py"
     problem.parent.mkdir()
@@ -270,24 +269,9 @@ def test_a_ray_task_pins_its_steps_to_the_device_ray_gave_it(monkeypatch):
 
 
 # --- report ---------------------------------------------------------------------------------------
-def _timing(ms: float) -> KernelTiming:
-    return KernelTiming(ms=ms, ms_min=ms, ms_max=ms, spread=0.0)
-
-
-def _measured(root: Path, name: str, kernel_ms: list[float], eager_ms: float) -> None:
-    cases = [PerfCase(case=i, shapes={"x": [1024, 1024]}, dtype="float32", bytes=8 << 20, kernel=_timing(k), eager=_timing(eager_ms),
-                      compiled=_timing(eager_ms), speedup_eager=eager_ms / k, speedup_compile=eager_ms / k)
-             for i, k in enumerate(kernel_ms)]
-    perf = PerformanceResult(op=name, kernel="k.py", device="cuda", device_name="H200", interpreter=False, measured=True,
-                             torch_version="2.11", triton_version="3.6", cases=cases)
-    op = root / name
-    op.mkdir(parents=True)
-    (op / FINAL_FILE).write_text(RunRecord(kind="performance", status="ok", exit_code=0, duration_s=1.0, performance=perf).model_dump_json())
-
-
 def test_report_pass_rate_fast_1_and_geomeans(tmp_path):
-    _measured(tmp_path, "fast", [0.5, 0.5], 1.0)  # x2 at both cases
-    _measured(tmp_path, "mixed", [0.5, 2.0], 1.0)  # x2 and x0.5: not fast at every case
+    write_measured(tmp_path, "fast", [0.5, 0.5], 1.0)  # x2 at both cases
+    write_measured(tmp_path, "mixed", [0.5, 2.0], 1.0)  # x2 and x0.5: not fast at every case
     results = [JobResult(name="fast", spec="fast.yaml", status="finished"), JobResult(name="mixed", spec="mixed.yaml", status="finished"),
                JobResult(name="bad", spec="bad.yaml", status="invalid", reason="name: must match [a-z]")]
     report = build_report(tmp_path, results, "local")
@@ -310,7 +294,7 @@ def test_job_file_names_are_stable():
 def test_run_all_collect_only_rebuilds_report_and_prints_the_case_table_last(tmp_path, repo):
     import subprocess
 
-    _measured(tmp_path, "fast", [0.5], 1.0)
+    write_measured(tmp_path, "fast", [0.5], 1.0)
     save_job(tmp_path / "fast", JobResult(name="fast", spec="fast.yaml", status="finished", rounds=5))
     (tmp_path / "fast" / "spec.yaml").write_text("name: fast\n")
     proc = subprocess.run([sys.executable, str(repo / "benchmarks" / "run_all.py"), "--out", str(tmp_path), "--collect-only"],

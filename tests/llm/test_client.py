@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from fake_llm_server import FakeLLMServer, llm_env, ok, status  # noqa: F401 - fixture
 
 from kernelgen.llm.config import load_settings
 from kernelgen.errors import LLMError
 from kernelgen.llm.client import OpenAIChat, ReplayChat, Session
+from tests.support.fake_llm_server import FakeLLMServer, ok, status
 
 KEY = "sk-test-SECRET-0123456789"
 MESSAGES = [{"role": "system", "content": "sys"}, {"role": "user", "content": "hello"}]
@@ -21,7 +21,7 @@ def _session(server: FakeLLMServer, tmp_path, **overrides) -> Session:  # noqa: 
     return Session(OpenAIChat(settings), tmp_path / "llm")
 
 
-def test_reply_usage_and_recording(llm_env, tmp_path):  # noqa: F811
+def test_reply_usage_and_recording(llm_env, tmp_path):
     with FakeLLMServer([ok("first", prompt_tokens=11, completion_tokens=7, reasoning="hmm, let me think"),
                         ok("second", prompt_tokens=5, completion_tokens=3)]) as server:
         s = _session(server, tmp_path, temperature=0.3, max_tokens=1234)
@@ -42,14 +42,14 @@ def test_reply_usage_and_recording(llm_env, tmp_path):  # noqa: F811
         assert KEY not in (tmp_path / "llm" / f).read_text()
 
 
-def test_429_is_retried_then_succeeds(llm_env, tmp_path):  # noqa: F811
+def test_429_is_retried_then_succeeds(llm_env, tmp_path):
     with FakeLLMServer([status(429, "slow down"), ok("after the wait")]) as server:
         s = _session(server, tmp_path, max_retries=2)
         assert s.chat(MESSAGES, "generate").text == "after the wait"
     assert len(server.requests) == 2
 
 
-def test_429_after_retries_is_a_clear_error(llm_env, tmp_path):  # noqa: F811
+def test_429_after_retries_is_a_clear_error(llm_env, tmp_path):
     with FakeLLMServer([status(429, "slow down")] * 2) as server:
         with pytest.raises(LLMError, match=r"rate limiting requests \(429\) \(after 1 retries\): slow down"):
             _session(server, tmp_path, max_retries=1).chat(MESSAGES, "generate")
@@ -57,14 +57,14 @@ def test_429_after_retries_is_a_clear_error(llm_env, tmp_path):  # noqa: F811
     assert "429" in rec["error"] and rec["reply"] is None  # the failure is on record too
 
 
-def test_timeout(llm_env, tmp_path):  # noqa: F811
+def test_timeout(llm_env, tmp_path):
     with FakeLLMServer([ok("too late", delay_s=2.0)]) as server:
         with pytest.raises(LLMError, match=r"timed out after 0.3 s") as e:
             _session(server, tmp_path, timeout_s=0.3).chat(MESSAGES, "generate")
     assert "KERNELGEN_LLM_TIMEOUT" in e.value.hint
 
 
-def test_401_says_which_key_to_fix_and_never_shows_it(llm_env, tmp_path):  # noqa: F811
+def test_401_says_which_key_to_fix_and_never_shows_it(llm_env, tmp_path):
     with FakeLLMServer([status(401, f"Incorrect API key provided: {KEY}")]) as server:
         with pytest.raises(LLMError) as e:
             _session(server, tmp_path).chat(MESSAGES, "generate")
@@ -72,21 +72,21 @@ def test_401_says_which_key_to_fix_and_never_shows_it(llm_env, tmp_path):  # noq
     assert KEY not in str(e.value)
 
 
-def test_404_model_not_found(llm_env, tmp_path):  # noqa: F811
+def test_404_model_not_found(llm_env, tmp_path):
     with FakeLLMServer([status(404, "The model `fake-model` does not exist")]) as server:
         with pytest.raises(LLMError, match=r"model 'fake-model' not found") as e:
             _session(server, tmp_path).chat(MESSAGES, "generate")
     assert "--model" in e.value.hint
 
 
-def test_5xx_after_retries(llm_env, tmp_path):  # noqa: F811
+def test_5xx_after_retries(llm_env, tmp_path):
     with FakeLLMServer([status(503, "overloaded")] * 2) as server:
         with pytest.raises(LLMError, match=r"server error \(503\)"):
             _session(server, tmp_path, max_retries=1).chat(MESSAGES, "generate")
     assert len(server.requests) == 2
 
 
-def test_connection_refused(llm_env, tmp_path):  # noqa: F811
+def test_connection_refused(llm_env, tmp_path):
     import socket
 
     with socket.socket() as sock:  # a port nobody listens on
@@ -97,7 +97,7 @@ def test_connection_refused(llm_env, tmp_path):  # noqa: F811
         OpenAIChat(settings).complete(MESSAGES, "generate")
 
 
-def test_replay_answers_in_order_and_runs_out_clearly(llm_env, tmp_path):  # noqa: F811
+def test_replay_answers_in_order_and_runs_out_clearly(llm_env, tmp_path):
     with FakeLLMServer([ok("one"), ok("two")]) as server:
         s = _session(server, tmp_path)
         s.chat(MESSAGES, "generate")
@@ -111,7 +111,7 @@ def test_replay_answers_in_order_and_runs_out_clearly(llm_env, tmp_path):  # noq
     assert rec["replayed_from"].endswith("0001_generate.json")
 
 
-def test_replay_warns_or_refuses_when_the_prompt_differs(llm_env, tmp_path):  # noqa: F811
+def test_replay_warns_or_refuses_when_the_prompt_differs(llm_env, tmp_path):
     from kernelgen.llm.recording import ReplayMismatchWarning, prompt_difference
 
     with FakeLLMServer([ok("one")]) as server:

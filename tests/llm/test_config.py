@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from fake_llm_server import llm_env  # noqa: F401 - fixture
 from typer.testing import CliRunner
 
 from kernelgen.cli import app
@@ -14,14 +13,14 @@ from kernelgen.llm.setup import prepare
 KEY = "sk-test-SECRET-0123456789"
 
 
-def test_defaults_without_anything(llm_env):  # noqa: F811
+def test_defaults_without_anything(llm_env):
     s = load_settings()
     assert s.api_key is None and s.base_url is None and not s.has_endpoint
     assert s.sources["model"] == "default"
     assert not llm_configured()
 
 
-def test_precedence_flag_over_kernelgen_over_openai_over_file(llm_env, monkeypatch):  # noqa: F811
+def test_precedence_flag_over_kernelgen_over_openai_over_file(llm_env, monkeypatch):
     (llm_env / "config.toml").write_text('model = "from-file"\nbase_url = "http://file/v1"\ntemperature = 0.7\n'
                                          'api_key = "file-key"\nrepairs = 5\n')
     s = load_settings()
@@ -47,7 +46,7 @@ def test_precedence_flag_over_kernelgen_over_openai_over_file(llm_env, monkeypat
     assert s.repairs == 5 and s.sources["repairs"].endswith("config.toml")
 
 
-def test_yaml_config_file_and_llm_table(llm_env):  # noqa: F811
+def test_yaml_config_file_and_llm_table(llm_env):
     (llm_env / "config.yaml").write_text("model: yaml-model\nbase_url: http://yaml/v1\n")
     assert load_settings().model == "yaml-model"
     assert llm_configured()
@@ -56,7 +55,7 @@ def test_yaml_config_file_and_llm_table(llm_env):  # noqa: F811
     assert load_settings().model == "table-model"
 
 
-def test_bad_config_names_the_file_and_the_setting(llm_env, monkeypatch):  # noqa: F811
+def test_bad_config_names_the_file_and_the_setting(llm_env, monkeypatch):
     (llm_env / "config.toml").write_text('modle = "typo"\n')
     with pytest.raises(ConfigError, match=r"config.toml: unknown setting\(s\) modle"):
         load_settings()
@@ -69,7 +68,7 @@ def test_bad_config_names_the_file_and_the_setting(llm_env, monkeypatch):  # noq
         load_settings()
 
 
-def test_key_is_secret_everywhere(llm_env, monkeypatch):  # noqa: F811
+def test_key_is_secret_everywhere(llm_env, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     s = load_settings()
     assert KEY not in repr(s) and KEY not in str(s) and KEY not in s.model_dump_json()
@@ -87,7 +86,7 @@ def test_key_is_secret_everywhere(llm_env, monkeypatch):  # noqa: F811
     assert KEY not in env.values() and not any("KEY" in k for k in env)
 
 
-def test_openai_backend_without_endpoint_fails_before_work(llm_env):  # noqa: F811
+def test_openai_backend_without_endpoint_fails_before_work(llm_env):
     with pytest.raises(ConfigError) as e:
         prepare("openai", {})
     assert "OPENAI_API_KEY" in e.value.message and "OPENAI_BASE_URL" in e.value.message
@@ -95,7 +94,7 @@ def test_openai_backend_without_endpoint_fails_before_work(llm_env):  # noqa: F8
     prepare("openai", {"base_url": "http://localhost:9/v1"})  # a keyless local server is fine
 
 
-def test_replay_needs_a_recording(llm_env, tmp_path):  # noqa: F811
+def test_replay_needs_a_recording(llm_env, tmp_path):
     with pytest.raises(ConfigError, match="--replay"):
         prepare("replay", {})
     with pytest.raises(ConfigError, match="no such folder"):
@@ -105,7 +104,7 @@ def test_replay_needs_a_recording(llm_env, tmp_path):  # noqa: F811
         prepare("replay", {"replay": tmp_path / "empty"})
 
 
-def test_cli_new_openai_without_config_exits_2_naming_what_to_set(llm_env, tmp_path, repo):  # noqa: F811
+def test_cli_new_openai_without_config_exits_2_naming_what_to_set(llm_env, tmp_path, repo):
     """Acceptance (3)."""
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["new", str(repo / "operator_specs/broadcast.yaml"), "--backend", "openai",
@@ -116,7 +115,7 @@ def test_cli_new_openai_without_config_exits_2_naming_what_to_set(llm_env, tmp_p
     assert not out.exists()  # nothing written
 
 
-def test_cli_config_shows_sources_and_hides_the_key(llm_env, monkeypatch):  # noqa: F811
+def test_cli_config_shows_sources_and_hides_the_key(llm_env, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("KERNELGEN_MODEL", "my-model")
     result = CliRunner().invoke(app, ["config"])
@@ -125,7 +124,7 @@ def test_cli_config_shows_sources_and_hides_the_key(llm_env, monkeypatch):  # no
     assert "set (hidden)" in result.output and "my-model" in result.output and "KERNELGEN_MODEL" in result.output
 
 
-def test_config_parse_error_never_quotes_the_key(llm_env):  # noqa: F811
+def test_config_parse_error_never_quotes_the_key(llm_env):
     (llm_env / "config.yaml").write_text(f'api_key: "{KEY}\nmodel: x\n')
     with pytest.raises(ConfigError, match="cannot parse") as e:
         load_settings()
@@ -137,7 +136,7 @@ def test_config_parse_error_never_quotes_the_key(llm_env):  # noqa: F811
     assert KEY not in str(e.value)
 
 
-def test_candidates_timeout_retries_and_replay_mismatch_settings(llm_env, monkeypatch):  # noqa: F811
+def test_candidates_timeout_retries_and_replay_mismatch_settings(llm_env, monkeypatch):
     assert (load_settings().candidates, load_settings().replay_mismatch) == (1, "warn")
     (llm_env / "config.toml").write_text('candidates = 2\nreplay_mismatch = "refuse"\ntimeout = 12\nmax_retries = 1\n')
     s = load_settings()

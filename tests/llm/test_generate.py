@@ -8,8 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_llm_server import (FakeLLMServer, cheating_kernel, fenced, honest_kernel, llm_env, ok,  # noqa: F401
-                             wrong_kernel)
 from typer.testing import CliRunner
 
 from kernelgen.cli import app
@@ -21,11 +19,13 @@ from kernelgen.llm.setup import prepare
 from kernelgen.opdir import OperatorDir
 from kernelgen.verify.judge.trusted import render_baseline
 from kernelgen.spec import load_spec
+from tests.support.fake_llm_server import FakeLLMServer, cheating_kernel, fenced, honest_kernel, ok, wrong_kernel
+from tests.support.paths import SPECS
 
 pytestmark = pytest.mark.slow
 
 KEY = "sk-test-SECRET-0123456789"
-SPEC = Path(__file__).resolve().parent.parent / "operator_specs" / "broadcast.yaml"
+SPEC = SPECS / "broadcast.yaml"
 
 
 def _op(tmp_path: Path, spec_path: Path = SPEC) -> OperatorDir:
@@ -40,7 +40,7 @@ def _generate(server: FakeLLMServer, op: OperatorDir, **options):  # noqa: ANN00
     return generate(plan, op, resolve_device("cpu"))
 
 
-def test_good_kernel_first_time(llm_env, tmp_path):  # noqa: F811
+def test_good_kernel_first_time(llm_env, tmp_path):
     op = _op(tmp_path)
     with FakeLLMServer([ok(fenced(honest_kernel()), prompt_tokens=900, completion_tokens=300)]) as server:
         g = _generate(server, op)
@@ -54,7 +54,7 @@ def test_good_kernel_first_time(llm_env, tmp_path):  # noqa: F811
     assert "[3, 7, 33]" in user["content"] and "bfloat16" in user["content"]
 
 
-def test_no_code_block_then_a_kernel(llm_env, tmp_path):  # noqa: F811
+def test_no_code_block_then_a_kernel(llm_env, tmp_path):
     op = _op(tmp_path)
     with FakeLLMServer([ok("Sure! A Triton kernel adds the bias per row."), ok(fenced(honest_kernel()))]) as server:
         g = _generate(server, op)
@@ -64,7 +64,7 @@ def test_no_code_block_then_a_kernel(llm_env, tmp_path):  # noqa: F811
     assert "no fenced code block" in followup[-1]["content"] and "2 more tries" in followup[-1]["content"]
 
 
-def test_syntax_error_then_a_fix(llm_env, tmp_path):  # noqa: F811
+def test_syntax_error_then_a_fix(llm_env, tmp_path):
     op = _op(tmp_path)
     broken = honest_kernel().replace("def broadcast(x, bias):", "def broadcast(x, bias)")
     with FakeLLMServer([ok(fenced(broken)), ok(fenced(honest_kernel()))]) as server:
@@ -74,7 +74,7 @@ def test_syntax_error_then_a_fix(llm_env, tmp_path):  # noqa: F811
     assert "does not parse" in server.messages(1)[-1]["content"]
 
 
-def test_wrong_answer_then_a_fix(llm_env, tmp_path):  # noqa: F811
+def test_wrong_answer_then_a_fix(llm_env, tmp_path):
     op = _op(tmp_path)
     with FakeLLMServer([ok(fenced(wrong_kernel())), ok(fenced(honest_kernel()))]) as server:
         g = _generate(server, op)
@@ -85,7 +85,7 @@ def test_wrong_answer_then_a_fix(llm_env, tmp_path):  # noqa: F811
     assert g.tokens.calls == 2
 
 
-def test_cheating_kernel_then_an_honest_one(llm_env, tmp_path):  # noqa: F811
+def test_cheating_kernel_then_an_honest_one(llm_env, tmp_path):
     op = _op(tmp_path)
     with FakeLLMServer([ok(fenced(cheating_kernel())), ok(fenced(honest_kernel()))]) as server:
         g = _generate(server, op)
@@ -94,7 +94,7 @@ def test_cheating_kernel_then_an_honest_one(llm_env, tmp_path):  # noqa: F811
     assert g.attempts[1] == "attempt 2: correct" and "return out" in g.source
 
 
-def test_budget_spent_keeps_the_closest_attempt(llm_env, tmp_path):  # noqa: F811
+def test_budget_spent_keeps_the_closest_attempt(llm_env, tmp_path):
     op = _op(tmp_path)
     with FakeLLMServer([ok(fenced(wrong_kernel()))]) as server:
         g = _generate(server, op, repairs=0)
@@ -102,18 +102,18 @@ def test_budget_spent_keeps_the_closest_attempt(llm_env, tmp_path):  # noqa: F81
     assert "no correct kernel within the budget" in g.note
 
 
-def test_nothing_usable_is_a_generation_error_and_the_exchanges_are_kept(llm_env, tmp_path):  # noqa: F811
+def test_nothing_usable_is_a_generation_error_and_the_exchanges_are_kept(llm_env, tmp_path):
     op = _op(tmp_path)
     with FakeLLMServer([ok("no code")] * 3) as server:
         with pytest.raises(GenerationError, match="no candidate kernel compiled") as e:
             _generate(server, op)
     assert len(server.requests) == 3  # the malformed-reply budget, then stop
     # written as they happened, where the caller said (here the operator folder's llm/); `kernelgen new`
-    # keeps them beside its staging folder and names them in the error (test_llm_kernelbench_e2e.py)
+    # keeps them beside its staging folder and names them in the error (tests/llm/test_kernelbench_e2e.py)
     assert len(list((op.path / "llm").glob("*.json"))) == 3 and "malformed reply" in str(e.value)
 
 
-def test_description_only_spec_gets_an_llm_baseline(llm_env, tmp_path):  # noqa: F811
+def test_description_only_spec_gets_an_llm_baseline(llm_env, tmp_path):
     import yaml
 
     data = yaml.safe_load(SPEC.read_text())
@@ -141,7 +141,7 @@ def _no_key_anywhere(root: Path) -> None:
             assert KEY not in p.read_text(encoding="utf-8", errors="replace"), p
 
 
-def test_acceptance_new_with_openai_backend(llm_env, tmp_path, monkeypatch):  # noqa: F811
+def test_acceptance_new_with_openai_backend(llm_env, tmp_path, monkeypatch):
     """Acceptance (1): the kernel comes from the reply, is verified, the exchange and its tokens are
     recorded and the log shows them; the request carries the description and the reference."""
     with FakeLLMServer([ok(fenced(honest_kernel()), prompt_tokens=1234, completion_tokens=567)]) as server:
@@ -166,7 +166,7 @@ def test_acceptance_new_with_openai_backend(llm_env, tmp_path, monkeypatch):  # 
     _no_key_anywhere(op_dir)
 
 
-def test_acceptance_malformed_wrong_correct_then_replay(llm_env, tmp_path, monkeypatch):  # noqa: F811
+def test_acceptance_malformed_wrong_correct_then_replay(llm_env, tmp_path, monkeypatch):
     """Acceptance (2): malformed, then a wrong answer, then correct: a correct kernel after two
     repairs, and the log tells that story. Then the recorded run replays with no endpoint."""
     script = [ok("Let me think about the grid first."), ok(fenced(wrong_kernel())), ok(fenced(honest_kernel()))]

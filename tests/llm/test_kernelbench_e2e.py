@@ -1,7 +1,7 @@
 """The LLM path end to end, through `kernelgen new` and the real `openai` client against the local test
-server (tests/fake_llm_server.py), on the CPU interpreter:
+server (tests/support/fake_llm_server.py), on the CPU interpreter:
 
-- a KernelBench-format convolution of our own (tests/llm_problems.py: stride 2, padding 1, a bias):
+- a KernelBench-format convolution of our own (tests/support/llm_problems.py: stride 2, padding 1, a bias):
   a wrong first kernel (it forgets the padding), then a real Triton implicit-GEMM kernel after one
   repair; the same run again through `--backend replay`, with no endpoint;
 - a forced failure (the endpoint fails the repair request): nothing is written but the transcript,
@@ -17,16 +17,17 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_llm_server import FakeLLMServer, fenced, honest_kernel, llm_env, ok, status, wrong_kernel  # noqa: F401
-from llm_problems import conv2d_kernel, conv2d_wrong_kernel, max_pool1d_kernel, max_pool1d_zero_padded_kernel, write_problem
 from typer.testing import CliRunner
 
 from kernelgen.cli import app
 from kernelgen.llm.transcript import MARK
+from tests.support.fake_llm_server import FakeLLMServer, fenced, honest_kernel, ok, status, wrong_kernel
+from tests.support.llm_problems import conv2d_kernel, conv2d_wrong_kernel, max_pool1d_kernel, max_pool1d_zero_padded_kernel, write_problem
+from tests.support.paths import SPECS
 
 pytestmark = pytest.mark.slow
 
-SPEC = Path(__file__).resolve().parent.parent / "operator_specs" / "broadcast.yaml"
+SPEC = SPECS / "broadcast.yaml"
 NAME = "kb_conv2d_strided"
 
 
@@ -39,7 +40,7 @@ def _attempt_kinds(op_dir: Path) -> list[str]:
     return [":".join(a.split(":")[:2]) for a in state["rounds"][0]["attempts"]]
 
 
-def test_a_convolution_through_openai_with_one_repair_then_replayed(llm_env, tmp_path):  # noqa: F811
+def test_a_convolution_through_openai_with_one_repair_then_replayed(llm_env, tmp_path):
     problem = write_problem(tmp_path, "conv2d_strided")
     out = tmp_path / "out"
     script = [ok(fenced(conv2d_wrong_kernel(), "Implicit GEMM: a program per 256 output pixels x 16 channels.")),
@@ -74,7 +75,7 @@ def test_a_convolution_through_openai_with_one_repair_then_replayed(llm_env, tmp
     assert json.loads((replayed / NAME / "state.json").read_text())["backend"] == "replay"
 
 
-def test_a_failed_run_keeps_the_transcript_and_the_same_command_reuses_it(llm_env, tmp_path):  # noqa: F811
+def test_a_failed_run_keeps_the_transcript_and_the_same_command_reuses_it(llm_env, tmp_path):
     out = tmp_path / "out"
     with FakeLLMServer([ok(fenced(wrong_kernel())), status(500, "the GPU server fell over")]) as server:
         args = ["new", str(SPEC), "--backend", "openai", "--model", "fake-model", "--out", str(out), "--no-bench",
@@ -100,7 +101,7 @@ def test_a_failed_run_keeps_the_transcript_and_the_same_command_reuses_it(llm_en
     assert sorted(p.name for p in out.iterdir()) == ["broadcast"]  # every reply of the earlier run is in llm/ now
 
 
-def test_a_crash_beside_the_model_keeps_the_transcript_and_says_where(llm_env, tmp_path, monkeypatch):  # noqa: F811
+def test_a_crash_beside_the_model_keeps_the_transcript_and_says_where(llm_env, tmp_path, monkeypatch):
     """Not a domain error (a judge-side ProtocolError, say): the traceback is the bug's, and a note under it
     says where the model's replies are."""
     import kernelgen.llm.repair as repair
@@ -119,7 +120,7 @@ def test_a_crash_beside_the_model_keeps_the_transcript_and_says_where(llm_env, t
     assert kept.name.startswith(f"broadcast{MARK}") and f"kept in {kept}" in note and (kept / "0001_generate.json").is_file()
 
 
-def test_a_zero_padded_max_pool_is_refused_naming_the_generated_case(llm_env, tmp_path):  # noqa: F811
+def test_a_zero_padded_max_pool_is_refused_naming_the_generated_case(llm_env, tmp_path):
     problem = write_problem(tmp_path, "max_pool1d")
     out = tmp_path / "out"
     script = [ok(fenced(max_pool1d_zero_padded_kernel(), "One program per 128 outputs of a row; padding is a masked load.")),

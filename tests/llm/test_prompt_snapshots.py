@@ -1,10 +1,10 @@
 """Checked-in generate prompts, as a model sees them, for a convolution, a reduction, a GEMM with an
 epilogue, a padded max pool (its output length `x[2] - 13`) and a whole MLP (three GEMMs: a model, its
-output rule `[x[0], network_4_weight[0]]`) — KernelBench-format files of our own, tests/llm_problems.py —
+output rule `[x[0], network_4_weight[0]]`) — KernelBench-format files of our own, tests/support/llm_problems.py —
 on an H100 with measured ceilings. A change to the templates or to what the prompt derives shows here as a diff of real output.
 When the change is intended, refresh the snapshots and commit them with it:
 
-    KERNELGEN_UPDATE_SNAPSHOTS=1 python3 -m pytest tests/test_llm_prompt_snapshots.py
+    KERNELGEN_UPDATE_SNAPSHOTS=1 python3 -m pytest tests/llm/test_prompt_snapshots.py
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import os
 from pathlib import Path
 
 import pytest
-from llm_problems import write_problem
 
 from kernelgen.devices import DeviceFacts, DeviceInfo
 from kernelgen.llm.prompts import generation_messages
 from kernelgen.spec.given import read_spec
 from kernelgen.verify.results import DevicePeaks
+from tests.support.llm_problems import write_problem
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots" / "prompts"
 REFRESH = "KERNELGEN_UPDATE_SNAPSHOTS"
@@ -70,7 +70,7 @@ def test_generate_prompt_matches_its_snapshot(stem, tmp_path, h100):
                                             f"{stem} (rendered now)"))
         pytest.fail(f"the generate prompt for {stem} differs from its snapshot:\n{diff}\nIf this change is intended, "
                     f"refresh the snapshots and commit them with it:\n    {REFRESH}=1 python3 -m pytest "
-                    "tests/test_llm_prompt_snapshots.py", pytrace=False)
+                    "tests/llm/test_prompt_snapshots.py", pytrace=False)
 
 
 def test_a_convolution_prompt_states_the_tf32_policy_and_what_the_judge_keeps(tmp_path, h100):

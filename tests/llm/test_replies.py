@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from fake_llm_server import fenced, honest_kernel
 
 from kernelgen.errors import MalformedReplyError
 from kernelgen.llm.replies import code_blocks, parse_reply, short_reason
 from kernelgen.spec import load_spec
+from tests.support.fake_llm_server import fenced, honest_kernel
+from tests.support.paths import SPECS
 
 
 @pytest.fixture(scope="module")
 def spec():  # noqa: ANN201
-    return load_spec(Path(__file__).resolve().parent.parent / "operator_specs/broadcast.yaml", run_reference=False)
+    return load_spec(SPECS / "broadcast.yaml", run_reference=False)
 
 
 def test_one_python_block_is_the_file(spec):

@@ -1,5 +1,5 @@
 """Failures that resume, through `kernelgen new` / `kernelgen optimize`, the real `openai` client and a local
-test server (tests/fake_llm_server.py), on the CPU interpreter:
+test server (tests/support/fake_llm_server.py), on the CPU interpreter:
 
 - `new` that ended without a correct kernel, run again, continues from it: its first request is a repair
   of the kept kernel with the judge's verdict and every earlier attempt's line, not the first prompt again;
@@ -15,11 +15,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from fake_llm_server import FakeLLMServer, fenced, honest_kernel, llm_env, ok, wrong_kernel  # noqa: F401
 from typer.testing import CliRunner
 
 from kernelgen.cli import app
 from kernelgen.record.state import load_state
+from tests.support.fake_llm_server import FakeLLMServer, fenced, honest_kernel, ok, wrong_kernel
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +47,7 @@ def _new(server: FakeLLMServer, spec: Path, out: Path, *extra: str):  # noqa: AN
                               env={"OPENAI_BASE_URL": server.url})
 
 
-def test_a_failed_run_continues_from_its_attempts_in_new_and_in_optimize(llm_env, tmp_path, monkeypatch):  # noqa: F811
+def test_a_failed_run_continues_from_its_attempts_in_new_and_in_optimize(llm_env, tmp_path, monkeypatch):
     import kernelgen.llm.repair as repair
 
     spec = tmp_path / "broadcast.yaml"

@@ -10,9 +10,6 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_llm_server import FakeLLMServer, fenced, honest_kernel, llm_env, ok  # noqa: F401 - fixture
-from test_llm_prompts import H100, H100_PEAKS, NO_GPU
-from test_optimize_loop import _op_dir, tiled
 from typer.testing import CliRunner
 
 from kernelgen.cli import app
@@ -21,6 +18,9 @@ from kernelgen.optimize.loop import optimize_operator
 from kernelgen.optimize.proposal import RoundContext
 from kernelgen.optimize.diagnose import diagnose
 from kernelgen.record.state import load_state
+from tests.support.broadcast import round0_op_dir, tiled
+from tests.support.devices import H100, H100_PEAKS, NO_GPU
+from tests.support.fake_llm_server import FakeLLMServer, fenced, honest_kernel, ok
 
 pytestmark = pytest.mark.slow
 
@@ -42,8 +42,8 @@ def _proposer(server: FakeLLMServer, op, **options):  # noqa: ANN001, ANN003, AN
                                                   "repairs": 0, **options})
 
 
-def test_cpu_prompt_history_with_full_reason_and_claimed_against_detected_type(llm_env, tmp_path):  # noqa: F811
-    op = _op_dir(tmp_path, tiled(2, 16))
+def test_cpu_prompt_history_with_full_reason_and_claimed_against_detected_type(llm_env, tmp_path):
+    op = round0_op_dir(tmp_path, tiled(2, 16))
     # Round 1 claims "parameters" but also reorders the addition: a logic change by the diff.
     relabelled = tiled(16, 32).replace("x.to(tl.float32) + b[None, :].to(tl.float32)", "b[None, :].to(tl.float32) + x.to(tl.float32)")
     assert relabelled != tiled(16, 32)
@@ -64,12 +64,12 @@ def test_cpu_prompt_history_with_full_reason_and_claimed_against_detected_type(l
     assert "type: **logic** (claimed **parameters**; detected as logic from the diff because" in log
 
 
-def test_injected_device_facts_reach_the_recorded_prompt(llm_env, tmp_path, monkeypatch):  # noqa: F811
+def test_injected_device_facts_reach_the_recorded_prompt(llm_env, tmp_path, monkeypatch):
     import kernelgen.llm.devicefacts as devicefacts
 
     monkeypatch.setattr(devicefacts, "device_facts", lambda device: H100)
     monkeypatch.setattr(devicefacts, "known_peaks", lambda device: H100_PEAKS)
-    op = _op_dir(tmp_path, tiled(2, 16))
+    op = round0_op_dir(tmp_path, tiled(2, 16))
     with FakeLLMServer([ok(fenced(tiled(16, 32), "CHANGE: one tile\nTYPE: parameters\nREASON: fewer programs"))]) as server:
         optimize_operator(op, CPU, _proposer(server, op), rounds=1)
     prompt = _recorded(op.path, 1)[0]["messages"][1]["content"]
@@ -79,8 +79,8 @@ def test_injected_device_facts_reach_the_recorded_prompt(llm_env, tmp_path, monk
     assert "No GPU" not in prompt
 
 
-def test_three_candidates_from_one_round(llm_env, tmp_path):  # noqa: F811
-    op = _op_dir(tmp_path, tiled(2, 16))
+def test_three_candidates_from_one_round(llm_env, tmp_path):
+    op = round0_op_dir(tmp_path, tiled(2, 16))
     script = [ok(fenced(tiled(16, 32), f"CHANGE: {c}\nTYPE: parameters\nREASON: r{i}"))
               for i, c in enumerate(("one 16x32 tile", "16x16 tiles", "8x32 tiles"))]
     script[1] = ok(fenced(tiled(16, 16), "CHANGE: 16x16 tiles\nTYPE: parameters\nREASON: r1"))
@@ -106,8 +106,8 @@ def test_three_candidates_from_one_round(llm_env, tmp_path):  # noqa: F811
     assert proposals[1].attempts == ["candidate 2, attempt 1: correct"]
 
 
-def test_candidates_and_llm_flags_are_validated_before_work(llm_env, tmp_path):  # noqa: F811
-    op = _op_dir(tmp_path, tiled(2, 16))
+def test_candidates_and_llm_flags_are_validated_before_work(llm_env, tmp_path):
+    op = round0_op_dir(tmp_path, tiled(2, 16))
     result = CliRunner().invoke(app, ["optimize", str(op.path), "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1",
                                       "--candidates", "0", "--device", "cpu"])
     assert result.exit_code == 2, result.output
@@ -115,7 +115,7 @@ def test_candidates_and_llm_flags_are_validated_before_work(llm_env, tmp_path): 
     assert load_state(op.path).rounds[-1].round == 0  # nothing ran
 
 
-def test_llm_timeout_flag(llm_env, tmp_path, repo):  # noqa: F811
+def test_llm_timeout_flag(llm_env, tmp_path, repo):
     with FakeLLMServer([ok("too late", delay_s=2.0)]) as server:
         result = CliRunner().invoke(app, ["new", str(repo / "operator_specs/broadcast.yaml"), "--backend", "openai",
                                           "--base-url", server.url, "--llm-timeout", "0.3", "--max-retries", "0",
@@ -151,7 +151,7 @@ test_cases:
 """
 
 
-def test_repair_prompt_lists_passing_cases_and_the_log_keeps_the_models_words(llm_env, tmp_path):  # noqa: F811
+def test_repair_prompt_lists_passing_cases_and_the_log_keeps_the_models_words(llm_env, tmp_path):
     spec_path = tmp_path / "broadcast.yaml"
     spec_path.write_text(PARTIAL_SPEC)
     floor_grid = honest_kernel().replace("triton.cdiv(n_cols, 64)", "n_cols // 64")  # misses the tail of x[3, 100]

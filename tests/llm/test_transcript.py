@@ -1,7 +1,7 @@
 """Nothing the model wrote is lost: `kernelgen new` writes every exchange beside its staging folder as it
 happens, a failure says where, and the same command again answers the requests the recording holds
 from it (no call to the model) before asking the model for the rest. Unit tests here; the runs through
-`kernelgen new` are in test_llm_kernelbench_e2e.py."""
+`kernelgen new` are in tests/llm/test_kernelbench_e2e.py."""
 
 from __future__ import annotations
 

@@ -28,6 +28,7 @@ from kernelgen.spec import load_spec, validate_spec_data
 from kernelgen.verify.judge.judge import KernelSource
 from kernelgen.verify.judge.runner import run_accuracy
 from kernelgen.verify.judge.trusted import render_baseline, write_trusted_files
+from tests.support.paths import SPECS
 
 SPEC = {
     "name": "broadcast", "description": "out = x + bias", "category": "broadcast",
@@ -88,7 +89,7 @@ def test_faster_on_fp32_slower_on_half_yields_a_dispatch_table_correct_in_both(t
 
 
 def test_values_the_rules_rule_out_are_recorded_untimed_with_the_reason():
-    spec = validate_spec_data(yaml.safe_load((Path(__file__).resolve().parents[1] / "operator_specs" / "softmax.yaml").read_text()),
+    spec = validate_spec_data(yaml.safe_load((SPECS / "softmax.yaml").read_text()),
                               run_reference=False)
     from kernelgen.offline import generate_kernel
 

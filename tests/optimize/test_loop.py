@@ -7,7 +7,7 @@
   by the same command: rounds 2-3 finish, round 1 is not redone, no file is lost, the shipped kernel
   is round 0's, the log labels every round unjudged; `kernelgen report`.
 
-Keep and revert on measured timings are tested on synthetic results in test_optimize_units.py.
+Keep and revert on measured timings are tested on synthetic results in tests/optimize/test_units.py.
 """
 
 from __future__ import annotations
@@ -20,65 +20,18 @@ import time
 from pathlib import Path
 
 import pytest
-from fake_llm_server import FakeLLMServer, fenced, llm_env, ok  # noqa: F401
 from typer.testing import CliRunner
 
 from kernelgen.cli import app
 from kernelgen.devices import resolve_device
-from kernelgen.verify.judge.trusted import write_trusted_files
-from kernelgen.opdir import OperatorDir
-from kernelgen.verify.judge.trusted import render_baseline
 from kernelgen.optimize.loop import optimize_operator
-from kernelgen.spec import load_spec
-from kernelgen.fsutil import now
-from kernelgen.record.state import OpState, RoundRecord, load_state, save_state
+from kernelgen.record.state import load_state
+from tests.support.broadcast import SMALL_SPEC, round0_op_dir, tiled
+from tests.support.fake_llm_server import FakeLLMServer, fenced, ok
 
 pytestmark = pytest.mark.slow
 
-DATA = Path(__file__).resolve().parent / "data"
 SECTIONS = ("### Version information", "### Bottleneck analysis", "### Change", "### Test results", "### Lessons")
-SMALL_SPEC = """\
-name: broadcast
-description: out = x + bias
-category: broadcast
-inputs:
-  - {name: x}
-  - {name: bias}
-outputs:
-  - {name: out}
-reference: |
-  def broadcast(x, bias):
-      return x + bias
-dtypes: [float32]
-test_cases:
-  - {x: [16, 32], bias: [32]}
-max_rounds: 5
-"""
-
-
-def tiled(bm: int, bn: int, *, wrong: bool = False) -> str:
-    """The honest broadcast kernel with BLOCK_M x BLOCK_N tiles: x[16, 32] takes 16/bm * 32/bn programs."""
-    src = (DATA / "broadcast_honest.py").read_text(encoding="utf-8")
-    src = (src.replace("cdiv(n_rows, 16)", f"cdiv(n_rows, {bm})").replace("cdiv(n_cols, 64)", f"cdiv(n_cols, {bn})")
-              .replace("BLOCK_M=16, BLOCK_N=64", f"BLOCK_M={bm}, BLOCK_N={bn}"))
-    return src.replace("+ b[None, :]", "- b[None, :]") if wrong else src
-
-
-def _op_dir(root: Path, seed: str) -> OperatorDir:
-    """An operator folder after `kernelgen new` (round 0 correct, not timed: saves a harness run)."""
-    spec_path = root / "broadcast.yaml"
-    spec_path.write_text(SMALL_SPEC)
-    spec = load_spec(spec_path)
-    op = OperatorDir(root / "generated" / "broadcast", spec)
-    write_trusted_files(op.path, spec, SMALL_SPEC, render_baseline(spec))
-    op.file("triton").write_text(seed)
-    op.round_dir(0).mkdir(parents=True)
-    (op.round_dir(0) / op.file("triton").name).write_text(seed)
-    state = OpState(name="broadcast", created_at=now(), backend="openai", device="cpu", best_round=0)
-    state.rounds.append(RoundRecord(round=0, started_at=now(), finished_at=now(), backend="openai", change="initial kernel",
-                                    kernel_file="rounds/round_0/broadcast_triton.py", kept=True))
-    save_state(op.path, state)
-    return op
 
 
 def _reply(change: str, kind: str, source: str) -> str:
@@ -92,9 +45,9 @@ def _sections_ok(log: str, rounds: range) -> None:
             assert heading in section, (k, heading)
 
 
-def test_llm_loop_on_the_interpreter_checks_and_keeps_nothing(llm_env, tmp_path):  # noqa: F811
+def test_llm_loop_on_the_interpreter_checks_and_keeps_nothing(llm_env, tmp_path):
     seed, fast, slow = tiled(2, 16), tiled(16, 32), tiled(1, 4)  # 16, 1 and 128 programs
-    op = _op_dir(tmp_path, seed)
+    op = round0_op_dir(tmp_path, seed)
     script = [
         ok(_reply("one 16x32 tile", "parameters", fast), prompt_tokens=1000, completion_tokens=400),
         ok(_reply("1x4 tiles", "parameters", slow)),

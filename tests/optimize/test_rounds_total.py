@@ -1,8 +1,6 @@
 """`--rounds` is a total: asking for as many rounds as are already finished says so and how to get more,
 instead of stopping silently."""
 
-from pathlib import Path
-
 from typer.testing import CliRunner
 
 from kernelgen.cli import app
@@ -13,8 +11,8 @@ from kernelgen.verify.judge.trusted import render_baseline
 from kernelgen.record.state import OpState, RoundRecord, load_state, save_state
 from kernelgen.spec import load_spec
 from kernelgen.verify.results import PerformanceResult, RunRecord
+from tests.support.paths import DATA
 
-DATA = Path(__file__).resolve().parent / "data"
 SPEC = """\
 name: broadcast
 description: out = x + bias

@@ -1,11 +1,10 @@
 """The optimization loop's decisions, without running kernels: the per-case keep rule against the noise,
 early stops, change classification, the offline planner's hypotheses and composition, the log's
-sections, the plot and the report. (The loop itself, on real judge runs, is in test_optimize_loop.py.)"""
+sections, the plot and the report. (The loop itself, on real judge runs, is in tests/optimize/test_loop.py.)"""
 
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import pytest
 
@@ -21,8 +20,8 @@ from kernelgen.record.report import build_report, render_markdown
 from kernelgen.verify.results import AccuracyResult, DevicePeaks, KernelTiming, PerfCase, PerformanceResult, RunRecord
 from kernelgen.spec import validate_spec_data
 from kernelgen.record.state import CandidateRecord, CaseResult, OpState, RoundRecord, save_state
+from tests.support.paths import DATA
 
-DATA = Path(__file__).resolve().parent / "data"
 SPEC = {
     "name": "broadcast", "description": "out = x + bias", "category": "broadcast",
     "inputs": [{"name": "x"}, {"name": "bias"}], "outputs": [{"name": "out"}],

@@ -10,8 +10,7 @@ from kernelgen.batch.report import build_report, fast_p_text, render_markdown
 from kernelgen.batch.resume import JobResult
 from kernelgen.record.fastp import Outcome, fast_p, fast_p_row
 from kernelgen.record.report import ReportRow, fast_p_text as report_fast_p_text
-
-from test_batch_units import _measured  # noqa: E402 - the final measurement of an operator folder, as batch writes it
+from tests.support.batch_results import write_measured
 
 
 def test_fast_p_counts_every_problem_and_wrong_ones_as_slow():
@@ -22,8 +21,8 @@ def test_fast_p_counts_every_problem_and_wrong_ones_as_slow():
 
 
 def test_batch_report_has_fast_p_against_eager_and_compile(tmp_path):
-    _measured(tmp_path, "fast", [0.5], 1.0)  # x2
-    _measured(tmp_path, "slow", [2.0], 1.0)  # x0.5
+    write_measured(tmp_path, "fast", [0.5], 1.0)  # x2
+    write_measured(tmp_path, "slow", [2.0], 1.0)  # x0.5
     results = [JobResult(name="fast", spec="fast.py", status="finished"), JobResult(name="slow", spec="slow.py", status="finished"),
                JobResult(name="wrong", spec="w.py", status="failed"), JobResult(name="bad", spec="b.py", status="invalid")]
     report = build_report(tmp_path, results, "local")

@@ -12,6 +12,7 @@ import re
 import shutil
 import signal
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -19,11 +20,9 @@ import pytest
 from typer.testing import CliRunner
 
 from kernelgen.cli import app
-
-import sys
-
-sys.path.insert(0, str(Path(__file__).parent / "verify"))
-from test_hostile_kernels import ADVERSARIAL, HONEST, expectation, make_op_dir  # noqa: E402
+from tests.support.broadcast import make_op_dir
+from tests.support.judging import ADVERSARIAL, HONEST, expectation
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.slow
 WARM = re.compile(r"warm worker pid (\d+): broadcast, kernel ([0-9a-f]{12})")
@@ -217,7 +216,7 @@ def test_status_and_stop(tmp_path):
 
 def _tree_copy(tmp_path: Path) -> Path:
     """Another installation of KernelGen: a copy of this tree, run from its own folder."""
-    repo = Path(__file__).resolve().parent.parent
+    repo = REPO
     tree = tmp_path / "tree"
     shutil.copytree(repo / "kernelgen", tree / "kernelgen", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(repo / "templates", tree / "templates")

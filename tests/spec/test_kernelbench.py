@@ -15,8 +15,8 @@ from kernelgen.errors import ProblemFileError, SpecError
 from kernelgen.spec import draw_inputs, load_reference, load_spec
 from kernelgen.spec.init import draw_init, init_code, parse_init
 from kernelgen.spec.kernelbench import derive_spec, problem_name
+from tests.support.kernelbench_problems import LINEAR
 
-from kernelbench_problems import LINEAR  # noqa: E402 - beside this file
 
 CROSS_ENTROPY = '''
 import torch

@@ -6,7 +6,6 @@ kernel accepts its perf case's shapes (the accuracy verdict's perf-shape check).
 
 import json
 import math
-import sys
 import textwrap
 from pathlib import Path
 
@@ -16,9 +15,7 @@ from typer.testing import CliRunner
 from kernelgen.cli import app
 from kernelgen.spec import load_spec
 from kernelgen.verify.judge.inputs import INTERPRETER_FLOOR, INTERPRETER_GROWTH
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kernelbench_problems import BATCHNORM, CROSS_ENTROPY, GEMM_GROUPNORM, GROUPNORM, SQUARE_INPUT  # noqa: E402
+from tests.support.kernelbench_problems import BATCHNORM, CROSS_ENTROPY, GEMM_GROUPNORM, GROUPNORM, SQUARE_INPUT
 
 CORPUS = {
     "kb1_35_groupnorm": ("level1/35_GroupNorm.py", GROUPNORM),

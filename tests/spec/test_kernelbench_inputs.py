@@ -3,7 +3,6 @@
 module built again at shrunk sizes where keeping them would be too large)."""
 
 import math
-import sys
 import textwrap
 from pathlib import Path
 
@@ -15,9 +14,7 @@ from kernelgen.errors import ProblemFileError
 from kernelgen.spec import draw_inputs, load_reference
 from kernelgen.spec.kernelbench import derive_spec
 from kernelgen.spec.kernelbench.shrink import HARD_CAP, KEPT_CAP
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kernelbench_problems import LAYERNORM, SCALAR  # noqa: E402 - beside this file
+from tests.support.kernelbench_problems import LAYERNORM, SCALAR
 
 
 def write(tmp_path: Path, text: str, name: str) -> Path:

@@ -33,7 +33,7 @@ def _problem(tmp_path, name: str, body: str):  # noqa: ANN001, ANN202
 
 
 def test_list_sizes_shrink_like_tuples_and_stay_lists(tmp_path):
-    from llm_problems import write_problem
+    from tests.support.llm_problems import write_problem
 
     derived = read_spec(write_problem(tmp_path, "mlp"))
     spec = derived.spec

@@ -5,7 +5,6 @@ test case must still get `x[2] - conv2d_weight[2] + 1`, not `conv2d_weight[0]`."
 from __future__ import annotations
 
 import pytest
-from llm_problems import write_problem
 
 from kernelgen.spec import load_spec, validate_spec_data
 from kernelgen.spec.fixedsizes import fixed_sizes
@@ -13,6 +12,7 @@ from kernelgen.spec.given import read_spec
 from kernelgen.spec.hyperparams import module_constants
 from kernelgen.spec.outshapes import output_shapes
 from kernelgen.spec.symbolic import trace_reference
+from tests.support.llm_problems import write_problem
 
 SQUARE_CONV = '''
 import torch

@@ -8,7 +8,7 @@ It prints one JSON line: {"rc", "left": [[pid, cmdline]...], "service": [[pid, c
 a KernelGen service and the processes below it, which may idle out on their own), then kills whatever
 is left, so a failing test leaves nothing behind either.
 
-    python tests/batch_lifetime_harness.py OUT SETTLE [--kill-when TEXT] -- BATCH_ARGS...
+    python tests/support/batch_lifetime_harness.py OUT SETTLE [--kill-when TEXT] -- BATCH_ARGS...
 """
 
 from __future__ import annotations

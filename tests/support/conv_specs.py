@@ -6,7 +6,7 @@ padding, asymmetric padding (F.pad before the convolution, and padding='same' wi
 from __future__ import annotations
 
 from kernelgen.spec import OperatorSpec
-from offline_check import make_spec
+from tests.support.offline_check import make_spec
 
 
 def _spec(name: str, inputs: str, body: str, cases: list, init: dict | None = None, **fields) -> OperatorSpec:

@@ -15,11 +15,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
-import pytest
-
-DATA = Path(__file__).resolve().parent / "data"
+from tests.support.paths import DATA
 
 
 @dataclass
@@ -51,7 +48,7 @@ def fenced(code: str, text: str = "Here is the kernel.") -> str:
     return f"{text}\n\n```python\n{code.rstrip()}\n```\n"
 
 
-# --- kernel texts for broadcast (tests/data/broadcast_honest.py is verified against the harness) ---
+# --- kernel texts for broadcast (tests/support/data/broadcast_honest.py is verified against the harness) ---
 def honest_kernel() -> str:
     return (DATA / "broadcast_honest.py").read_text(encoding="utf-8")
 
@@ -142,22 +139,3 @@ class FakeLLMServer:
 
     def messages(self, i: int) -> list[dict]:
         return self.requests[i]["body"]["messages"]
-
-
-LLM_ENV_PREFIXES = ("OPENAI_", "KERNELGEN_MODEL", "KERNELGEN_BASE_URL", "KERNELGEN_API_KEY", "KERNELGEN_TEMPERATURE",
-                    "KERNELGEN_LLM_TIMEOUT", "KERNELGEN_MAX_RETRIES", "KERNELGEN_MAX_TOKENS", "KERNELGEN_REPAIRS",
-                    "KERNELGEN_CONFIG_DIR", "KERNELGEN_BACKEND")
-
-
-@pytest.fixture
-def llm_env(monkeypatch, tmp_path):  # noqa: ANN001, ANN201
-    """No LLM settings from the developer's machine: env cleared, config dir empty and private."""
-    import os
-
-    for k in list(os.environ):
-        if k.startswith(LLM_ENV_PREFIXES):
-            monkeypatch.delenv(k, raising=False)
-    cfg = tmp_path / "config"
-    cfg.mkdir()
-    monkeypatch.setenv("KERNELGEN_CONFIG_DIR", str(cfg))
-    return cfg

@@ -1,24 +1,19 @@
 """Every honest kernel file the project has, for the static allowlist to be held to: what the offline
-generator writes (every example spec of operator_specs/ and every spec of tests/offline/nd_specs.py
+generator writes (every example spec of operator_specs/ and every spec of tests/support/nd_specs.py
 and conv_specs.py, with the default knobs, each value of each knob one at a time, and round 0's dispatch table), the
-checked-in snapshots, the example and test kernels (tests/data, tests/verify/adversarial/honest.py,
+checked-in snapshots, the example and test kernels (tests/support/data, tests/verify/adversarial/honest.py,
 the KernelBench end-to-end kernel) and the kernels the LLM tests build from them."""
 
 from __future__ import annotations
 
 import ast
 import os
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterator
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+from tests.support.paths import SPECS, TESTS
 
-TESTS = Path(__file__).resolve().parents[1]
-REPO = TESTS.parent
-sys.path.insert(0, str(TESTS / "offline"))
-sys.path.insert(0, str(TESTS))
+os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @dataclass(frozen=True)
@@ -43,11 +38,11 @@ def _generated(spec, label: str) -> Iterator[Honest]:
 
 
 def offline_kernels() -> Iterator[Honest]:
-    from conv_specs import ALL as CONV
     from kernelgen.spec import load_spec
-    from nd_specs import ALL
+    from tests.support.conv_specs import ALL as CONV
+    from tests.support.nd_specs import ALL
 
-    for path in sorted((REPO / "operator_specs").glob("*.yaml")):
+    for path in sorted(SPECS.glob("*.yaml")):
         yield from _generated(load_spec(path), path.name)
     for name, spec in sorted(ALL.items()):
         yield from _generated(spec, f"nd_specs {name}")
@@ -64,13 +59,13 @@ def _entry_of(source: str) -> str:
 
 
 def file_kernels() -> Iterator[Honest]:
-    from fake_llm_server import cheating_kernel, honest_kernel, wrong_kernel
+    from tests.support.fake_llm_server import cheating_kernel, honest_kernel, wrong_kernel
 
     snapshots = TESTS / "offline" / "snapshots"
     for path in sorted(snapshots.glob("*.py")):
         source = path.read_text(encoding="utf-8")
         yield Honest(f"snapshot {path.name}", source, _entry_of(source))
-    yield Honest("tests/data/broadcast_honest.py", honest_kernel(), "broadcast")
+    yield Honest("tests/support/data/broadcast_honest.py", honest_kernel(), "broadcast")
     yield Honest("tests/verify/adversarial/honest.py", (TESTS / "verify" / "adversarial" / "honest.py").read_text(), "broadcast")
     # the LLM tests' kernels: a wrong one and a cheating one are wrong at run time, not in what they touch
     yield Honest("fake_llm_server.wrong_kernel", wrong_kernel(), "broadcast")

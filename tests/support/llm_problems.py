@@ -5,7 +5,7 @@ one dimension; a GEMM with an epilogue (Linear, scale, GroupNorm); a padded, dil
 (KernelBench level 3's 1: three GEMMs, its output `[x[0], network_4_weight[0]]`). Small sizes: the CPU interpreter
 runs their kernels.
 
-`CONV2D_KERNEL` is a real Triton implicit-GEMM kernel for CONV2D (tests/data/conv2d_strided_kernel.py);
+`CONV2D_KERNEL` is a real Triton implicit-GEMM kernel for CONV2D (tests/support/data/conv2d_strided_kernel.py);
 `conv2d_wrong_kernel()` is the same kernel without the padding offset: it compiles, runs, and is wrong
 at the borders."""
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parent / "data"
+from tests.support.paths import DATA
 
 CONV2D = '''
 import torch

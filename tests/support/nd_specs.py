@@ -5,7 +5,7 @@ no dim a power of two, a reduced dim of 1500 where a looped pass is needed, batc
 from __future__ import annotations
 
 from kernelgen.spec import OperatorSpec
-from offline_check import make_spec
+from tests.support.offline_check import make_spec
 
 X = [{"name": "x"}]
 

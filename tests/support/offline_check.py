@@ -14,9 +14,7 @@ import torch  # noqa: E402
 from kernelgen.offline import OfflineKernel, generate_kernel  # noqa: E402
 from kernelgen.spec import OperatorSpec, draw_inputs, load_spec, validate_spec_data  # noqa: E402
 from kernelgen.spec.reference import load_reference  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[2]
-SPECS = REPO / "operator_specs"
+from tests.support.paths import SPECS  # noqa: E402
 
 
 def example(name: str) -> OperatorSpec:

@@ -4,8 +4,10 @@ the judge's extraction of the file defines only its @triton.jit functions, the p
 replay — every launch through Triton's front end first — must give exactly what calling the wrapper
 gives. In one process, on the CPU interpreter, like a recording worker and a replay worker in one.
 
-    python tests/verify/replay_corpus.py            # a sample: one kernel of every family and kind
-    python tests/verify/replay_corpus.py --all      # every example, nd, conv and KernelBench spec
+    python -m tests.support.replay_corpus           # a sample: one kernel of every family and kind
+    python -m tests.support.replay_corpus --all     # every example, nd, conv and KernelBench spec
+
+(from the repository's root, which `-m` puts first on the import path).
 
 Prints one JSON line per kernel ({"label", "ok", "why", "steps"}); exits 1 if any is not ok.
 """
@@ -19,11 +21,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-os.environ["TRITON_INTERPRET"] = "1"
+from tests.support.paths import SPECS
 
-TESTS = Path(__file__).resolve().parents[1]
-REPO = TESTS.parent
-sys.path[:0] = [str(REPO), str(TESTS), str(TESTS / "offline")]
+os.environ["TRITON_INTERPRET"] = "1"
 
 SAMPLE_ND = ("sum_dim0", "mean12", "rms_channels", "mse", "cumsum_reverse", "bmm", "linear_leaky_sum", "max_pool1d", "sdpa")
 SAMPLE_CONV = ("conv2d_bias_relu", "depthwise2d", "conv_transpose2d_groups", "conv1d_dilated_strided")
@@ -94,15 +94,14 @@ def check(label: str, source: str, spec, folder: Path) -> dict:
 
 def kernels(everything: bool):
     """(label, source, spec) for the sample, or for every spec the offline families serve."""
-    from conv_specs import ALL as CONV
-    from nd_specs import ALL as ND
-
-    import kernelbench_problems as kb
+    import tests.support.kernelbench_problems as kb
     from kernelgen.offline import generate_kernel
     from kernelgen.spec import load_spec
     from kernelgen.spec.kernelbench import derive_spec
+    from tests.support.conv_specs import ALL as CONV
+    from tests.support.nd_specs import ALL as ND
 
-    for path in sorted((REPO / "operator_specs").glob("*.yaml")):
+    for path in sorted(SPECS.glob("*.yaml")):
         spec = load_spec(path)
         yield f"example {spec.name}", generate_kernel(spec).source, spec
     for table, sample in ((ND, SAMPLE_ND), (CONV, SAMPLE_CONV)):

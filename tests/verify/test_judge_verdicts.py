@@ -3,7 +3,6 @@ the CPU interpreter: measured against the float64 truth, decided by the spec's p
 reproducible from a recorded seed, accepting the perf shapes, and failures named once (issues 28, 34)."""
 
 import re
-import sys
 import textwrap
 from pathlib import Path
 
@@ -15,9 +14,7 @@ from kernelgen.devices import resolve_device
 from kernelgen.opdir import open_operator
 from kernelgen.verify.judge.judge import Judge
 from kernelgen.verify.judge.runner import load_baseline, run_accuracy
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kernelbench_problems import RELU  # noqa: E402
+from tests.support.kernelbench_problems import RELU
 
 
 # (x + y - x) * 64 with x ~ 100: a float16 reference rounds x + y to 1/16 first, so its answer is off

@@ -4,7 +4,7 @@ only where the reference is defined and finite on it, checked on the reference f
 
 KernelBench draws `torch.rand`: a max pool padding with 0 instead of -inf passed every check drawn
 that way. The end-to-end refusal of that kernel, through the LLM path, is in
-tests/test_llm_kernelbench_e2e.py; here the cases themselves, on the public planning and drawing
+tests/llm/test_kernelbench_e2e.py; here the cases themselves, on the public planning and drawing
 functions, without running a kernel (fast)."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import math
 
 import pytest
 import torch
-from llm_problems import write_problem
 
 from kernelgen.spec import validate_spec_data
 from kernelgen.spec.given import read_spec
 from kernelgen.verify.judge.inputs import SPECIAL_CASES, CheckCase, draw, plan_checks, tolerance_of
+from tests.support.llm_problems import write_problem
 
 
 def _spec(reference: str, name: str = "op", init: str = "rand", test_case: list[int] | None = None):
