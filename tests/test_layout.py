@@ -1,7 +1,8 @@
 """The architecture as rules the code must keep: no import cycles between modules or between the
 pipeline's folders, the trust boundary (verify/) importing nothing that writes or proposes kernels,
-small modules, and a command line that only parses and calls. Read from the source with `ast`, so a
-function-level import counts as much as a top-level one."""
+small modules and functions (the one home of the size rules), a command line that only parses and
+calls, and tests/ that mirror the package. Read from the source with `ast`, so a function-level import
+counts as much as a top-level one."""
 
 from __future__ import annotations
 
@@ -140,20 +141,47 @@ def test_worker_side_code_reaches_nothing_judge_side(module):
     assert not bad, f"{module} reaches {bad}"
 
 
+# --- sizes: the one place they are written (README.md, "Tests sit in `tests/`...") ----------------------
+MAX_FUNCTION_LINES = 80  # a function a reader takes in at once
+# Parameters, `self` and `cls` apart. Past 14 a call cannot be read without the signature open beside it:
+# pass a model instead. 14 is llm/repair.py's write_and_repair, the longest when this rule was written.
+# A command's options are its parameters by typer's design (`@app.command`): those are exempt.
+MAX_PARAMETERS = 14
+
+
+def _functions() -> list[tuple[Path, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    return [(path, node) for path in MODULES.values() for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
 def test_modules_are_small():
     long = {m: n for m, p in MODULES.items() if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
-    assert not long
-
-
-MAX_FUNCTION_LINES = 80  # a function a reader takes in at once; STYLE.md
+    assert not long, f"modules over {MAX_LINES} lines: split them by job: {long}"
 
 
 def test_functions_are_short():
     long = sorted(f"{path.relative_to(PKG.parent)}:{node.name} ({node.end_lineno - node.lineno + 1} lines)"
-                  for path in MODULES.values() for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-                  and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES)
+                  for path, node in _functions() if node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES)
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines: split them: {long}"
+
+
+def _parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    a = node.args
+    named = [*a.posonlyargs, *a.args, *a.kwonlyargs]
+    return len(named) - bool(named and named[0].arg in ("self", "cls"))
+
+
+def _a_command(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    return any(isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr == "command"
+               for d in node.decorator_list)
+
+
+def test_functions_take_few_parameters():
+    counts = {f"{path.relative_to(PKG.parent)}:{node.name}": _parameters(node) for path, node in _functions()}
+    assert max(counts.values()) >= 10, "the count reads no parameters"  # a parser that reads nothing passes nothing
+    many = sorted(f"{path.relative_to(PKG.parent)}:{node.name} ({_parameters(node)})" for path, node in _functions()
+                  if _parameters(node) > MAX_PARAMETERS and not _a_command(node))
+    assert not many, f"functions over {MAX_PARAMETERS} parameters: pass a model: {many}"
 
 
 def test_the_command_line_only_parses_and_calls():
