@@ -7,6 +7,7 @@ counts as much as a top-level one."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -249,3 +250,86 @@ def test_a_generated_file_defines_only_what_it_uses_kernels_first(path: Path):
     first = defs[0]
     assert isinstance(first, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in first.decorator_list), \
         f"{path.name} starts with {first.name}, not a @triton.jit kernel"
+
+
+# --- tests/ mirrors the package ---------------------------------------------------------------------------
+TESTS = PKG.parent / "tests"
+MAX_ROOT_TEST_FILES = 12  # what cuts across the package: the layout, imports, end-to-end runs
+# tests/<folder>/ holds the tests of kernelgen/<folder>/; tests/cli/ those of the commands the top-level
+# modules implement (new, refresh, export, validate); tests/support/ what they share, and no test.
+PACKAGES = sorted(p.name for p in PKG.iterdir() if (p / "__init__.py").is_file())
+TEST_FOLDERS = {*PACKAGES, "cli"}
+# data and snapshot folders: kernel files a test reads, never imported as modules
+DATA_FOLDERS = ("snapshots", "data", "adversarial", "honest", "replay_attacks")
+TEST_CODE = sorted(p for p in TESTS.rglob("*.py") if not set(p.relative_to(TESTS).parts[:-1]) & set(DATA_FOLDERS)
+                   and "__pycache__" not in p.parts)
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(PKG.parent))
+
+
+def test_the_tests_rules_read_real_files():
+    assert len(TEST_CODE) > 80 and TESTS / "conftest.py" in TEST_CODE and TESTS / "support" / "paths.py" in TEST_CODE
+    assert {"offline", "verify", "llm", "batch", "spec", "optimize", "record"} <= set(PACKAGES)
+
+
+def test_few_test_files_at_the_tests_root():
+    root = sorted(p.name for p in TESTS.glob("test_*.py"))
+    assert len(root) <= MAX_ROOT_TEST_FILES, f"{len(root)} test files at tests/ root: move them to the folder of what they test: {root}"
+
+
+def test_every_test_folder_is_a_part_of_the_package():
+    folders = {p.relative_to(TESTS).parts[0] for p in TESTS.glob("*/**/test_*.py")}
+    assert not folders - TEST_FOLDERS, f"{sorted(folders - TEST_FOLDERS)} under tests/ mirror no folder of kernelgen/"
+    assert not list((TESTS / "support").rglob("test_*.py")), "tests/support/ holds helpers, no tests"
+
+
+def _edits_sys_path(node: ast.AST) -> bool:
+    """sys.path.insert/append/extend(...), sys.path[...] = ..., sys.path += ..., monkeypatch.syspath_prepend(...)."""
+    def is_path(n: ast.AST) -> bool:
+        return isinstance(n, ast.Attribute) and n.attr == "path" and isinstance(n.value, ast.Name) and n.value.id == "sys"
+
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return (node.func.attr in ("insert", "append", "extend") and is_path(node.func.value)) or node.func.attr == "syspath_prepend"
+    if isinstance(node, (ast.Assign, ast.AugAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return any(is_path(t) or (isinstance(t, ast.Subscript) and is_path(t.value)) for t in targets)
+    return False
+
+
+@pytest.mark.parametrize("path", TEST_CODE, ids=_rel)
+def test_tests_import_helpers_by_package_never_through_sys_path(path: Path):
+    """Shared helpers live in tests/support/ and are imported as `tests.support.<module>`: no test file puts a
+    folder on sys.path, and none imports a test module (what two test modules share belongs in support)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    edits = [n.lineno for n in ast.walk(tree) if _edits_sys_path(n)]
+    assert not edits, f"{_rel(path)} edits sys.path at lines {edits}"
+    imported = [(n.lineno, name) for n in ast.walk(tree) for name in
+                ([a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""] if isinstance(n, ast.ImportFrom) else [])
+                if name.rsplit(".", 1)[-1].startswith("test_")]
+    assert not imported, f"{_rel(path)} imports test modules {imported}: move what they share to tests/support/"
+
+
+# Where a path under tests/ may be named for people to follow: docs, docstrings, comments, messages.
+NAMING = [PKG.parent / "README.md", PKG.parent / "pyproject.toml", *sorted((PKG.parent / "docs").rglob("*.md")),
+          *MODULES.values(), *sorted((PKG.parent / "benchmarks").glob("*.py")), *sorted((PKG.parent / "templates").rglob("*.j2")),
+          *TEST_CODE]
+TESTS_PATH = re.compile(r"(?<![\w/.])tests/[\w./-]*[\w/]")
+
+
+def test_every_tests_path_named_exists():
+    """A test file moved or renamed leaves no reader (a docstring, a doc, a refresh command in a failure
+    message) following its old path to nothing."""
+    named = 0
+    missing = []
+    for path in NAMING:
+        text = path.read_text(encoding="utf-8")
+        for m in TESTS_PATH.finditer(text):
+            if text[m.end():m.end() + 1] in "<*{":  # a pattern (snapshots/conv_<kind>_<name>.py), not a path
+                continue
+            named += 1
+            if not (PKG.parent / m.group().rstrip(".")).exists():
+                missing.append(f"{_rel(path)}: {m.group()}")
+    assert named > 30, "the scan reads no paths"
+    assert not missing, missing

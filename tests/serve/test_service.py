@@ -159,7 +159,7 @@ def test_a_hostile_kernel_is_caught_through_the_service(served, hostile):
 def test_new_checks_round_0_in_the_service(served, tmp_path):
     import yaml
 
-    from test_hostile_kernels import SMALL_BROADCAST
+    from tests.support.broadcast import SMALL_BROADCAST
 
     _, _, env = served
     spec = tmp_path / "broadcast.yaml"

@@ -88,7 +88,7 @@ def _nudged(judge, inputs):
 
 def test_digest_tells_draws_apart_and_survives_garbage():
     from kernelgen.spec import draw_inputs, validate_spec_data
-    from test_hostile_kernels import SMALL_BROADCAST
+    from tests.support.broadcast import SMALL_BROADCAST
 
     spec = validate_spec_data(SMALL_BROADCAST)
     case = spec.test_cases[0]
