@@ -30,12 +30,17 @@ def use_this_tree(tree: Path = REPO) -> Path:
     return tree
 
 
-def use_tests(*parts: str) -> Path:
-    """Put tests/PARTS first on sys.path: for the scripts that run the test suite's own spec lists or
-    helpers on a GPU (the CPU tests cannot run bfloat16 or time anything)."""
-    folder = REPO.joinpath("tests", *parts)
-    sys.path.insert(0, str(folder))
-    return folder
+def use_tests() -> Path:
+    """Make `tests.support` (the test suite's spec lists and helpers, tests/support/) this checkout's, for
+    the scripts that run them on a GPU (the CPU tests cannot run bfloat16 or time anything). The `tests`
+    package is bound to its folder here rather than through sys.path, so a script whose kernelgen comes
+    from another tree (`--tree`) still gets this checkout's helpers and that tree's kernelgen."""
+    folder = REPO / "tests"
+    spec = importlib.util.spec_from_file_location("tests", folder / "__init__.py", submodule_search_locations=[str(folder)])
+    package = importlib.util.module_from_spec(spec)
+    sys.modules["tests"] = package
+    spec.loader.exec_module(package)
+    return folder / "support"
 
 
 def tree_env(tree: Path | None, base_env: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -3,7 +3,7 @@ convolution problems at KernelBench's own shapes, correct and timed against eage
 
     python benchmarks/conv_gpu.py [--device cuda] [--kb .kb/level1 .kb/level2] [--only 50,57] [--skip-specs]
 
-1. Every spec of tests/offline/conv_specs.py (forward 1-D/2-D/3-D, grouped, depthwise, transposed,
+1. Every spec of tests/support/conv_specs.py (forward 1-D/2-D/3-D, grouped, depthwise, transposed,
    chains) in float32, float16 and bfloat16, contiguous and channels-last: one line per spec, a count
    last. A result passes within the dtype's tolerance of the float64 truth, or no further from it than
    2x eager's own error (float32 convolutions are TF32 in eager and in the kernel while
@@ -29,7 +29,7 @@ from pathlib import Path
 from common import REPO, load_entry, use_tests, use_this_tree  # benchmarks/ is this script's folder, first on sys.path
 
 use_this_tree()  # this checkout's kernelgen, whatever else is installed
-use_tests("offline")  # the specs: conv_specs.py and its helper
+use_tests()  # the specs: tests/support/conv_specs.py and its helper
 
 
 def _channels_last(t):
@@ -55,10 +55,10 @@ def _judge(got, eager, truth, tol) -> tuple[bool, float, float]:
 def run_specs(device: str, tmp: Path) -> int:
     import torch
 
-    from conv_specs import KINDS
     from kernelgen.offline import generate_kernel
     from kernelgen.spec import draw_inputs
     from kernelgen.spec.reference import load_reference
+    from tests.support.conv_specs import KINDS
 
     bad = 0
     for kind, specs in KINDS.items():

@@ -312,7 +312,7 @@ assert err <= 1e-5 and err2 <= 1e-5, "the exported op's result is wrong under th
 def llm_check(out: Path) -> tuple[str, str]:
     """An LLM generation through a local scripted server: the recorded prompt's device section."""
     use_tests()  # the test suite's scripted OpenAI-compatible server
-    from fake_llm_server import FakeLLMServer, fenced, honest_kernel, ok
+    from tests.support.fake_llm_server import FakeLLMServer, fenced, honest_kernel, ok
 
     with FakeLLMServer([ok(fenced(honest_kernel()))]) as server:
         rc, text, _ = kg("new", str(SPECS / "broadcast.yaml"), "--out", str(out / "llm"), "--force", "--backend", "openai",

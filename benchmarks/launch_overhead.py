@@ -9,7 +9,7 @@ device), the best of --repeats, so another process's burst does not count. Run i
 a batch sharing the GPU inflates every number here. Prints one table, the empty launch first.
 
 --programs adds the programs of stages (the nd and conv families: one spec per family and kind of
-tests/offline/nd_specs.py and conv_specs.py, at its first test case), whose wrappers launch a kernel
+tests/support/nd_specs.py and conv_specs.py, at its first test case), whose wrappers launch a kernel
 per stage. --tree OLD_TREE writes every kernel with that checkout's kernelgen instead (this script and
 its spec lists stay this checkout's): run once per tree on one warm GPU to compare two trees' host paths.
 """
@@ -61,9 +61,9 @@ def main() -> int:
     folder = Path(tempfile.mkdtemp(prefix="kg-launch-"))
     specs = [load_spec(path) for path in sorted(args.specs.glob("*.yaml"))]
     if args.programs:
-        use_tests("offline")
-        from conv_specs import KINDS
-        from nd_specs import FAMILIES
+        use_tests()
+        from tests.support.conv_specs import KINDS
+        from tests.support.nd_specs import FAMILIES
 
         specs += [group[0] for group in [*FAMILIES.values(), *KINDS.values()]]
     for spec in specs:

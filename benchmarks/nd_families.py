@@ -1,4 +1,4 @@
-"""The n-dimensional generator's families on a GPU: every spec of tests/offline/nd_specs.py built,
+"""The n-dimensional generator's families on a GPU: every spec of tests/support/nd_specs.py built,
 run and compared with its reference in float32, float16 and bfloat16 (the interpreter cannot run
 bfloat16 arithmetic, so the CPU tests stop at float16), on contiguous and on transposed inputs, each
 called twice (the second call of a plan launches every stage through Triton's launcher directly).
@@ -19,7 +19,7 @@ from pathlib import Path
 from common import load_entry, use_tests, use_this_tree  # benchmarks/ is this script's folder, first on sys.path
 
 use_this_tree()  # this checkout's kernelgen, whatever else is installed
-use_tests("offline")  # the specs: nd_specs.py and its helper
+use_tests()  # the specs: tests/support/nd_specs.py and its helper
 
 
 def _transposed(t):
@@ -40,7 +40,7 @@ def main() -> int:
     from kernelgen.offline import generate_kernel
     from kernelgen.spec import draw_inputs
     from kernelgen.spec.reference import load_reference
-    from nd_specs import FAMILIES
+    from tests.support.nd_specs import FAMILIES
 
     tmp = Path(tempfile.mkdtemp(prefix="nd-families-"))
     rows: list[tuple[str, str, int, int, str]] = []

@@ -10,15 +10,14 @@ os.environ.setdefault("KERNELGEN_DEVICE", "cpu")
 # Caches (baseline timings, compiled kernels) go to a folder of this run's own, not the user's.
 os.environ.setdefault("KERNELGEN_CACHE_DIR", tempfile.mkdtemp(prefix="kernelgen-test-cache-"))
 # Commands judge in their own process, as they always could: a test of the KernelGen service starts
-# one of its own, in a runtime folder of its own, and stops it (tests/test_service.py). No service
+# one of its own, in a runtime folder of its own, and stops it (tests/serve/test_service.py). No service
 # outlives the session, and none from a user's shell is ever used by a test.
 os.environ["KERNELGEN_NO_SERVICE"] = "1"
 os.environ["KERNELGEN_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="kernelgen-test-run-")
 
 import pytest  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-SPECS = REPO / "operator_specs"
+from tests.support.paths import REPO  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -45,3 +44,21 @@ def no_service_outlives_the_session():
                 os.kill(int(entry.name), signal.SIGKILL)
         except (OSError, ProcessLookupError):
             pass
+
+
+# What a developer's shell may set for the LLM path; the `llm_env` fixture clears every one.
+LLM_ENV_PREFIXES = ("OPENAI_", "KERNELGEN_MODEL", "KERNELGEN_BASE_URL", "KERNELGEN_API_KEY", "KERNELGEN_TEMPERATURE",
+                    "KERNELGEN_LLM_TIMEOUT", "KERNELGEN_MAX_RETRIES", "KERNELGEN_MAX_TOKENS", "KERNELGEN_REPAIRS",
+                    "KERNELGEN_CONFIG_DIR", "KERNELGEN_BACKEND")
+
+
+@pytest.fixture
+def llm_env(monkeypatch, tmp_path):  # noqa: ANN001, ANN201
+    """No LLM settings from the developer's machine: env cleared, config dir empty and private."""
+    for k in list(os.environ):
+        if k.startswith(LLM_ENV_PREFIXES):
+            monkeypatch.delenv(k, raising=False)
+    cfg = tmp_path / "config"
+    cfg.mkdir()
+    monkeypatch.setenv("KERNELGEN_CONFIG_DIR", str(cfg))
+    return cfg

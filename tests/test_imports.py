@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "verify"))
-from test_hostile_kernels import HONEST, make_op_dir  # noqa: E402
+from tests.support.broadcast import make_op_dir
+from tests.support.judging import HONEST
 
 pytestmark = pytest.mark.slow
 COMPILERS = ("torch._dynamo", "torch._inductor")

@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from kernelbench_problems import RELU
 from typer.testing import CliRunner
 
 from kernelgen.cli import app
+from tests.support.kernelbench_problems import RELU
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "benchmarks" / "kernelbench.py"

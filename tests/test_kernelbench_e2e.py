@@ -3,9 +3,7 @@ folder keeps, and `kernelgen export --kernelbench` held to KernelBench's contrac
 with Model's state dict loaded matches Model on fresh inputs."""
 
 import importlib.util
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,10 +12,7 @@ from typer.testing import CliRunner
 from kernelgen.cli import app
 from kernelgen.spec import load_spec
 from kernelgen.spec.kernelbench import derive_spec
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # fake_llm_server, as the LLM tests import it
-from fake_llm_server import llm_env  # noqa: E402, F401 - the fixture
-from kernelbench_problems import LINEAR, RELU, SCALAR  # noqa: E402
+from tests.support.kernelbench_problems import LINEAR, RELU, SCALAR
 
 
 def _new(tmp_path_factory, text, rel):
@@ -139,8 +134,8 @@ def kb1_19_relu(x):
 '''
 
 
-def test_openai_backend_prompt_shows_the_problem(llm_env, relu, tmp_path, monkeypatch):  # noqa: F811
-    from fake_llm_server import FakeLLMServer, fenced, ok
+def test_openai_backend_prompt_shows_the_problem(llm_env, relu, tmp_path, monkeypatch):
+    from tests.support.fake_llm_server import FakeLLMServer, fenced, ok
 
     path, _, _ = relu
     with FakeLLMServer([ok(fenced(RELU_KERNEL))]) as server:

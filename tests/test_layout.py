@@ -1,17 +1,18 @@
 """The architecture as rules the code must keep: no import cycles between modules or between the
 pipeline's folders, the trust boundary (verify/) importing nothing that writes or proposes kernels,
-small modules, and a command line that only parses and calls. Read from the source with `ast`, so a
-function-level import counts as much as a top-level one."""
+small modules and functions (the one home of the size rules), a command line that only parses and
+calls, and tests/ that mirror the package. Read from the source with `ast`, so a function-level import
+counts as much as a top-level one."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "kernelgen"
-MAX_LINES = 400
 # What the judge may never import: the code that writes, proposes or schedules kernels. A hostile
 # kernel's verdict must not depend on anything an LLM reply or the optimizer can reach.
 UNTRUSTED = ("kernelgen.llm", "kernelgen.optimize", "kernelgen.offline", "kernelgen.backends", "kernelgen.new",
@@ -140,20 +141,47 @@ def test_worker_side_code_reaches_nothing_judge_side(module):
     assert not bad, f"{module} reaches {bad}"
 
 
+# --- sizes: the one place they are written (README.md states them: "Tests mirror the package...") ------
+MAX_LINES = 400  # a module with one job
+MAX_FUNCTION_LINES = 80  # a function a reader takes in at once
+# Parameters, `self` and `cls` apart. Past 14 a call cannot be read without the signature open beside it:
+# pass a model instead. 14 is llm/repair.py's write_and_repair, the longest when this rule was written.
+# A command's options are its parameters by typer's design (`@app.command`): those are exempt.
+MAX_PARAMETERS = 14
+
+
+FUNCTIONS = [(path, node) for path in MODULES.values() for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
 def test_modules_are_small():
     long = {m: n for m, p in MODULES.items() if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
-    assert not long
-
-
-MAX_FUNCTION_LINES = 80  # a function a reader takes in at once; STYLE.md
+    assert not long, f"modules over {MAX_LINES} lines: split them by job: {long}"
 
 
 def test_functions_are_short():
     long = sorted(f"{path.relative_to(PKG.parent)}:{node.name} ({node.end_lineno - node.lineno + 1} lines)"
-                  for path in MODULES.values() for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-                  and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES)
+                  for path, node in FUNCTIONS if node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES)
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines: split them: {long}"
+
+
+def _parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    a = node.args
+    named = [*a.posonlyargs, *a.args, *a.kwonlyargs]
+    return len(named) - bool(named and named[0].arg in ("self", "cls"))
+
+
+def _a_command(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    return any(isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr == "command"
+               for d in node.decorator_list)
+
+
+def test_functions_take_few_parameters():
+    counts = {f"{path.relative_to(PKG.parent)}:{node.name}": _parameters(node) for path, node in FUNCTIONS}
+    assert max(counts.values()) >= 10, "the count reads no parameters"  # a parser that reads nothing passes nothing
+    many = sorted(f"{path.relative_to(PKG.parent)}:{node.name} ({_parameters(node)})" for path, node in FUNCTIONS
+                  if _parameters(node) > MAX_PARAMETERS and not _a_command(node))
+    assert not many, f"functions over {MAX_PARAMETERS} parameters: pass a model: {many}"
 
 
 def test_the_command_line_only_parses_and_calls():
@@ -221,3 +249,86 @@ def test_a_generated_file_defines_only_what_it_uses_kernels_first(path: Path):
     first = defs[0]
     assert isinstance(first, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in first.decorator_list), \
         f"{path.name} starts with {first.name}, not a @triton.jit kernel"
+
+
+# --- tests/ mirrors the package ---------------------------------------------------------------------------
+TESTS = PKG.parent / "tests"
+MAX_ROOT_TEST_FILES = 12  # what cuts across the package: the layout, imports, end-to-end runs
+# tests/<folder>/ holds the tests of kernelgen/<folder>/; tests/cli/ those of the commands the top-level
+# modules implement (new, refresh, export, validate); tests/support/ what they share, and no test.
+PACKAGES = sorted(p.name for p in PKG.iterdir() if (p / "__init__.py").is_file())
+TEST_FOLDERS = {*PACKAGES, "cli"}
+# data and snapshot folders: kernel files a test reads, never imported as modules
+DATA_FOLDERS = ("snapshots", "data", "adversarial", "honest", "replay_attacks")
+TEST_CODE = sorted(p for p in TESTS.rglob("*.py") if not set(p.relative_to(TESTS).parts[:-1]) & set(DATA_FOLDERS)
+                   and "__pycache__" not in p.parts)
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(PKG.parent))
+
+
+def test_the_tests_rules_read_real_files():
+    assert len(TEST_CODE) > 80 and TESTS / "conftest.py" in TEST_CODE and TESTS / "support" / "paths.py" in TEST_CODE
+    assert {"offline", "verify", "llm", "batch", "spec", "optimize", "record"} <= set(PACKAGES)
+
+
+def test_few_test_files_at_the_tests_root():
+    root = sorted(p.name for p in TESTS.glob("test_*.py"))
+    assert len(root) <= MAX_ROOT_TEST_FILES, f"{len(root)} test files at tests/ root: move them to the folder of what they test: {root}"
+
+
+def test_every_test_folder_is_a_part_of_the_package():
+    folders = {p.relative_to(TESTS).parts[0] for p in TESTS.glob("*/**/test_*.py")}
+    assert not folders - TEST_FOLDERS, f"{sorted(folders - TEST_FOLDERS)} under tests/ mirror no folder of kernelgen/"
+    assert not list((TESTS / "support").rglob("test_*.py")), "tests/support/ holds helpers, no tests"
+
+
+def _edits_sys_path(node: ast.AST) -> bool:
+    """sys.path.insert/append/extend(...), sys.path[...] = ..., sys.path += ..., monkeypatch.syspath_prepend(...)."""
+    def is_path(n: ast.AST) -> bool:
+        return isinstance(n, ast.Attribute) and n.attr == "path" and isinstance(n.value, ast.Name) and n.value.id == "sys"
+
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return (node.func.attr in ("insert", "append", "extend") and is_path(node.func.value)) or node.func.attr == "syspath_prepend"
+    if isinstance(node, (ast.Assign, ast.AugAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return any(is_path(t) or (isinstance(t, ast.Subscript) and is_path(t.value)) for t in targets)
+    return False
+
+
+@pytest.mark.parametrize("path", TEST_CODE, ids=_rel)
+def test_tests_import_helpers_by_package_never_through_sys_path(path: Path):
+    """Shared helpers live in tests/support/ and are imported as `tests.support.<module>`: no test file puts a
+    folder on sys.path, and none imports a test module (what two test modules share belongs in support)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    edits = [n.lineno for n in ast.walk(tree) if _edits_sys_path(n)]
+    assert not edits, f"{_rel(path)} edits sys.path at lines {edits}"
+    imported = [(n.lineno, name) for n in ast.walk(tree) for name in
+                ([a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""] if isinstance(n, ast.ImportFrom) else [])
+                if name.rsplit(".", 1)[-1].startswith("test_")]
+    assert not imported, f"{_rel(path)} imports test modules {imported}: move what they share to tests/support/"
+
+
+# Where a path under tests/ may be named for people to follow: docs, docstrings, comments, messages.
+NAMING = [PKG.parent / "README.md", PKG.parent / "pyproject.toml", *sorted((PKG.parent / "docs").rglob("*.md")),
+          *MODULES.values(), *sorted((PKG.parent / "benchmarks").glob("*.py")), *sorted((PKG.parent / "templates").rglob("*.j2")),
+          *TEST_CODE]
+TESTS_PATH = re.compile(r"(?<![\w/.])tests/[\w./-]*[\w/]")
+
+
+def test_every_tests_path_named_exists():
+    """A test file moved or renamed leaves no reader (a docstring, a doc, a refresh command in a failure
+    message) following its old path to nothing."""
+    named = 0
+    missing = []
+    for path in NAMING:
+        text = path.read_text(encoding="utf-8")
+        for m in TESTS_PATH.finditer(text):
+            if text[m.end():m.end() + 1] in "<*{":  # a pattern (snapshots/conv_<kind>_<name>.py), not a path
+                continue
+            named += 1
+            if not (PKG.parent / m.group().rstrip(".")).exists():
+                missing.append(f"{_rel(path)}: {m.group()}")
+    assert named > 30, "the scan reads no paths"
+    assert not missing, missing

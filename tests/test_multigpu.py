@@ -29,8 +29,8 @@ from kernelgen.record.state import CandidateRecord, RoundRecord
 from kernelgen.spec import validate_spec_data
 from kernelgen.verify.judge.judge import Judge, KernelSource
 from kernelgen.verify.judge.session import worker_environment
+from tests.support.paths import DATA
 
-DATA = Path(__file__).resolve().parent / "data"
 SPEC = validate_spec_data({
     "name": "broadcast", "description": "out = x + bias", "category": "broadcast",
     "inputs": [{"name": "x"}, {"name": "bias"}], "outputs": [{"name": "out"}],

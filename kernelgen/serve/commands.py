@@ -1,6 +1,6 @@
 """The library side of `kernelgen test` and `kernelgen bench` (and of `new`'s round 0 checks): through
 the KernelGen service when it can be used, in this process otherwise — the same runner, the same
-verdicts either way (tests/test_service.py holds them to that).
+verdicts either way (tests/serve/test_service.py holds them to that).
 
 In-process, the worker starts before this process imports torch (session.early_worker); through the
 service, this process imports neither: it sends the folder's path and prints what comes back.

@@ -1,5 +1,5 @@
 """The convolution family (kernelgen.offline.conv), kind by kind, through the public `generate_kernel`:
-every spec of tests/offline/conv_specs.py is served by it, and its kernel is as close to the float64
+every spec of tests/support/conv_specs.py is served by it, and its kernel is as close to the float64
 truth as the dtype's tolerance (never further than eager's own float16 error allows) under the
 runtime guard, in float32 and float16 (the interpreter has no bfloat16 arithmetic), on contiguous,
 channels-last and sliced inputs. One spec per kind is kept as a snapshot
@@ -18,11 +18,11 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from conv_specs import ALL, CHAIN_STAGES, KINDS  # noqa: E402
 from kernelgen.offline import first_choices, generate_kernel, knob_space, prune  # noqa: E402
 from kernelgen.spec import draw_inputs  # noqa: E402
 from kernelgen.spec.reference import load_reference  # noqa: E402
-from offline_check import import_source, run_guarded  # noqa: E402
+from tests.support.conv_specs import ALL, CHAIN_STAGES, KINDS  # noqa: E402
+from tests.support.offline_check import import_source, run_guarded  # noqa: E402
 
 pytestmark = pytest.mark.slow
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
@@ -124,7 +124,7 @@ def test_each_form_is_the_kernel_its_kind_needs() -> None:
     assert "if FLAT_K:" in forward and "for t in range(0, TAPS):" in forward
     assert "im2col" not in forward.split('"""', 2)[2]  # no materialised im2col buffer: one launch, no temporaries
     # a 1x1 convolution with stride 1 stays a batched matmul (nd), strided it is a convolution
-    from nd_specs import ALL as ND
+    from tests.support.nd_specs import ALL as ND
     assert generate_kernel(ND["conv1x1"]).family == "nd"
     assert generate_kernel(ALL["conv2d_pointwise_strided"]).family == "conv"
 

@@ -21,7 +21,7 @@ import pytest  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from kernelgen.cli import app  # noqa: E402
-from offline_check import check_kernel, make_spec  # noqa: E402
+from tests.support.offline_check import check_kernel, make_spec  # noqa: E402
 
 
 def _spec(name: str, inputs: str, body: str, cases: list):

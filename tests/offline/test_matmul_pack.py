@@ -22,8 +22,8 @@ from kernelgen.offline.launch import fp32_tiles, matmul_tiles  # noqa: E402
 from kernelgen.offline.matmul.knobs import MatmulKnobs  # noqa: E402
 from kernelgen.spec import draw_inputs  # noqa: E402
 from kernelgen.spec.reference import load_reference  # noqa: E402
-from nd_specs import ALL  # noqa: E402
-from offline_check import import_source, make_spec, run_guarded  # noqa: E402
+from tests.support.nd_specs import ALL  # noqa: E402
+from tests.support.offline_check import import_source, make_spec, run_guarded  # noqa: E402
 
 
 def _mm(name: str, body: str, cases: list, extra: tuple = ()):

@@ -1,5 +1,5 @@
 """The n-dimensional generator (kernelgen.offline.nd), family by family, through the public
-`generate_kernel`: every spec of tests/offline/nd_specs.py is served by it, and its kernel gives the
+`generate_kernel`: every spec of tests/support/nd_specs.py is served by it, and its kernel gives the
 reference's answer under the runtime guard in every dtype the interpreter computes (float32, float16;
 bfloat16 arithmetic is not supported there), on contiguous and on transposed or sliced inputs.
 One spec per family is also kept as a snapshot (tests/offline/snapshots/nd_*.py)."""
@@ -19,8 +19,8 @@ import torch  # noqa: E402
 from kernelgen.offline import generate_kernel, knob_space  # noqa: E402
 from kernelgen.spec import draw_inputs  # noqa: E402
 from kernelgen.spec.reference import load_reference  # noqa: E402
-from nd_specs import ALL, FAMILIES, TUNING_SNAPSHOTS  # noqa: E402
-from offline_check import import_source, run_guarded  # noqa: E402
+from tests.support.nd_specs import ALL, FAMILIES, TUNING_SNAPSHOTS  # noqa: E402
+from tests.support.offline_check import import_source, run_guarded  # noqa: E402
 
 pytestmark = pytest.mark.slow
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"

@@ -18,8 +18,8 @@ import torch  # noqa: E402
 from kernelgen.offline import first_choices, first_kernel, generate_kernel  # noqa: E402
 from kernelgen.spec import draw_inputs  # noqa: E402
 from kernelgen.spec.reference import load_reference  # noqa: E402
-from nd_specs import ALL  # noqa: E402
-from offline_check import import_source, make_spec, run_guarded  # noqa: E402
+from tests.support.nd_specs import ALL  # noqa: E402
+from tests.support.offline_check import import_source, make_spec, run_guarded  # noqa: E402
 
 X = [{"name": "x"}]
 

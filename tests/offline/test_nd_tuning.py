@@ -20,8 +20,8 @@ from kernelgen.offline.nd.knobs import NdKnobs  # noqa: E402
 from kernelgen.offline.stages.launch import stage_launches  # noqa: E402
 from kernelgen.spec import draw_inputs  # noqa: E402
 from kernelgen.spec.reference import load_reference  # noqa: E402
-from nd_specs import ALL, TUNING_SNAPSHOTS  # noqa: E402
-from offline_check import import_source, make_spec  # noqa: E402
+from tests.support.nd_specs import ALL, TUNING_SNAPSHOTS  # noqa: E402
+from tests.support.offline_check import import_source, make_spec  # noqa: E402
 
 SUM0 = ALL["sum_dim0"]  # x.sum(0): a reduction over the leading dim
 GEMM_SUM = make_spec(name="gemm_rowsum", inputs=[{"name": "a"}, {"name": "b"}], dtypes=["float32", "float16"],

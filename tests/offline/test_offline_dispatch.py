@@ -18,7 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from kernelgen.offline import DispatchEntry, generate_kernel  # noqa: E402
 from kernelgen.spec import draw_inputs  # noqa: E402
 from kernelgen.spec.reference import load_reference  # noqa: E402
-from offline_check import check_kernel, example, import_source, run_guarded, unary  # noqa: E402
+from tests.support.offline_check import check_kernel, example, import_source, run_guarded, unary  # noqa: E402
 
 FAST_FP32 = DispatchEntry(dtype="float32", shapes={"x": [4, 20000]}, knobs={"algorithm": "online"},
                           reason="x1.52 over the base (0.0915 vs 0.139 ms)")

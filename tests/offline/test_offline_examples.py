@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 from kernelgen.offline import generate_kernel, knob_space  # noqa: E402
 from kernelgen.spec import load_spec  # noqa: E402
 from kernelgen.verify.judge.staticcheck import check_source  # noqa: E402
-from offline_check import SPECS as SPEC_DIR, check_kernel  # noqa: E402
+from tests.support.offline_check import SPECS as SPEC_DIR, check_kernel  # noqa: E402
 
 SPECS = sorted(SPEC_DIR.glob("*.yaml"))
 FAMILY = {

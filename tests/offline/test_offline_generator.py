@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 
 from kernelgen.errors import UnsupportedOperatorError  # noqa: E402
 from kernelgen.offline import generate_kernel, knob_space  # noqa: E402
-from offline_check import check_kernel, make_spec, unary as _unary  # noqa: E402
+from tests.support.offline_check import check_kernel, make_spec, unary as _unary  # noqa: E402
 
 
 # --- specs a user would write, not in the repo ---------------------------------------------
@@ -112,7 +112,7 @@ def test_params_are_keyword_args(tmp_path: Path) -> None:
                      params=[{"name": "slope", "type": "float", "default": 0.2}],
                      reference="def lrelu(x, slope=0.2):\n    return F.leaky_relu(x, slope)\n",
                      test_cases=[{"x": [4, 9]}])
-    from offline_check import import_source
+    from tests.support.offline_check import import_source
 
     import torch
 

@@ -13,7 +13,7 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 
 from kernelgen.offline import generate_kernel, knob_space  # noqa: E402
-from offline_check import check_kernel, example, make_spec, unary  # noqa: E402
+from tests.support.offline_check import check_kernel, example, make_spec, unary  # noqa: E402
 
 FAMILY_SPECS = ["broadcast", "softmax", "matmul_leakyrelu"]  # one per knob model
 

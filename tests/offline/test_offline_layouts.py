@@ -17,7 +17,7 @@ import torch  # noqa: E402
 from kernelgen.offline import generate_kernel  # noqa: E402
 from kernelgen.spec import OperatorSpec  # noqa: E402
 from kernelgen.spec.reference import load_reference  # noqa: E402
-from offline_check import example, import_source, make_spec, run_guarded  # noqa: E402
+from tests.support.offline_check import example, import_source, make_spec, run_guarded  # noqa: E402
 
 ROWS = (3, 5, 7, 4, 6)  # 5-D: after collapsing, four dims remain for a permuted input
 # spec -> its input shapes (a spec from operator_specs/, or one defined below)

@@ -20,9 +20,9 @@ from triton.runtime.jit import JITFunction  # noqa: E402
 from kernelgen.offline import generate_kernel  # noqa: E402
 from kernelgen.verify.worker import guard  # noqa: E402
 from kernelgen.verify.poison import draw_fills  # noqa: E402
-from conv_specs import ALL as CONV  # noqa: E402
-from nd_specs import ALL as ND  # noqa: E402
-from offline_check import example, import_source  # noqa: E402
+from tests.support.conv_specs import ALL as CONV  # noqa: E402
+from tests.support.nd_specs import ALL as ND  # noqa: E402
+from tests.support.offline_check import example, import_source  # noqa: E402
 
 
 class FakeLauncher:

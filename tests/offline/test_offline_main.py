@@ -13,7 +13,7 @@ import pytest
 
 from kernelgen.offline import generate_kernel
 from kernelgen.verify.judge.staticcheck import check_source
-from offline_check import example
+from tests.support.offline_check import example
 
 
 def _run_alone(path: Path) -> subprocess.CompletedProcess:

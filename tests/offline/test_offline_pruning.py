@@ -21,7 +21,7 @@ from kernelgen.offline.pointwise.knobs import PointwiseKnobs  # noqa: E402
 from kernelgen.offline.pointwise.launch import pointwise_launch  # noqa: E402
 from kernelgen.offline.rows.knobs import RowKnobs  # noqa: E402
 from kernelgen.offline.rows.launch import rows_launch  # noqa: E402
-from offline_check import example, import_source, unary  # noqa: E402
+from tests.support.offline_check import example, import_source, unary  # noqa: E402
 
 
 def _by_value(spec_name: str, knob: str, shapes: dict, dtype: str = "bfloat16", values: list | None = None,

@@ -13,7 +13,7 @@ import torch  # noqa: E402
 
 from kernelgen.offline import first_choices, first_kernel, generate_kernel  # noqa: E402
 from kernelgen.spec.reference import load_reference  # noqa: E402
-from offline_check import example, import_source  # noqa: E402
+from tests.support.offline_check import example, import_source  # noqa: E402
 
 
 def test_a_50257_column_perf_case_gets_the_online_algorithm_on_an_l2_sized_grid(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kernelgen.offline import generate_kernel
-from offline_check import example
+from tests.support.offline_check import example
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 REFRESH = "KERNELGEN_UPDATE_SNAPSHOTS"

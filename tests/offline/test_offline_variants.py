@@ -17,7 +17,7 @@ import triton.language as tl  # noqa: E402
 
 from kernelgen.offline import generate_kernel  # noqa: E402
 from kernelgen.spec import draw_inputs  # noqa: E402
-from offline_check import check_kernel, example, import_source, make_spec, run_guarded, unary  # noqa: E402
+from tests.support.offline_check import check_kernel, example, import_source, make_spec, run_guarded, unary  # noqa: E402
 
 ROW_SPECS = ["softmax", "log_softmax", "layer_norm", "rms_norm", "row_sum", "row_mean", "row_max"]
 

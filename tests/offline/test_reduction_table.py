@@ -15,8 +15,8 @@ import kernelgen.offline
 from kernelgen.offline import NotServed, generate_kernel, registry
 from kernelgen.offline.frontend import reductions
 from kernelgen.offline.frontend.reductions import REDUCTIONS
-from nd_specs import ALL
-from offline_check import check_kernel, make_spec
+from tests.support.nd_specs import ALL
+from tests.support.offline_check import check_kernel, make_spec
 
 OFFLINE = Path(kernelgen.offline.__file__).parent
 EMITTERS = ["stages/emit_reduce.py", "stages/emit_split.py", "stages/emit_tile.py", "stages/tile_emitter.py",

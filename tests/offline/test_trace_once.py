@@ -14,7 +14,7 @@ import kernelgen.offline as offline
 from kernelgen.backends import offline_verdict
 from kernelgen.cli import app
 from kernelgen.offline import NotServed, registry
-from offline_check import SPECS, example, unary
+from tests.support.offline_check import SPECS, example, unary
 
 
 @pytest.fixture

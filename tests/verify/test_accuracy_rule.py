@@ -26,7 +26,7 @@ from kernelgen.verify.judge.precision import CONV_ENV, ENV, OPTION_ENV, applied
 from kernelgen.verify.results import RunRecord
 
 pytestmark = pytest.mark.slow
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parent / "data"
 
 TFCONV = """
 name: tfconv
@@ -101,7 +101,7 @@ def gemm_sum_op(tmp_path_factory) -> Path:
 
 
 def _kernel(tmp: Path, keep_bits: int) -> Path:
-    """The conv kernel of tests/data, each operand cut to `keep_bits` of mantissa (23: IEEE, 10: TF32)."""
+    """The conv kernel of tests/verify/data, each operand cut to `keep_bits` of mantissa (23: IEEE, 10: TF32)."""
     path = tmp / f"tfconv_{keep_bits}.py"
     path.write_text((DATA / "tfconv_kernel.py").read_text().replace("KEEP_BITS = 23", f"KEEP_BITS = {keep_bits}"))
     return path

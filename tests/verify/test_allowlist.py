@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from kernel_corpus import every_kernel
 from kernelgen.verify.judge import allowlist as al
 from kernelgen.verify.judge.staticcheck import check_source
+from tests.support.kernel_corpus import every_kernel
 
 HONEST = (Path(__file__).parent / "adversarial" / "honest.py").read_text()
 

@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 from kernelgen.cli import app
 from kernelgen.verify.judge.baselines import BaselineCache
 from kernelgen.verify.results import KernelTiming
+from tests.support.broadcast import make_op_dir
+from tests.support.judging import HONEST
 
-from test_hostile_kernels import HONEST, make_op_dir
 
 TIMING = KernelTiming(ms=1.5, ms_min=1.4, ms_max=1.7, spread=0.02, reps=100)
 

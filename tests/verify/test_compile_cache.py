@@ -18,8 +18,9 @@ from kernelgen.verify.judge.accuracy import check_accuracy
 from kernelgen.verify.judge.runner import open_judge
 from kernelgen.verify.worker.sandbox import landlock_abi
 from kernelgen.verify.judge.judge import KernelSource
+from tests.support.broadcast import make_op_dir
+from tests.support.judging import HONEST
 
-from test_hostile_kernels import HONEST, make_op_dir
 
 CPU = DeviceInfo("cpu", "cpu", interpreter=True)
 POISON = "kernelgen-poison-marker"

@@ -14,8 +14,8 @@ from kernelgen.devices import resolve_device
 from kernelgen.opdir import open_operator
 from kernelgen.verify.judge.runner import run_performance
 from kernelgen.verify.judge.session import WorkerSession
-
-from test_hostile_kernels import ADVERSARIAL, HONEST, _harness, make_op_dir
+from tests.support.broadcast import make_op_dir
+from tests.support.judging import ADVERSARIAL, HONEST, run_harness
 
 
 def test_a_slowed_clock_and_rebound_timing_functions_change_nothing_recorded(tmp_path):
@@ -23,7 +23,7 @@ def test_a_slowed_clock_and_rebound_timing_functions_change_nothing_recorded(tmp
     anyway: the loop uses the clock and functions it captured."""
     op = make_op_dir(tmp_path, ADVERSARIAL / "forge_cpu_clock.py")
     out = tmp_path / "perf.json"
-    r = _harness("performance", op, "--no-compile", "--json", str(out), bypass_static=True)
+    r = run_harness("performance", op, "--no-compile", "--json", str(out), bypass_static=True)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "VIOLATION harness-tampering" in r.stdout and "kernelgen.verify.timing.run_reps replaced" in r.stdout, r.stdout
     case = json.loads(out.read_text())["performance"]["cases"][0]
@@ -35,7 +35,7 @@ def test_a_slowed_clock_and_rebound_timing_functions_change_nothing_recorded(tmp
 def test_a_rewritten_timing_loop_is_named_and_times_nothing(tmp_path):
     """The rewrite reaches only the recording worker's copy of the loop: its seal names it."""
     op = make_op_dir(tmp_path, ADVERSARIAL / "forge_timing_code.py")
-    r = _harness("performance", op, "--no-compile", bypass_static=True)
+    r = run_harness("performance", op, "--no-compile", bypass_static=True)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "VIOLATION harness-tampering" in r.stdout and "run_reps's code" in r.stdout, r.stdout
 

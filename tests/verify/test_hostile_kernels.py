@@ -1,53 +1,17 @@
-"""Every hostile kernel in tests/adversarial/ is rejected by `kernelgen test OP_DIR` with a non-zero
+"""Every hostile kernel in tests/verify/adversarial/ is rejected by `kernelgen test OP_DIR` with a non-zero
 exit code and the named violation (or failure) its `# EXPECT:` header gives; the honest kernel is
 accepted. Each runs through the real CLI, its real recording worker and the real replay worker (Triton
 interpreter on CPU)."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
-from typer.testing import CliRunner
 
-from kernelgen.cli import app
-from kernelgen.verify.judge.trusted import write_trusted_files
-from kernelgen.verify.judge.trusted import render_baseline
-from kernelgen.spec import validate_spec_data
-
-ADVERSARIAL = Path(__file__).parent / "adversarial"
-HONEST = ADVERSARIAL / "honest.py"
-
-SMALL_BROADCAST = {
-    "name": "broadcast",
-    "description": "Add a 1-D bias along the last dimension of x: out = x + bias.",
-    "category": "broadcast",
-    "inputs": [{"name": "x"}, {"name": "bias"}],
-    "outputs": [{"name": "out"}],
-    "reference": "def broadcast(x, bias):\n    return x + bias\n",
-    "dtypes": ["float32", "float16"],
-    "test_cases": [{"x": [4, 33], "bias": [33]}, {"x": [2, 3, 17], "bias": [17]}],
-    "tolerance": {"float16": {"atol": 1.0e-3, "rtol": 1.0e-3}},
-}
-
-
-def make_op_dir(root: Path, kernel: Path) -> Path:
-    op = root / "broadcast"
-    op.mkdir(parents=True, exist_ok=True)
-    spec = validate_spec_data(SMALL_BROADCAST)
-    write_trusted_files(op, spec, yaml.safe_dump(SMALL_BROADCAST, sort_keys=False), render_baseline(spec))
-    shutil.copy(kernel, op / "broadcast_triton.py")
-    return op
-
-
-def expectation(path: Path) -> str:
-    first = path.read_text(encoding="utf-8").splitlines()[0]
-    assert first.startswith("# EXPECT: "), f"{path.name} has no '# EXPECT: ...' header"
-    return first[len("# EXPECT: "):].strip()
+from tests.support.broadcast import make_op_dir
+from tests.support.judging import ADVERSARIAL, HONEST, expectation, run_harness, run_test_cli
 
 
 def runtime_expectation(path: Path) -> tuple[str, str] | None:
@@ -62,14 +26,6 @@ def runtime_expectation(path: Path) -> tuple[str, str] | None:
 
 
 HOSTILE = sorted(p for p in ADVERSARIAL.glob("*.py") if p.name != "honest.py")
-
-
-def run_test_cli(op: Path, monkeypatch: pytest.MonkeyPatch, timeout_s: int = 40, seeds: int = 3) -> tuple[int, str]:
-    monkeypatch.setenv("KERNELGEN_TIMEOUT", str(timeout_s))
-    monkeypatch.setenv("COLUMNS", "400")
-    result = CliRunner().invoke(app, ["test", str(op), "--device", "cpu", "--seeds", str(seeds)])
-    text = " ".join((result.output or "").split())  # rich wraps lines; compare on normalized spaces
-    return result.exit_code, text
 
 
 def test_every_hostile_file_has_an_expectation():
@@ -114,21 +70,10 @@ def test_crash_in_the_kernel_is_reported_as_crash_with_status(tmp_path, monkeypa
     assert "crash" in text and "exit status" in text
 
 
-def _harness(kind: str, op: Path, *extra: str, bypass_static: bool = False) -> subprocess.CompletedProcess:
-    """Run the harness in a child directly (as the rendered scripts do), optionally with the static
-    checks switched off, to prove the runtime defences hold on their own."""
-    code = (
-        "import sys; from pathlib import Path; import kernelgen.harness as h; import kernelgen.verify.judge.judge as j\n"
-        + ("j.check_source = lambda *a, **k: []\n" if bypass_static else "")
-        + f"sys.exit(h.main([{kind!r}, {str(op)!r}, '--device', 'cpu', *{list(extra)!r}]))\n"
-    )
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-
-
 @pytest.mark.parametrize("hostile", ["patch_torch_equal", "patch_tensor_dunder", "patch_self_restoring"])
 def test_monkeypatching_is_caught_at_run_time_even_without_static_checks(hostile, tmp_path):
     op = make_op_dir(tmp_path, ADVERSARIAL / f"{hostile}.py")
-    r = _harness("accuracy", op, bypass_static=True)
+    r = run_harness("accuracy", op, bypass_static=True)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "VIOLATION harness-tampering" in r.stdout, r.stdout
     assert "PASS" not in r.stdout.splitlines()[-1]
@@ -140,7 +85,7 @@ def test_what_the_allowlist_refuses_still_fails_at_run_time(hostile, tmp_path):
     judge's checks still reject them, each with what its `# RUNTIME:` line says."""
     kind, want = runtime_expectation(hostile)
     extra = ("--no-compile",) if kind == "performance" else ()
-    r = _harness(kind, make_op_dir(tmp_path, hostile), *extra, bypass_static=True)
+    r = run_harness(kind, make_op_dir(tmp_path, hostile), *extra, bypass_static=True)
     text = r.stdout + r.stderr
     assert r.returncode != 0, text
     assert want in text, text
@@ -150,7 +95,7 @@ def test_side_channels_without_static_checks_still_fail(tmp_path):
     """The recording catches these on its own: compute in the wrapper, and an output kept from an earlier call."""
     for name, code in [("decoy_launch", "torch-compute-in-wrapper"), ("shape_cache", "outside-tensor")]:
         op = make_op_dir(tmp_path / name, ADVERSARIAL / f"{name}.py")
-        r = _harness("accuracy", op, bypass_static=True)
+        r = run_harness("accuracy", op, bypass_static=True)
         assert r.returncode == 1 and f"VIOLATION {code}" in r.stdout, r.stdout
 
 
@@ -158,13 +103,13 @@ def test_calls_that_skip_the_launch_are_refused_before_they_are_timed(tmp_path):
     """Answering a repeated call from a cache made by an earlier one is refused where it is recorded: the
     output was not made by the call (timed calls are replays, which never reach the cache)."""
     op = make_op_dir(tmp_path, ADVERSARIAL / "perf_skip_repeat.py")
-    r = _harness("performance", op, "--no-compile")
+    r = run_harness("performance", op, "--no-compile")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "VIOLATION outside-tensor" in r.stdout, r.stdout
 
 
 def test_honest_kernel_passes_performance_dry_run(tmp_path):
     op = make_op_dir(tmp_path, HONEST)
-    r = _harness("performance", op, "--no-compile")
+    r = run_harness("performance", op, "--no-compile")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "VIOLATION" not in r.stdout

@@ -9,7 +9,7 @@ candidate's worker and replayed in a process that never imports it.
   runs the candidate's Python. With the static checks on, most never run at all.
 - The honest kernels the old checks refused (tests/verify/honest/: a multi-config @triton.autotune, a
   libdevice call, config fields named tile/mode/offset/start/step) pass `kernelgen test`.
-- The offline families' kernels record and replay unchanged (tests/verify/replay_corpus.py).
+- The offline families' kernels record and replay unchanged (tests/support/replay_corpus.py).
 - The plan's and the extraction's own rules, without a worker.
 """
 
@@ -28,8 +28,9 @@ from kernelgen.verify.judge.runner import run_accuracy, run_performance
 from kernelgen.verify.judge.staticcheck import check_source
 from kernelgen.verify.plan import Alloc, Launch, Plan, PlanError, TensorArg, ValueArg, View, check_plan
 from kernelgen.verify.replay.extract import ExtractError, extract
-
-from test_hostile_kernels import HONEST, _harness, make_op_dir, run_test_cli
+from tests.support.broadcast import make_op_dir
+from tests.support.judging import HONEST, run_harness, run_test_cli
+from tests.support.paths import REPO
 
 HERE = Path(__file__).parent
 ATTACKS = HERE / "replay_attacks"
@@ -58,7 +59,7 @@ def test_every_class_of_the_issue_has_an_attack_file():
 def test_an_attack_on_the_judge_is_refused_by_name_without_the_static_checks(attack, tmp_path):
     """What the attack rewrites lives in its own recording process; what is judged is the replay."""
     _, want = outcome(ATTACKS / f"{attack}.py")
-    r = _harness("accuracy", make_op_dir(tmp_path, ATTACKS / f"{attack}.py"), "--seeds", "1", bypass_static=True)
+    r = run_harness("accuracy", make_op_dir(tmp_path, ATTACKS / f"{attack}.py"), "--seeds", "1", bypass_static=True)
     text = r.stdout + r.stderr
     assert r.returncode == 1, text
     if want == "wrong-in-program-order":  # right when its programs run in order, wrong otherwise
@@ -114,7 +115,8 @@ def test_an_honest_kernel_the_old_checks_refused_passes(name, tmp_path, monkeypa
 @pytest.mark.slow
 def test_the_offline_families_kernels_record_and_replay_unchanged():
     """A sample of every family and kind (examples, nd, conv, KernelBench); `--all` for every spec."""
-    r = subprocess.run([sys.executable, str(HERE / "replay_corpus.py")], capture_output=True, text=True, timeout=900)
+    r = subprocess.run([sys.executable, "-m", "tests.support.replay_corpus"], cwd=REPO, capture_output=True, text=True,
+                       timeout=900)
     rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
     assert len(rows) >= 25 and r.returncode == 0, [row for row in rows if not row["ok"]] or r.stderr[-3000:]
 

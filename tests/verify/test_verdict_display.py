@@ -15,8 +15,9 @@ from kernelgen.cli import app
 from kernelgen.record.display import perf_table
 from kernelgen.record.oplog import perf_text
 from kernelgen.verify.results import KernelTiming, PerfCase, PerformanceResult, RunRecord, Violation
+from tests.support.broadcast import make_op_dir
+from tests.support.judging import ADVERSARIAL
 
-from test_hostile_kernels import ADVERSARIAL, make_op_dir
 
 TIMING = KernelTiming(ms=0.1234, ms_min=0.12, ms_max=0.13, spread=0.01, reps=10)
 

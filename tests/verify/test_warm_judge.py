@@ -19,8 +19,9 @@ from kernelgen.verify.judge.compare import as_tuple
 from kernelgen.verify.judge.judge import KernelSource
 from kernelgen.verify.judge.performance import measure_performance
 from kernelgen.verify.judge.runner import kernel_source, open_judge
+from tests.support.broadcast import make_op_dir
+from tests.support.judging import HONEST
 
-from test_hostile_kernels import HONEST, make_op_dir
 
 CPU = DeviceInfo("cpu", "cpu", interpreter=True)
 
@@ -87,7 +88,7 @@ def _nudged(judge, inputs):
 
 def test_digest_tells_draws_apart_and_survives_garbage():
     from kernelgen.spec import draw_inputs, validate_spec_data
-    from test_hostile_kernels import SMALL_BROADCAST
+    from tests.support.broadcast import SMALL_BROADCAST
 
     spec = validate_spec_data(SMALL_BROADCAST)
     case = spec.test_cases[0]

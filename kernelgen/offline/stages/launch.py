@@ -1,6 +1,6 @@
 """What an nd knob setting launches at one case, stage by stage: a Python model of the generated
 file's _tile_config and _matmul_config (templates/offline/stages.py.j2), for the pruning rules
-and round 0. tests/offline/test_nd_pruning.py holds the two to the same answers.
+and round 0. tests/offline/test_nd_tuning.py holds the two to the same answers.
 
 Sizes come from the case: each stage's frame is symbolic in the inputs' dims, and the groups the
 wrapper merges (kernelgen.offline.stages.frames.groups) are evaluated at the case's shapes, as the

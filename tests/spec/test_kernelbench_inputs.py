@@ -1,0 +1,82 @@
+"""What a derived spec makes of a problem's less plain inputs: a number get_inputs() passes to forward
+(a spec param), and dims the module fixes (a LayerNorm's shape: kept at KernelBench's size, or the
+module built again at shrunk sizes where keeping them would be too large)."""
+
+import math
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from kernelgen.errors import ProblemFileError
+from kernelgen.spec import draw_inputs, load_reference
+from kernelgen.spec.kernelbench import derive_spec
+from kernelgen.spec.kernelbench.shrink import HARD_CAP, KEPT_CAP
+from tests.support.kernelbench_problems import LAYERNORM, SCALAR
+
+
+def write(tmp_path: Path, text: str, name: str) -> Path:
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip())
+    return path
+
+
+# --- a number from get_inputs() ------------------------------------------------------------------
+def test_a_float_from_get_inputs_is_a_param_passed_in_its_place(tmp_path):
+    derived = derive_spec(write(tmp_path, SCALAR, "level1/5_Matrix_scalar_multiplication.py"))
+    spec = derived.spec
+    assert [i.name for i in spec.inputs] == ["A"]
+    assert [(p.name, p.type, p.default) for p in spec.params] == [("s", "float", 3.14)]
+    assert "def kb1_5_matrix_scalar_multiplication(A, s=3.14):" in spec.reference and "_MODEL(A, s)" in spec.reference
+    assert "# get_inputs() passes 3.14" in derived.text
+    assert yaml.safe_load(derived.text)["params"] == [{"name": "s", "type": "float", "default": 3.14}]
+    a = draw_inputs(spec, spec.test_cases[0], "float32", 0, "cpu")[0]
+    fn = load_reference(spec)
+    torch.testing.assert_close(fn(a), a * 3.14)
+    torch.testing.assert_close(fn(a, s=-2.0), a * -2.0)  # the param reaches forward, not a baked constant
+
+
+def test_a_drawn_number_takes_the_problems_constant(tmp_path):
+    text = SCALAR.replace("import torch\n", "import random\nimport torch\n", 1).replace(
+        "    s = 3.14\n", "    s = random.uniform(0.5, 1.5)\n").replace("N = 512\n", "N = 512\ns = 0.75\n")
+    derived = derive_spec(write(tmp_path, text, "level1/5_Scaled.py"))
+    assert [(p.name, p.default) for p in derived.spec.params] == [("s", 0.75)]
+    assert "draws it anew each call" in derived.text and "the problem's constant `s = 0.75` is used" in derived.text
+    with pytest.raises(ProblemFileError, match=r"draws input 1 \(`s`\) anew each call .* no module-level constant `s`"):
+        derive_spec(write(tmp_path, text.replace("s = 0.75\n", ""), "level1/5_Drawn.py"))
+
+
+# --- dims the module fixes -------------------------------------------------------------------------
+def test_layernorm_over_three_dims_keeps_them_and_shrinks_the_batch(tmp_path):
+    spec = derive_spec(write(tmp_path, LAYERNORM, "level1/40_LayerNorm.py")).spec
+    assert spec.perf_cases == [{"x": [16, 20, 96, 96], "ln_weight": [20, 96, 96], "ln_bias": [20, 96, 96]}]
+    # 16 rows of 20x96x96 = 184,320 elements (2.9M) are above HARD_CAP, and a batch of 16 counts as a
+    # structural size, so no case shrinks by value; the normalized dims stay and the batch goes down to 2
+    assert 16 * 20 * 96 * 96 > HARD_CAP
+    assert spec.test_cases == [{"x": [2, 20, 96, 96], "ln_weight": [20, 96, 96], "ln_bias": [20, 96, 96]}]
+    assert "_SIZED" not in spec.reference
+    x, w, b = draw_inputs(spec, spec.test_cases[0], "float32", 0, "cpu")
+    torch.testing.assert_close(load_reference(spec)(x, w, b), torch.nn.functional.layer_norm(x, (20, 96, 96), w, b))
+
+
+def test_a_module_fixing_too_many_dims_is_built_again_at_shrunk_sizes(tmp_path):
+    text = LAYERNORM.replace("features = 20", "features = 192").replace("dim1 = 96", "dim1 = 256").replace(
+        "dim2 = 96", "dim2 = 256")
+    assert 192 * 256 ** 2 > KEPT_CAP  # one normalized row is already more than a kept case may hold
+    spec = derive_spec(write(tmp_path, text, "level1/40_Huge.py")).spec
+    assert spec.perf_cases[0]["x"] == [16, 192, 256, 256]
+    for case in spec.test_cases:  # the normalized dims shrink with get_init_inputs()'s, equal ones equal
+        _, f, d1, d2 = case["x"]
+        assert case["ln_weight"] == [f, d1, d2] and d1 == d2 != f and math.prod(case["x"]) < HARD_CAP
+    assert "_SIZED = {" in spec.reference and "_model(ln_weight, ln_bias)" in spec.reference
+    fn = load_reference(spec)
+    for case in spec.test_cases:
+        x, w, b = draw_inputs(spec, case, "float32", 0, "cpu")
+        torch.testing.assert_close(fn(x, w, b), torch.nn.functional.layer_norm(x, tuple(w.shape), w, b))
+    meta = [torch.empty(s, device="meta") for s in spec.perf_cases[0].values()]
+    assert fn(*meta).shape == (16, 192, 256, 256)  # KernelBench's own module at the perf case
+    with pytest.raises(ValueError, match="no Model built for parameters and buffers of shapes"):
+        fn(*[torch.empty(s, device="meta") for s in ([2, 3, 4, 5], [3, 4, 5], [3, 4, 5])])
