@@ -219,3 +219,23 @@ def test_the_tf32_knob_is_timed_only_where_products_are_fp32_tensor_core_ones() 
     dw = {p.value: p for p in prune(ALL["depthwise2d"], "tf32", [None, True], {}, {"x": [8, 64, 99, 99], "w": [64, 1, 3, 3]},
                                     "float32", 132)}
     assert not dw[True].kept and "direct" in dw[True].reason
+
+def test_the_generated_tile_rule_is_the_one_the_generator_models(tmp_path):
+    """The tile heuristic is written twice: in the generated file (`_conv_config`, which must run where
+    KernelGen is not installed) and in the generator's model of that file (launch.conv_tiles, which the
+    pruning and the dispatch read). They must agree at every size, or the generator reasons about tiles
+    the file never launches."""
+    from kernelgen.offline.conv.knobs import ConvKnobs
+    from kernelgen.offline.launch import conv_tiles
+
+    path = SNAPSHOTS / "conv_forward2d_conv2d_bias_relu.py"
+    module = import_source("conv_tile_rule", path.read_text(), tmp_path)
+    knobs = ConvKnobs()
+    for form in ("direct", "forward", "transposed"):
+        for rows in (100, 128 * 264, 256 * 264, 1 << 22):
+            for cols in (3, 16, 33, 64, 200):
+                for cin_g in (3, 16, 40, 128):
+                    for fp32 in (False, True):
+                        made = module._conv_config(form, rows, cols, cin_g, fp32, False)
+                        model = conv_tiles(knobs, form, rows, cols, cin_g, 9, 1, fp32)
+                        assert made == (*model.tiles, model.flat), (form, rows, cols, cin_g, fp32)
