@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from common import REPO, kernelgen  # benchmarks/ is this script's folder, first on sys.path
-from kernelbench import problems
+from kb_tables import problem_number, problems
 
 CHAIN_TAGS = (("pool", "pool"), ("norm", "norm"), ("softmax", "softmax"))
 
@@ -44,14 +44,9 @@ def kind(path: Path) -> str:
     return " ".join(parts)
 
 
-def _number(path: Path) -> int:
-    found = re.match(r"\d+", path.name)
-    return int(found.group()) if found else 0
-
-
 def _wanted(path: Path, only: set[str]) -> bool:
     """--only's entries: a number (that problem of every level) or LEVEL/NUMBER (2/46: level 2's 46)."""
-    number = str(_number(path))
+    number = str(problem_number(path))
     return number in only or f"{path.parent.name.removeprefix('level')}/{number}" in only
 
 

@@ -8,7 +8,8 @@ from collections import defaultdict
 from pathlib import Path
 
 
-def _number(path: Path) -> int:
+def problem_number(path: Path) -> int:
+    """A KernelBench problem file's number (`19_ReLU.py` -> 19; 0 for a name without one)."""
     found = re.match(r"\d+", path.name)
     return int(found.group()) if found else 0
 
@@ -17,7 +18,7 @@ def problems(folders: list[Path], match: str | None = None) -> dict[str, list[Pa
     """Each level folder's problem files, in KernelBench's numbering; with `match`, only the files whose
     name the regular expression finds (case-insensitive: "conv" selects the 98 convolution problems)."""
     keep = re.compile(match, re.IGNORECASE) if match else None
-    return {f.name: sorted((p for p in f.glob("*.py") if keep is None or keep.search(p.name)), key=_number) for f in folders}
+    return {f.name: sorted((p for p in f.glob("*.py") if keep is None or keep.search(p.name)), key=problem_number) for f in folders}
 
 
 def _chosen(level: str, path: Path, selectors: list[str]) -> bool:
@@ -25,7 +26,7 @@ def _chosen(level: str, path: Path, selectors: list[str]) -> bool:
         where, _, number = sel.rpartition("/")
         if where and where != level:
             continue
-        if (number.isdigit() and _number(path) == int(number) and path.name.startswith(f"{number}_")) or \
+        if (number.isdigit() and problem_number(path) == int(number) and path.name.startswith(f"{number}_")) or \
                 (not number.isdigit() and number.lower() in path.name.lower()):
             return True
     return False

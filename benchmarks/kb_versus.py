@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 from common import load_entry, use_this_tree  # benchmarks/ is this script's folder, first on sys.path
+from kb_tables import problem_number
 from trees import write_kernels
 
 _SPLIT = [{"split": True, "SPLIT_PER_SM": n} for n in (2, 8, 16)]
@@ -46,11 +46,6 @@ VARIANTS = {  # KernelBench level-1 number -> knob settings worth timing beside 
 
 
 NAMED = {"softmax": _LONG_ROWS, "log_softmax": _LONG_ROWS}  # example specs (operator_specs/*.yaml) by name
-
-
-def _number(path: Path) -> int:
-    found = re.match(r"\d+", path.name)
-    return int(found.group()) if found else 0
 
 
 def _args() -> argparse.Namespace:
@@ -152,7 +147,7 @@ def main() -> int:
           f"triton {triton.__version__}; old {args.old}", flush=True)
     rows = []
     for path in paths:
-        number, spec = _number(path), read_spec(path).spec
+        number, spec = problem_number(path), read_spec(path).spec
         fns, notes = _kernels(spec, old[str(path)], args, number, sms, work)
         cases = spec.effective_perf_cases
         case = spec.test_cases[0] if args.dry_run else cases[min(args.case, len(cases) - 1)]
