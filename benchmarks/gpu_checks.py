@@ -69,7 +69,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("/tmp/kg-gpu-checks"))
     ap.add_argument("--old", type=Path, help="a checkout of KernelGen before the judge split, to time `test` with")
     ap.add_argument("--before", type=Path, help="a checkout of KernelGen before trusted timing, for the forge check's overhead")
-    ap.add_argument("--only", default="judge,sandbox,export,llm", help="which checks, comma-separated (also: forge, attacks, replay)")
+    ap.add_argument("--only", default="judge,sandbox,export,llm", help="which checks, comma-separated (also: forge, attacks, replay, replay-examples)")
     args = ap.parse_args()
     only = set(args.only.split(","))
     out = args.out
@@ -106,6 +106,9 @@ def main() -> int:
             add(row)
     if "replay" in only:
         for row in replay_check(out, args.before):
+            add(row)
+    elif "replay-examples" in only:  # the examples alone: a device call runs the files on other GPUs
+        for row in replay_examples(out, args.before):
             add(row)
     return 0
 
@@ -351,6 +354,12 @@ def replay_check(out: Path, before: Path | None) -> Iterator[tuple[str, str]]:
     gen = out / "replay-generated"
     kg("new", str(SPECS / "broadcast.yaml"), "--out", str(gen), "--force", "--backend", "offline", "--no-bench")
     yield from _replay_files(gen / "broadcast", out)
+    yield from replay_examples(out, before)
+
+
+def replay_examples(out: Path, before: Path | None) -> Iterator[tuple[str, str]]:
+    """The examples' offline kernels timed here (and before, with `bench` wall time), with --graph."""
+    gen = out / "replay-generated"
     for name in REPLAY_EXAMPLES:
         kg("new", str(SPECS / f"{name}.yaml"), "--out", str(gen), "--force", "--backend", "offline", "--no-bench")
         op = gen / name

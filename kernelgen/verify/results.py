@@ -227,7 +227,7 @@ class PerfCase(_Model):
     valid: bool = True
     invalid_reason: str = ""
     spot_check: str = ""  # "" when the output at this shape matched the reference
-    # The violations that concern this case (forged-timing, timed-output-wrong, ... and those found on
+    # The violations that concern this case (timed-output-wrong, timed-call-no-launch, ... and those found on
     # import, which concern every case): any one refuses its timing, which is then shown as no number.
     violations: list[Violation] = Field(default_factory=list)
     # Host time to issue one call (Python wrapper + launch), no device sync: what dominates at

@@ -374,6 +374,8 @@ def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSour
     pc.graph = summarize(mine.graph_reps) if mine.graph_reps else None
     pc.launches_per_call = mine.launches / mine.calls if mine.calls else None
     pc.timing_check = describe_check(mine.claimed_ms, mine.floor_ms) if mine.timed else ""
+    if mine.disturbed:  # the measurement's own cross-checks, not the kernel's: said beside its timing
+        pc.timing_check += "; disturbed: " + "; ".join(dict.fromkeys(mine.disturbed))
     if len(timed) > 1 and timed[1].timed and mine.timed:
         pc.compare = summarize(timed[1].reps)
         pc.speedup_vs_compare, pc.pair_noise = paired(timed[1], mine)

@@ -8,8 +8,12 @@ baseline in the judge); a short probe for how long a replay takes; then rounds o
 across the kernels (who goes first rotates per round, so none always runs after a cold cache or a
 clock change) until every median is as sharp as the keep rule can use (kernelgen.verify.adaptive).
 Every kernel is replayed by one loop in the judge's replay worker, which never imports a candidate;
-every timing request is still bounded by the judge's own clock (kernelgen.verify.judge.wallclock: a
-claim below it is `forged-timing`) and the worker's queue checked empty after each request. The paired
+every timing request is still compared with the judge's own clock (kernelgen.verify.judge.wallclock)
+and the judge's queue checked empty after each request. These are checks of the measurement, not of the
+candidate: the replay worker is the judge's own code, and no candidate code runs in it. A disagreement is
+retried (a busy host: Inductor's compile workers beside the judge, another problem on the same GPU); one
+that persists is reported beside the case's timing, never a verdict (on an H100, 2026-11-27, two honest
+kernels of eleven were refused as `forged-timing` under a busy host while the bound was a verdict). The paired
 ratio of two kernels is taken per round and the median kept: both saw the same round's conditions.
 
 **Timed calls are checked.** Before every timing request the inputs change in place (`_Rotation`: each
@@ -52,6 +56,7 @@ from kernelgen.verify.judge.session import WorkerSession
 from kernelgen.verify.timing import LoopCost, judge_clock, loop_cost, median, summarize
 
 DEFERRED_MS = 5.0  # a worker with nothing queued answers a sync in well under a millisecond
+TRIES = 3  # timing requests before a disagreement with the judge's clock is reported: a host hiccup passes
 # On a GPU, a third of the timing requests have their kept output read back and compared (at least one
 # per kernel and case): reading and comparing a perf case's output costs about what the old check of
 # the last call did, once per request read (an 8 GiB output: ~2 s), while a kernel wrong in a share f of
@@ -75,6 +80,7 @@ class KernelOnCase:
     claimed_ms: float = 0.0  # device time its timing requests claimed, warm-up included...
     floor_ms: float = 0.0  # ...and the least the judge's clock allowed them (kernelgen.verify.judge.wallclock)
     graph_reps: list[float] = field(default_factory=list)  # the plan captured in a CUDA graph, timed (bench --graph)
+    disturbed: list[str] = field(default_factory=list)  # timing requests the judge's clock or queue disagreed with, retried
 
     @property
     def timed(self) -> bool:
@@ -163,8 +169,9 @@ class _Requests:
 
     def time(self, reps: int, warmup: int, *, read: bool | None = None) -> Reply:
         """One timing request, on inputs rotated just before it, keeping the outputs of the calls the
-        judge drew; then those outputs read and compared, or released (`read`: drawn when None). Retried once when its answer came with work still queued or below the judge's
-        clock: a host hiccup happens once, a lie every time."""
+        judge drew; then those outputs read and compared, or released (`read`: drawn when None). Asked again, up to TRIES
+        times, when its answer came with work still queued or below the judge's clock; a disagreement that
+        persists is noted beside the case's timing (`disturbed`)."""
         held = self.checks.rotation.next(self.worker) if self.checks is not None else None
         keep = self.checks.keep(reps + warmup) if self.checks is not None else []
         req = {"op": "time", "plan": self.slot, "key": self.key, "reps": reps, "warmup": warmup, "keep": keep}
@@ -176,7 +183,7 @@ class _Requests:
         return reply
 
     def _timed(self, req: dict[str, Any], reps: int, warmup: int) -> Reply:
-        for _ in range(2):
+        for _ in range(TRIES):
             t0 = self.now()
             reply = self.worker.request(req)
             wall = (self.now() - t0) * 1e3
@@ -190,10 +197,10 @@ class _Requests:
             if not (deferred or forged):
                 break
         if deferred:
-            self.res.violations.append(("deferred-work", f"the worker still had {waited:.1f} ms of work queued after "
-                                        "saying it was done, twice in a row"))
+            self.res.disturbed.append(f"the device still had {waited:.1f} ms of work queued after the replay said it was "
+                                      f"done, {TRIES} requests in a row (another process on this GPU?)")
         if forged:
-            self.res.violations.append(("forged-timing", forged))
+            self.res.disturbed.append(f"{forged}, {TRIES} requests in a row (a busy host?)")
         if reply.launches < reply.calls:
             self.res.violations.append(("timed-call-no-launch", f"{reply.calls} timed calls launched only "
                                         f"{reply.launches} Triton kernels: a call that launches nothing returned "
@@ -396,5 +403,5 @@ def _ok(reply: Reply, res: KernelOnCase) -> bool:
 
 
 def _stopped(res: KernelOnCase) -> bool:
-    """No more timing for a kernel that failed, or whose timings the judge's clock contradicts."""
-    return bool(res.wrong) or any(code == "forged-timing" for code, _ in res.violations)
+    """No more timing for a kernel that failed."""
+    return bool(res.wrong)

@@ -17,9 +17,11 @@ few made-up slow repetitions that the faster half never sees. The bound is one-s
 The L2 flush before each repetition takes 60-90 us on an H100/H200, longer than the host needs to
 issue a repetition (10-40 us), so the device, not the host, paces the loop and the bound is tight,
 to within the flush's own jitter. Where the host is slower (a wrapper of many launches), the idle
-device time is subtracted (`host_call_ms`), and the bound says less: a small kernel whose host time
-dominates cannot be told from a forger by a wall clock, and is not flagged. A claim under the bound
-on two requests in a row is the violation `forged-timing`, never a speedup.
+device time is subtracted (`host_call_ms`), and the bound says less. Every term assumes the worker
+runs when the judge does: a busy host (a batch's compiles beside it) puts the wall clock above the
+bound with no lie at all. Since every timing is a replay in KernelGen's own worker, a claim under the
+bound is asked again and, when it persists, noted beside the case's timing (kernelgen.verify.judge.timed),
+never a verdict.
 """
 
 from __future__ import annotations
