@@ -39,7 +39,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import yaml
 
@@ -69,6 +69,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("/tmp/kg-gpu-checks"))
     ap.add_argument("--old", type=Path, help="a checkout of KernelGen before the judge split, to time `test` with")
     ap.add_argument("--before", type=Path, help="a checkout of KernelGen before trusted timing, for the forge check's overhead")
+    ap.add_argument("--examples", default=",".join(REPLAY_EXAMPLES), help="the examples replay-examples times")
     ap.add_argument("--only", default="judge,sandbox,export,llm", help="which checks, comma-separated (also: forge, attacks, replay, replay-examples)")
     args = ap.parse_args()
     only = set(args.only.split(","))
@@ -108,7 +109,7 @@ def main() -> int:
         for row in replay_check(out, args.before):
             add(row)
     elif "replay-examples" in only:  # the examples alone: a device call runs the files on other GPUs
-        for row in replay_examples(out, args.before):
+        for row in replay_examples(out, args.before, args.examples.split(",")):
             add(row)
     return 0
 
@@ -357,10 +358,10 @@ def replay_check(out: Path, before: Path | None) -> Iterator[tuple[str, str]]:
     yield from replay_examples(out, before)
 
 
-def replay_examples(out: Path, before: Path | None) -> Iterator[tuple[str, str]]:
+def replay_examples(out: Path, before: Path | None, names: Iterable[str] = REPLAY_EXAMPLES) -> Iterator[tuple[str, str]]:
     """The examples' offline kernels timed here (and before, with `bench` wall time), with --graph."""
     gen = out / "replay-generated"
-    for name in REPLAY_EXAMPLES:
+    for name in names:
         kg("new", str(SPECS / f"{name}.yaml"), "--out", str(gen), "--force", "--backend", "offline", "--no-bench")
         op = gen / name
         json_out = out / f"replay_{name}_bench.json"

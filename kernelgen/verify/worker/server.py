@@ -70,7 +70,9 @@ class Worker:
         self.kept: dict[str, list[Any]] = {}  # slot (or plan) -> outputs of the timed calls the judge asked to keep
         self.torch: Any = None
         self.tamper: Any = None
-        self.handlers = _handlers(role, self)
+        # its role's requests: imported in warm(), after the hello (they import torch: ~2.5 s the judge
+        # waited for the hello of each worker it started, twice per `bench`)
+        self.handlers: list[Any] = []
 
     def warm(self) -> None:
         """torch, Triton, the device, the launch hooks and the tampering snapshot, right after the
@@ -89,6 +91,8 @@ class Worker:
         if self.device == "cpu":
             os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported: @triton.jit reads it then
         import torch
+
+        self.handlers = _handlers(self.role, self)  # before the launch hooks and the seal, as at the start before
 
         from kernelgen.verify.worker import guard
         from kernelgen.verify.worker.tamper import TamperSnapshot
@@ -138,6 +142,8 @@ class Worker:
         is reported in it."""
         op = req.get("op")
         handler = self._handler(str(op))
+        if handler is None and self.start_error:  # its role's requests were never set up
+            return {"ok": False, "error": self.start_error}
         if handler is None:
             return {"ok": False, "error": f"unknown request {op!r} for a {self.role} worker"}
         try:
