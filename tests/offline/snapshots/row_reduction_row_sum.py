@@ -172,7 +172,7 @@ def _launch_config(n_rows, n_cols, sm_count, *, MAX_SINGLE_PASS, LOOP_BLOCK, ROW
     (4096 when None). Short rows share a program until a tile holds ~ROW_TILE elements
     (2048 when None), so warps are not left idle on 64-wide rows. split: always None here.
     """
-    block_c = triton.next_power_of_2(n_cols)
+    block_c = triton.next_power_of_2(max(n_cols, 1))  # rows of no elements: one masked column
     single_pass = block_c <= (MAX_SINGLE_PASS or 8192)
     if not single_pass:
         block_c = min(LOOP_BLOCK or 4096, block_c)
