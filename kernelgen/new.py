@@ -36,7 +36,7 @@ from kernelgen.spec.given import read_spec
 from kernelgen.verify.judge import integrity
 from kernelgen.verify.judge.runner import open_judge, run_accuracy, run_performance
 from kernelgen.verify.judge.judge import KernelSource
-from kernelgen.verify.judge.session import WorkerSession, early_worker
+from kernelgen.verify.judge.session import Spares, early_worker
 from kernelgen.verify.results import RunRecord
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class NewResult:
 
 
 def _check_and_time(op: OperatorDir, record: RoundRecord, device: DeviceInfo, *, measure: bool, on_step: Step,
-                    spare: WorkerSession | None = None, service: Service | None = None, known: RunRecord | None = None) -> None:
+                    spare: Spares | None = None, service: Service | None = None, known: RunRecord | None = None) -> None:
     """Accuracy first; performance only for a kernel that passed (a wrong kernel has no speed). In the
     KernelGen service when there is one (`service`: the handle and the device as the user chose it).
     `known`: the repair loop's verdict, taken as it is when it is about these very bytes (the same
@@ -192,7 +192,7 @@ class Service:
 
 
 def _new_operator(spec_path: Path, *, out_root: str | Path, backend: str, device: str, force: bool,
-                  llm_options: dict | None, measure: bool, on_step: Step, spare: WorkerSession | None,
+                  llm_options: dict | None, measure: bool, on_step: Step, spare: Spares | None,
                   service: Service | None = None) -> NewResult:
     given = read_spec(spec_path)  # a YAML spec as written, or one derived from a KernelBench-format .py
     spec, spec_text = given.spec, given.text

@@ -102,12 +102,26 @@ def test_digest_tells_draws_apart_and_survives_garbage():
 def test_a_worker_started_on_a_wrong_guess_of_the_device_is_not_used(tmp_path, requests):
     op = open_operator(make_op_dir(tmp_path, HONEST))
     with session.early_worker("cpu") as spare:
-        assert spare is not None and requests["worker started"] == 1
+        assert spare is not None and requests["worker started"] == 2  # its recording and replay workers
         elsewhere = DeviceInfo("cpu", "cpu", interpreter=True, pin="1")  # not what the spare was started for
         with open_judge(op, elsewhere, spare=spare) as judge:
             assert spare.closed
             assert check_accuracy(judge, kernel_source(op, None), seeds=(0,)).correct
-    assert requests["worker started"] == 3  # the judge's own recording and replay workers
+    assert requests["worker started"] == 4  # the judge's own recording and replay workers
+
+
+def test_a_judge_given_the_early_workers_starts_none_of_its_own(tmp_path, requests):
+    """`bench`, `test` and `new` start the judge's recording and replay workers before they import torch:
+    the judge takes both (on an H100 a softmax `bench` waited 6 s of its 22 for a replay worker the judge
+    started later)."""
+    op = open_operator(make_op_dir(tmp_path, HONEST))
+    with session.early_worker("cpu") as spare:
+        assert spare is not None and spare.replay is not None and requests["worker started"] == 2
+        early_replay = spare.replay
+        with open_judge(op, CPU, spare=spare) as judge:
+            assert check_accuracy(judge, kernel_source(op, None), seeds=(0,)).correct
+            assert judge.replayer.worker() is early_replay
+    assert requests["worker started"] == 2
 
 
 def test_a_judge_of_many_untrusted_kernels_keeps_the_next_worker_warm(tmp_path, requests):

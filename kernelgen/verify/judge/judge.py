@@ -25,7 +25,7 @@ from kernelgen.verify.digest import digest, same_digest
 from kernelgen.verify.poison import Fill
 from kernelgen.verify.protocol import DTYPE_SIZES, OtherValue, Reply, TensorRef
 from kernelgen.verify.judge.scrub import scrub
-from kernelgen.verify.judge.session import WorkerFailure, WorkerSession, spare_worker
+from kernelgen.verify.judge.session import Spares, WorkerFailure, WorkerSession, spare_worker
 from kernelgen.verify.judge.staticcheck import check_source
 
 Origin = Literal["offline", "llm", "file"]
@@ -74,16 +74,19 @@ def _nbytes(shape: list[int], dtype: str) -> int:
 class Judge:
     def __init__(self, spec: OperatorSpec, device: DeviceInfo, baseline: Callable[..., Any], *,
                  extra_cases: list[dict[str, list[int]]] | None = None, arena_bytes: int | None = None,
-                 owns_baseline: bool = True, spare: WorkerSession | None = None, prestart: bool = False,
+                 owns_baseline: bool = True, spare: Spares | None = None, prestart: bool = False,
                  baseline_sha256: str | None = None):
-        """`spare` (or `prestart`: one started here, before the arena is sized) is the first worker this
-        judge needs, already importing torch and starting the device while the judge starts.
+        """`spare` (or `prestart`: started here, before the arena is sized) are the first workers this
+        judge needs, its recording and replay workers, already importing torch and starting the device
+        while the judge starts.
         `baseline_sha256`: the baseline file's bytes, which key its cached timings (none without)."""
-        if spare is not None and (spare.device.kind, spare.device.interpreter, spare.device.pin) != \
-                (device.kind, device.interpreter, device.pin):
+        given = spare.device if spare is not None else None
+        if spare is not None and (given is None or (given.kind, given.interpreter, given.pin) !=
+                                  (device.kind, device.interpreter, device.pin)):
             spare.close()  # started on a guess of the device that did not hold
             spare = None
-        self._spare = spare if spare is not None else (spare_worker(device) if prestart else None)
+        self._spare = spare.record if spare is not None and spare.record is not None else \
+            (spare_worker(device) if prestart or spare is not None else None)
         exact_reductions()
         self.spec = spec
         self.device = device
@@ -105,7 +108,8 @@ class Judge:
         self._placed: dict[int, tuple[WorkerSession, set[str]]] = {}  # id(worker) -> it, and the keys it holds
         from kernelgen.verify.judge.replayer import Replayer
 
-        self.replayer = Replayer(self, prestart=prestart or spare is not None)  # starts beside the first recording worker
+        # started beside the first recording worker (or before the judge, with it)
+        self.replayer = Replayer(self, prestart=prestart or spare is not None, spare=spare.replay if spare is not None else None)
         self.notes: dict[str, list[str]] = {}  # kernel sha -> what its recordings noted (autotune's first config on the CPU)
         self.perf_plans: dict[tuple, tuple[Any, float | None]] = {}  # (kernel sha, layout) -> its recording, host time
 

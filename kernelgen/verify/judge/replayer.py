@@ -26,9 +26,9 @@ from kernelgen.verify.replay.extract import ExtractError, Extracted, extract
 
 
 class Replayer:
-    def __init__(self, judge: Any, *, prestart: bool = False):
+    def __init__(self, judge: Any, *, prestart: bool = False, spare: WorkerSession | None = None):
         self.judge = judge
-        self._spare = spare_worker(judge.device, role="replay") if prestart else None
+        self._spare = spare if spare is not None else (spare_worker(judge.device, role="replay") if prestart else None)
         self._worker: WorkerSession | None = None
         self._extracted: dict[str, Extracted | ExtractError] = {}  # kernel sha256 -> its replay module, or why none
         self._sent: set[str] = set()  # kernel slots defined in the current worker

@@ -24,7 +24,7 @@ from kernelgen.verify.judge.judge import Judge, KernelSource, Origin
 from kernelgen.verify.judge.performance import measure_performance
 from kernelgen.verify.results import RunRecord, Violation
 from kernelgen.verify.judge.scrub import scrub
-from kernelgen.verify.judge.session import WorkerFailure, WorkerSession
+from kernelgen.verify.judge.session import Spares, WorkerFailure
 
 
 def load_baseline(op: OperatorDir) -> Callable[..., Any]:
@@ -63,7 +63,7 @@ def require_trusted_files(op: OperatorDir) -> None:
     integrity.record(op.path, op.name)
 
 
-def open_judge(op: OperatorDir, device: DeviceInfo, *, spare: WorkerSession | None = None, prestart: bool = True) -> Judge:
+def open_judge(op: OperatorDir, device: DeviceInfo, *, spare: Spares | None = None, prestart: bool = True) -> Judge:
     """A judge for this operator, after the integrity check (IntegrityError, exit 2, when it fails).
     Its first worker starts before the judge sizes its arena (or is `spare`, started earlier still),
     so the worker's imports and device start overlap the judge's; `prestart=False`: no such worker
@@ -102,7 +102,7 @@ def _folder_violation(op: OperatorDir, before: integrity.Snapshot) -> Violation 
 
 def run_accuracy(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None = None, source: KernelSource | None = None,
                  seeds: int | None = None, base: int | None = None, judge: Judge | None = None,
-                 spare: WorkerSession | None = None, log: Callable[[str], None] = lambda s: None) -> RunRecord:
+                 spare: Spares | None = None, log: Callable[[str], None] = lambda s: None) -> RunRecord:
     """Every planned accuracy check of the operator's kernel (or `kernel`, or `source`); `base`: the
     seed its inputs are drawn from (by default a hash of the kernel and the spec: the same kernel, the
     same verdict); `spare`: a worker started earlier for the judge this opens (session.early_worker)."""
@@ -131,7 +131,7 @@ def run_accuracy(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None = N
 def run_performance(op: OperatorDir, device: DeviceInfo, *, kernel: Path | None = None, source: KernelSource | None = None,
                     compare: KernelSource | None = None, no_compile: bool = False, no_eager: bool = False,
                     no_peers: bool = False, fresh: bool = False, judge: Judge | None = None,
-                    spare: WorkerSession | None = None, graph: bool = False,
+                    spare: Spares | None = None, graph: bool = False,
                     log: Callable[[str], None] = lambda s: None) -> RunRecord:
     """The kernel timed on every perf case (against `compare`, the current best, when given);
     `fresh`: the baselines timed again rather than taken from the cache; `spare` as run_accuracy's;

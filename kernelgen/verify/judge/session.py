@@ -142,21 +142,48 @@ def spare_worker(device: DeviceInfo, role: str = "record") -> WorkerSession | No
         return None
 
 
+@dataclass
+class Spares:
+    """The two workers a judge needs first, started before it: its first recording worker and its
+    replay worker (each may be None: it could not start, and the judge starts its own)."""
+
+    record: "WorkerSession | None"
+    replay: "WorkerSession | None"
+
+    @property
+    def device(self) -> DeviceInfo | None:
+        return next((w.device for w in (self.record, self.replay) if w is not None), None)
+
+    @property
+    def closed(self) -> bool:
+        return all(w is None or w.closed for w in (self.record, self.replay))
+
+    def close(self) -> None:
+        for w in (self.record, self.replay):
+            if w is not None:
+                w.close()
+
+
 @contextlib.contextmanager
-def early_worker(choice: str) -> Iterator[WorkerSession | None]:
-    """A spare worker started before this process imports torch (~2 s of a command's start), on the
+def early_worker(choice: str) -> Iterator[Spares | None]:
+    """The judge's recording and replay workers, started before this process imports torch, on the
     device `choice` most likely resolves to (auto: a GPU where the NVIDIA or ROCm driver's device
-    node exists); a judge takes it only if its device turned out the same. Closed on leaving, if no
-    judge took (and closed) it."""
+    node exists); a judge takes them only if its device turned out the same. Both start now because
+    each takes ~5 s to import torch and start the device (6 s of a softmax `bench`'s 22 on an H100
+    were spent waiting for a replay worker the judge started later); closed on leaving, if no judge
+    took (and closed) them."""
     kind = os.environ.get("KERNELGEN_DEVICE", "auto") if choice == "auto" else choice
     if kind == "auto":
         kind = "cuda" if os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/kfd") else "cpu"
-    spare = spare_worker(DeviceInfo(kind, kind, interpreter=kind == "cpu")) if kind in ("cuda", "npu", "cpu") else None
+    spares = None
+    if kind in ("cuda", "npu", "cpu"):
+        device = DeviceInfo(kind, kind, interpreter=kind == "cpu")
+        spares = Spares(spare_worker(device), spare_worker(device, role="replay"))
     try:
-        yield spare
+        yield spares
     finally:
-        if spare is not None:
-            spare.close()
+        if spares is not None:
+            spares.close()
 
 
 def descendants(pid: int) -> list[int]:
