@@ -120,6 +120,11 @@ def conv_tiles(knobs: Any, form: str, rows: int, cols: int, cin_g: int, taps: in
         bk = 32 if flat or fp32 else min(max(next_pow2(cin_g), 16), 64)
         bm = 256 if fp32 and bn >= 64 and rows >= 256 * 264 else 128 if rows >= 128 * 264 else 64
         warps, stages = (8 if bm * bn >= 128 * 128 else 4), (3 if fp32 else 4)
+        # one K step (few channels x taps, flattened): nothing to pipeline, and Triton 3.6 on an H100 got
+        # KernelBench L1/59 (3x3x1 taps, 3 channels, K=27) wrong in every element with 3 stages (max error
+        # 3.7; 9.5e-7 with 1 stage, or with FLAT_K off, or BLOCK_K 16), 2026-11-27
+        if flat and cin_g * taps <= (knobs.BLOCK_K or bk):
+            stages = 1
     bm, bn, bk = knobs.BLOCK_M or bm, knobs.BLOCK_N or bn, knobs.BLOCK_K or bk
     warps, stages = knobs.num_warps or warps, knobs.num_stages or stages
     programs = cdiv(rows, bm) * cdiv(cols, bn) * grid_y

@@ -384,10 +384,10 @@ def _conv_precision(dtype, device, tf32):
     return "ieee", False
 
 
-def _conv_config(form, M, N, CIN_G, fp32, interpreted):
+def _conv_config(form, M, N, CIN_G, fp32, interpreted, taps):
     """(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_SIZE_M, num_warps, num_stages, FLAT_K) of a convolution at M
     output pixels x N output channels (a group's; the direct form: all of them) with CIN_G input
-    channels per group: the heuristic below, where a knob is None. Under the CPU interpreter, which
+    channels per group and `taps` kernel positions: the heuristic below, where a knob is None. Under the CPU interpreter, which
     runs a program's ops one numpy call at a time, up to 1024 pixels per program: a 3-D transposed
     convolution's smallest KernelBench case took over 120 s at 64."""
     if form == "direct":  # fp32 multiply-adds on 128 pixels x up to 32 channels, no tensor cores
@@ -402,6 +402,11 @@ def _conv_config(form, M, N, CIN_G, fp32, interpreted):
         bk = 32 if flat or fp32 else min(max(triton.next_power_of_2(CIN_G), 16), 64)
         bm = 256 if fp32 and bn >= 64 and M >= 256 * 264 else 128 if M >= 128 * 264 else 64
         warps, stages = (8 if bm * bn >= 128 * 128 else 4), (3 if fp32 else 4)
+        # one K step (few channels x taps, flattened): nothing to pipeline, and Triton 3.6 on an H100 got
+        # KernelBench L1/59 (3x3x1 taps, 3 channels, K=27) wrong in every element with 3 stages (max error
+        # 3.7; 9.5e-7 with 1 stage, or with FLAT_K off, or BLOCK_K 16), 2026-11-27
+        if flat and CIN_G * taps <= (_KNOBS["BLOCK_K"] or bk):
+            stages = 1
     if interpreted:
         bm = min(triton.next_power_of_2(M), 1024)
     return (_KNOBS["BLOCK_M"] or bm, _KNOBS["BLOCK_N"] or bn, _KNOBS["BLOCK_K"] or bk, _KNOBS["GROUP_SIZE_M"],
@@ -422,7 +427,8 @@ def _conv_launch(form, sizes, x_shape, w_shape, groups, geometry, fp32, interpre
     else:
         rows = sizes[0] * math.prod(outs)
     cols = sizes[1] if form == "direct" else cout_g
-    bm, bn, bk, group, warps, stages, flat = _conv_config(form, rows, cols, cin_g, fp32, interpreted)
+    bm, bn, bk, group, warps, stages, flat = _conv_config(form, rows, cols, cin_g, fp32, interpreted,
+                                                          math.prod(taps))
     phases = math.prod(stride) if form == "transposed" else 1
     grid = (triton.cdiv(rows, bm) * triton.cdiv(cols, bn), 1 if form == "direct" else groups * phases)
     meta = dict(BLOCK_M=bm, BLOCK_N=bn, GROUP_SIZE_M=group, num_warps=warps, num_stages=stages)
