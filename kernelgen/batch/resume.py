@@ -32,7 +32,7 @@ class _Model(BaseModel):
 
 
 class StepRecord(_Model):
-    step: str  # new | optimize | bench
+    step: str  # new | optimize | bench | baselines (timed ahead, beside new)
     exit_code: int | None  # None: killed at the step timeout
     seconds: float
     phases: dict[str, float] = Field(default_factory=dict)  # where the step's seconds went (kernelgen.batch.phases)
@@ -56,6 +56,8 @@ class JobResult(_Model):
     resumed: str = ""  # what an earlier run had left and how it was continued
     skipped: bool = False  # finished by an earlier run; nothing was redone
     attempts: int = 1  # 2: out of memory beside other operators, then run again alone on an idle GPU
+    derive_s: float = 0.0  # the driver's seconds on its spec before it started (kernelgen.batch.plan)
+    baselines: StepRecord | None = None  # its baselines timed ahead, beside `new` (kernelgen.batch.ahead): not in `seconds`
 
     @property
     def correct(self) -> bool:
