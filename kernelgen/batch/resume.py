@@ -24,6 +24,7 @@ FINAL_FILE = "final_perf.json"  # `kernelgen bench --json` of the best kernel, a
 
 Phase = Literal["new", "redo", "optimize", "done"]
 Status = Literal["finished", "failed", "invalid", "memory", "error", "pending"]
+STAGES = ("derive", "new", "baselines", "optimize", "bench")  # where a job's seconds go, in the report's stage line
 ENDED = ("finished", "failed")  # what a batch_job.json holds: a verdict on the kernel, kept by a rerun
 
 
@@ -66,6 +67,17 @@ class JobResult(_Model):
     @property
     def seconds(self) -> float:
         return round(sum(s.seconds for s in self.steps), 2)
+
+    @property
+    def stages(self) -> dict[str, float]:
+        """Its seconds per stage (STAGES): the driver's derivation, each step, and its baselines timed
+        beside `new` (those overlap `new`, so the stages add up to more than `seconds`)."""
+        out = {stage: 0.0 for stage in STAGES}
+        out["derive"] = self.derive_s
+        out["baselines"] = self.baselines.seconds if self.baselines is not None else 0.0
+        for s in self.steps:
+            out[s.step] = out.get(s.step, 0.0) + s.seconds
+        return {k: round(v, 2) for k, v in out.items()}
 
     @property
     def phases(self) -> dict[str, float]:
