@@ -4,6 +4,12 @@ took on level 2's Conv2D_ReLU_BiasAdd on an H100, 2026-11-27) run while the kern
 checked, and `new`'s measurement finds them in the baseline cache (waiting for what is still being
 timed: kernelgen.verify.judge.baselinetimes). Timings still take the device lock one at a time.
 
+**The next operator's too.** A local worker is told which operator is likely to come after the one it
+starts (kernelgen.batch.placement.JobQueue.upcoming: the head of the queue, where its baselines' memory
+fits beside this operator's). Once this operator's `new` is done, that operator's baselines are timed
+ahead in the background while this one optimizes; when it starts (here or on another GPU of the same
+model), its own process finds them timed or claimed, and its judge waits for what is still claimed.
+
 The process is forked from the worker like a step (kernelgen.batch.stepfork), else exec'd; it ties
 itself to the worker and runs in a process group of its own, stopped with the steps when the worker
 is told to stop. Its output goes to `<operator>.baselines.log` beside the operator's log. Its seconds
@@ -101,3 +107,22 @@ class Ahead:
             os.killpg(self.proc.pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+_background: list[Ahead] = []  # the next operators' (see the module's docstring), until reaped
+
+
+def in_background(ahead: Ahead) -> None:
+    """Keep `ahead` running past this job; reaped by a later `reap_background`."""
+    reap_background()
+    _background.append(ahead)
+
+
+def reap_background(*, wait: bool = False) -> None:
+    """Collect the background processes that ended; with `wait`, wait for the rest too (the worker is
+    done, but the operator they time may be starting on another GPU and wait for them). A worker told
+    to stop interrupts them with its steps (kernelgen.batch.step.stop_running_steps)."""
+    for ahead in list(_background):
+        if wait or ahead.proc.poll() is not None:
+            ahead.finish(stop=False)
+            _background.remove(ahead)

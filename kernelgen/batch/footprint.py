@@ -142,6 +142,21 @@ def timing_need(reference: Any, spec: Any, case: dict[str, list[int]], dtype: st
     return max(judge + worker, peers, own) if e.inputs >= LATE_PEERS_BYTES else judge + worker + peers + own
 
 
+def ahead_bytes(spec: Any) -> int | None:
+    """Bytes the baselines' process (and its peers' child) holds at its peak, contexts included: what
+    timing them ahead of the operator's own start (kernelgen.batch.ahead) needs beside another's run.
+    None when the reference does not run on meta tensors."""
+    from kernelgen.spec import load_reference
+
+    try:
+        reference = load_reference(spec)
+        own = [ahead_need(reference, spec, case, dtype)
+               for case in spec.effective_perf_cases for dtype in spec.effective_perf_dtypes]
+    except Exception:  # noqa: BLE001 - a reference without meta kernels: no estimate
+        return None
+    return 2 * max(own, default=0) + 2 * CONTEXT_BYTES
+
+
 def memory_need(spec: Any, *, ahead: bool = False) -> int | None:
     """Bytes an operator needs on its GPU at its peak, CUDA contexts included; None when its reference
     does not run on meta tensors (no estimate: the operator is placed as if it were small). `ahead`: its

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kernelgen.batch.ahead import Ahead
+from kernelgen.batch.ahead import Ahead, in_background
 from kernelgen.batch.basis import JobBasis, save_basis, spec_data
 from kernelgen.batch.outcome import bench_reason, out_of_memory, why
 from kernelgen.batch.resume import ENDED, FINAL_FILE, JobResult, load_job, phase_of, save_job
@@ -31,6 +31,16 @@ from kernelgen.batch.step import OUT_OF_MEMORY, Step, StepOutput, run_step
 from kernelgen.errors import KernelGenError
 from kernelgen.fsutil import atomic_write, now
 from kernelgen.record.state import load_state
+
+
+class AheadOf(BaseModel):
+    """An operator still in the queue, as much of it as timing its baselines ahead needs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    spec_file: str
+    log_file: str
 
 
 class JobRequest(BaseModel):
@@ -53,6 +63,8 @@ class JobRequest(BaseModel):
     need_bytes: int | None = None  # its estimated peak GPU memory (kernelgen.batch.footprint)
     attempt: int = 1  # 2: run again alone after running out of memory beside other operators
     ahead: bool = False  # time its baselines ahead, beside `new` (kernelgen.batch.ahead)
+    ahead_bytes: int | None = None  # what that takes on the GPU (kernelgen.batch.footprint.ahead_bytes)
+    ahead_next: AheadOf | None = None  # an operator still queued whose baselines this job times ahead, after its own
     derive_s: float = 0.0  # the driver's seconds on its spec (derived from a KernelBench file, memory estimated)
 
 
@@ -147,6 +159,12 @@ class _Job:
         self.result.steps.append(out.record)
         return out
 
+    def say(self, said: str, more: str = "") -> None:
+        """A line of the job's own (not a step's): into the operator's log (with `more`) and its progress."""
+        with open(self.req.log_file, "a", encoding="utf-8") as log:
+            log.write(f"[{now()}] {said}{more}\n")
+        self.on_step(said)
+
     def end(self, status: str, reason: str = "") -> JobResult:
         r = self.result
         r.status, r.reason, r.finished_at = status, reason.replace(self.req.spec_file, self.req.spec_label), now()  # type: ignore[assignment]
@@ -186,6 +204,12 @@ class _Job:
         out = self.step("new", ["new", req.spec_file, "--out", req.out_root, *_llm_flags(req), *force])
         if ahead is not None:  # waited for by new's measurement already, unless the kernel was never timed
             self.result.baselines = ahead.finish(stop=out.record.exit_code != 0 or not self._timed())
+        if req.ahead_next is not None and out.record.exit_code == 0 and req.rounds != 0:  # the next operator's
+            # compiles run while this one optimizes
+            nxt = req.ahead_next
+            log = Path(nxt.log_file)
+            in_background(Ahead(nxt.spec_file, req.device, log.with_name(f"{log.stem}.baselines.log"), self.env))
+            self.say(f"timing {nxt.name}'s baselines ahead, beside this operator's rounds")
         return self.failed_step(out, "kernelgen new did not finish")
 
     def _timed(self) -> bool:
@@ -210,10 +234,8 @@ class _Job:
             if ended is not None:
                 return ended
         if _final_from_best(self.op_dir, req.basis):
-            said = "final measurement: the best round's, taken in full on this device with this KernelGen; not timed again"
-            with open(req.log_file, "a", encoding="utf-8") as log:
-                log.write(f"[{now()}] {said} ({FINAL_FILE})\n")
-            self.on_step(said)
+            self.say("final measurement: the best round's, taken in full on this device with this KernelGen; not timed again",
+                     f" ({FINAL_FILE})")
             return self.end(*_measured_outcome(self.op_dir))
         out = self.step("bench", ["bench", str(self.op_dir), "--device", req.device, "--json", str(self.op_dir / FINAL_FILE)])
         return self.failed_step(out, "kernelgen bench did not finish") or self.end("finished")

@@ -124,14 +124,16 @@ def _request(p: PlannedOp, opts: BatchOptions, device: str, basis: JobBasis) -> 
     need = None
     t0 = time.monotonic()
     ahead = baselines_ahead(device)
+    ahead_b = None
     if device == "cuda":
-        from kernelgen.batch.footprint import memory_need
+        from kernelgen.batch.footprint import ahead_bytes, memory_need
 
         need = memory_need(p.spec, ahead=ahead)
+        ahead_b = ahead_bytes(p.spec) if ahead else None
     return JobRequest(name=p.name, spec_file=str(spec_for_new(p, out)), spec_label=p.label, out_root=str(out),
                       log_file=str(out / WORK_DIR / "logs" / f"{p.name}.log"), rounds=opts.rounds,
                       backend=opts.backend, device=device, options=basis.options, step_timeout_s=opts.step_timeout_s,
-                      spec_data=spec_data(p.spec), basis=basis, need_bytes=need, ahead=ahead,
+                      spec_data=spec_data(p.spec), basis=basis, need_bytes=need, ahead=ahead, ahead_bytes=ahead_b,
                       derive_s=round(p.seconds + time.monotonic() - t0, 2))
 
 

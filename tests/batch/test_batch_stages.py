@@ -65,22 +65,47 @@ def test_the_report_says_the_mean_seconds_per_stage_with_the_baselines_beside_ne
 
 
 @pytest.mark.slow
-def test_a_batch_times_the_baselines_ahead_and_new_takes_them_from_the_cache(tmp_path, monkeypatch):
-    """Forced on under the interpreter (where it times eager's dry run only): the job starts the
-    process beside `new`, keeps its log and seconds, and `new`'s measurement reads its entry."""
-    (tmp_path / "twice.yaml").write_text(SPEC)
+def test_the_next_operators_baselines_are_timed_while_this_one_optimizes(tmp_path, monkeypatch):
+    """Forced on under the interpreter (where it times eager's dry run only), one worker, two operators:
+    each job times its baselines beside `new`, which takes them from the cache; once the first's `new` is
+    done, the second's are timed in the background, and the second's own process then times nothing.
+    The jobs keep the process's seconds, the report its stage line."""
+    for name in ("first", "second"):
+        (tmp_path / f"{name}.yaml").write_text(SPEC.replace("twice", name))
     monkeypatch.setenv("KERNELGEN_BATCH_BASELINES", "on")
     monkeypatch.setenv("KERNELGEN_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "out"
-    res = CliRunner().invoke(app, ["batch", str(tmp_path / "twice.yaml"), "--out", str(out), "--rounds", "0",
-                                   "--backend", "offline", "--device", "cpu", "--gpus", "1"])
+    res = CliRunner().invoke(app, ["batch", str(tmp_path / "first.yaml"), str(tmp_path / "second.yaml"), "--out", str(out),
+                                   "--rounds", "1", "--backend", "offline", "--device", "cpu", "--gpus", "1"])
     assert res.exit_code == 0, res.output
-    job = json.loads((out / "twice" / "batch_job.json").read_text())
-    assert job["status"] == "finished" and job["baselines"]["exit_code"] == 0 and job["baselines"]["seconds"] > 0
-    assert "1 entries timed" in (out / "_batch" / "logs" / "twice.baselines.log").read_text()
-    final = json.loads((out / "twice" / "final_perf.json").read_text())["performance"]
-    assert "Baselines (eager, torch.compile, peers) of 1 of 1 case(s) from the cache" in final["note"]
+    logs = out / "_batch" / "logs"
+    assert "timing second's baselines ahead, beside this operator's rounds" in (logs / "first.log").read_text()
+    second = (logs / "second.baselines.log").read_text()
+    assert second.index("second: 1 entries timed") < second.index("second: 0 entries timed")  # ahead, then its own
+    for name in ("first", "second"):
+        final = json.loads((out / name / "final_perf.json").read_text())["performance"]
+        assert "Baselines (eager, torch.compile, peers) of 1 of 1 case(s) from the cache" in final["note"]
     assert not list((tmp_path / "cache").rglob("*.claim"))
+    job = json.loads((out / "first" / "batch_job.json").read_text())
+    assert job["status"] == "finished" and job["baselines"]["exit_code"] == 0 and job["baselines"]["seconds"] > 0
     report = json.loads((out / "batch_report.json").read_text())
-    assert report["summary"]["stages_mean"]["baselines"] > 0 and report["summary"]["stages_mean"]["new"] > 0
+    assert report["summary"]["stages_mean"]["baselines"] > 0 and report["summary"]["stages_mean"]["optimize"] > 0
     assert "seconds per stage, mean per operator that ran: derive" in (out / "batch_report.md").read_text()
+
+
+def test_optimize_does_not_draw_the_same_plot_twice(tmp_path):
+    """`optimize` draws its plot after each round and when it stops: the second time, with nothing new,
+    the file is left as it is (kernelgen.record.plot)."""
+    from kernelgen.record.plot import write_plot
+    from kernelgen.record.state import OpState, RoundRecord
+
+    state = OpState(name="op", created_at="2026-11-27T00:00:00", backend="offline", device="cpu",
+                    rounds=[RoundRecord(round=0, started_at="2026-11-27T00:00:00", finished_at="2026-11-27T00:00:01",
+                                        backend="offline", change="initial kernel", change_type="initial", kernel_file="k.py")])
+    path = write_plot(tmp_path, state)
+    path.write_bytes(b"drawn once")  # a second drawing would replace it
+    write_plot(tmp_path, state)
+    assert path.read_bytes() == b"drawn once"
+    state.rounds.append(state.rounds[0].model_copy(update={"round": 1}))
+    write_plot(tmp_path, state)
+    assert path.read_bytes().startswith(b"\x89PNG")  # a new round: drawn again
