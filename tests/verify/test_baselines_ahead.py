@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -43,8 +44,9 @@ def _cache(root: Path) -> BaselineCache:
     return BaselineCache("0" * 64, {"inputs": []}, "cpu", root=root)
 
 
-def _claimer(root: Path, hold_s: float, put: bool) -> subprocess.Popen:
-    """Another process that claims the eager entry, holds the claim `hold_s`, then (if `put`) writes it."""
+def _claimer(root: Path, put: bool) -> subprocess.Popen:
+    """Another process that claims the eager entry and holds the claim until the file `go` exists (at
+    most a minute), then (if `put`) writes the entry and lets the claim go."""
     code = textwrap.dedent(f"""
         import time
         from pathlib import Path
@@ -53,7 +55,9 @@ def _claimer(root: Path, hold_s: float, put: bool) -> subprocess.Popen:
         cache = BaselineCache("0" * 64, {{"inputs": []}}, "cpu", root=Path({str(root)!r}))
         cache.claim("eager", {SHAPES!r}, "float32")
         print("claimed", flush=True)
-        time.sleep({hold_s})
+        deadline = time.monotonic() + 60
+        while not Path({str(root / "go")!r}).exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
         if {put}:
             cache.put("eager", {SHAPES!r}, "float32", timing=KernelTiming(ms=1.5, ms_min=1.4, ms_max=1.6, spread=0.1))
         cache.release("eager", {SHAPES!r}, "float32")
@@ -64,11 +68,16 @@ def _claimer(root: Path, hold_s: float, put: bool) -> subprocess.Popen:
     return proc
 
 
+def _go_in(root: Path, seconds: float) -> None:
+    threading.Timer(seconds, (root / "go").touch).start()
+
+
 def test_a_judge_waits_for_an_entry_another_live_process_is_timing(tmp_path):
     cache = _cache(tmp_path)  # first: building one imports torch, seconds on a loaded CPU
-    proc = _claimer(tmp_path, 2.0, put=True)
+    proc = _claimer(tmp_path, put=True)
     assert cache.get("eager", SHAPES, "float32") is None and cache.claimed("eager", SHAPES, "float32")
     t0 = time.monotonic()
+    _go_in(tmp_path, 0.5)
     entry = cache.wait("eager", SHAPES, "float32")
     assert entry is not None and entry.timing is not None and entry.timing.ms == 1.5
     assert time.monotonic() - t0 >= 0.5  # it waited for the other process rather than returning None at once
@@ -78,14 +87,15 @@ def test_a_judge_waits_for_an_entry_another_live_process_is_timing(tmp_path):
 
 def test_a_claim_released_without_its_entry_leaves_the_judge_to_time_it(tmp_path):
     cache = _cache(tmp_path)
-    proc = _claimer(tmp_path, 0.5, put=False)  # e.g. torch.compile failed in that process
+    proc = _claimer(tmp_path, put=False)  # e.g. torch.compile failed in that process
+    _go_in(tmp_path, 0.2)
     assert cache.wait("eager", SHAPES, "float32") is None
     proc.wait(timeout=30)
 
 
 def test_the_claim_of_a_killed_process_is_not_waited_for(tmp_path):
     cache = _cache(tmp_path)
-    proc = _claimer(tmp_path, 60, put=True)
+    proc = _claimer(tmp_path, put=True)
     proc.kill()
     proc.wait()
     assert list(tmp_path.rglob("*.claim"))  # left behind: SIGKILL runs no clean-up
@@ -101,7 +111,7 @@ def test_a_process_never_waits_on_its_own_claim_and_fresh_reads_no_claim(tmp_pat
     assert cache.wait("eager", SHAPES, "float32", limit_s=0.1) is None
     cache.release("eager", SHAPES, "float32")
     assert not list(tmp_path.rglob("*.claim"))
-    proc = _claimer(tmp_path, 2, put=False)
+    proc = _claimer(tmp_path, put=False)
     try:
         assert not BaselineCache("0" * 64, {"inputs": []}, "cpu", root=tmp_path, fresh=True).claimed("eager", SHAPES, "float32")
     finally:
