@@ -66,7 +66,8 @@ def fast_p_table(report, levels: list[str]) -> str:  # noqa: ANN001 - kernelgen.
 
 def time_table(report, levels: list[str]) -> str:  # noqa: ANN001 - kernelgen.batch.report.BatchReport
     """Per level: the statuses, seconds per problem (of the problems that ran a step) and where they
-    went, and the slowest problems with their longest phases."""
+    went (phases, and stages: derive, new, baselines timed beside new, optimize, bench), and the slowest
+    problems with their longest phases."""
     lines = []
     for label, rows in _groups(report, levels).items():
         counts = defaultdict(int)
@@ -81,7 +82,9 @@ def time_table(report, levels: list[str]) -> str:  # noqa: ANN001 - kernelgen.ba
                     phases[k] += v / len(ran)
             top = ", ".join(f"{k} {v:.1f}" for k, v in sorted(phases.items(), key=lambda kv: -kv[1])[:5])
             slow = ", ".join(f"{r.name} {r.seconds:.0f} s" for r in sorted(ran, key=lambda r: -r.seconds)[:3])
+            stages = ", ".join(f"{k} {sum(r.stages.get(k, 0.0) for r in ran) / len(ran):.1f}"
+                               for k in dict.fromkeys(k for r in ran for k in r.stages))
             line += (f"; {sum(r.seconds for r in ran) / len(ran):.1f} s per problem ({len(ran)} ran a step), "
-                     f"where: {top}; slowest: {slow}")
+                     f"where: {top}; per stage: {stages or '—'} (baselines beside new); slowest: {slow}")
         lines.append(line)
     return "\n".join(lines)

@@ -25,7 +25,11 @@ run's peak (its upcast inputs included), an operator holds at once, on its one G
                outputs), timed beside the judge's work (kernelgen.verify.judge.peerproc) -- or, where
                a case's inputs take 4 GiB or more (LATE_PEERS_BYTES), after the kernel's timings, when
                the judge has let its case go: then the larger of the two counts, not their sum;
-- a CUDA context per process (judge, worker, peers): CONTEXT_BYTES each.
+- the baselines timed ahead (kernelgen.batch.ahead), where the batch times them: P + O in a
+  process of their own (eager and torch.compile on its own copy of the inputs) beside `new`'s checks
+  and, for small inputs, beside the kernel's timings too; the peers' process is then its child. Where
+  a case's inputs take LATE_PEERS_BYTES or more, the judge waits for it to end before drawing them;
+- a CUDA context per process (judge, worker, peers, and the baselines' process): CONTEXT_BYTES each.
 
 Test cases are counted with the check's terms and every dtype checked; perf cases with the
 timing's terms and every dtype timed; the need is the largest. It is an estimate: the allocator's
@@ -118,8 +122,15 @@ def check_need(reference: Any, spec: Any, case: dict[str, list[int]], dtype: str
     return judge + e.inputs + 2 * e.outputs
 
 
-def timing_need(reference: Any, spec: Any, case: dict[str, list[int]], dtype: str) -> int:
-    """Bytes on the GPU while one perf case is timed (see the module's docstring)."""
+def ahead_need(reference: Any, spec: Any, case: dict[str, list[int]], dtype: str) -> int:
+    """Bytes the baselines' process holds while it times one perf case (see the module's docstring)."""
+    e = _run(reference, spec, case, dtype, upcast=False)
+    return e.peak + e.outputs
+
+
+def timing_need(reference: Any, spec: Any, case: dict[str, list[int]], dtype: str, *, ahead: bool = False) -> int:
+    """Bytes on the GPU while one perf case is timed (see the module's docstring); `ahead`: with the
+    baselines timed ahead in a process of their own."""
     from kernelgen.verify.judge.devicememory import LATE_PEERS_BYTES
 
     e = _run(reference, spec, case, dtype, upcast=False)
@@ -127,19 +138,38 @@ def timing_need(reference: Any, spec: Any, case: dict[str, list[int]], dtype: st
     read = e.peak + e.outputs + _compare(e) + truth // 8  # a timed call's output read back, on rotated inputs
     judge = e.inputs + e.outputs + max(e.peak - e.inputs, truth, e.outputs + _compare(e), read)
     worker, peers = e.inputs + 3 * e.outputs, e.peak + e.outputs
-    return max(judge + worker, peers) if e.inputs >= LATE_PEERS_BYTES else judge + worker + peers
+    own = e.peak + e.outputs if ahead else 0  # the baselines' process: eager and torch.compile on its own inputs
+    return max(judge + worker, peers, own) if e.inputs >= LATE_PEERS_BYTES else judge + worker + peers + own
 
 
-def memory_need(spec: Any) -> int | None:
+def ahead_bytes(spec: Any) -> int | None:
+    """Bytes the baselines' process (and its peers' child) holds at its peak, contexts included: what
+    timing them ahead of the operator's own start (kernelgen.batch.ahead) needs beside another's run.
+    None when the reference does not run on meta tensors."""
+    from kernelgen.spec import load_reference
+
+    try:
+        reference = load_reference(spec)
+        own = [ahead_need(reference, spec, case, dtype)
+               for case in spec.effective_perf_cases for dtype in spec.effective_perf_dtypes]
+    except Exception:  # noqa: BLE001 - a reference without meta kernels: no estimate
+        return None
+    return 2 * max(own, default=0) + 2 * CONTEXT_BYTES
+
+
+def memory_need(spec: Any, *, ahead: bool = False) -> int | None:
     """Bytes an operator needs on its GPU at its peak, CUDA contexts included; None when its reference
-    does not run on meta tensors (no estimate: the operator is placed as if it were small)."""
+    does not run on meta tensors (no estimate: the operator is placed as if it were small). `ahead`: its
+    baselines are timed ahead, beside `new` (kernelgen.batch.ahead)."""
     from kernelgen.spec import load_reference
 
     try:
         reference = load_reference(spec)
         checks = [check_need(reference, spec, case, dtype) for case in spec.test_cases for dtype in spec.dtypes]
-        timings = [timing_need(reference, spec, case, dtype)
-                   for case in spec.effective_perf_cases for dtype in spec.effective_perf_dtypes]
+        perf = [(case, dtype) for case in spec.effective_perf_cases for dtype in spec.effective_perf_dtypes]
+        timings = [timing_need(reference, spec, case, dtype, ahead=ahead) for case, dtype in perf]
+        if ahead and perf and checks:  # the baselines' process (and its peers' child) beside the checks
+            timings.append(max(checks) + 2 * max(ahead_need(reference, spec, case, dtype) for case, dtype in perf))
     except Exception:  # noqa: BLE001 - a reference without meta kernels: no estimate
         return None
-    return max(checks + timings) + PROCESSES * CONTEXT_BYTES
+    return max(checks + timings) + (PROCESSES + ahead) * CONTEXT_BYTES

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kernelgen.batch.ahead import Ahead, in_background
 from kernelgen.batch.basis import JobBasis, save_basis, spec_data
 from kernelgen.batch.outcome import bench_reason, out_of_memory, why
 from kernelgen.batch.resume import ENDED, FINAL_FILE, JobResult, load_job, phase_of, save_job
@@ -30,6 +31,16 @@ from kernelgen.batch.step import OUT_OF_MEMORY, Step, StepOutput, run_step
 from kernelgen.errors import KernelGenError
 from kernelgen.fsutil import atomic_write, now
 from kernelgen.record.state import load_state
+
+
+class AheadOf(BaseModel):
+    """An operator still in the queue, as much of it as timing its baselines ahead needs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    spec_file: str
+    log_file: str
 
 
 class JobRequest(BaseModel):
@@ -51,6 +62,10 @@ class JobRequest(BaseModel):
     basis: JobBasis | None = None  # what else decides the result (kernelgen.batch.basis); None: not compared
     need_bytes: int | None = None  # its estimated peak GPU memory (kernelgen.batch.footprint)
     attempt: int = 1  # 2: run again alone after running out of memory beside other operators
+    ahead: bool = False  # time its baselines ahead, beside `new` (kernelgen.batch.ahead)
+    ahead_bytes: int | None = None  # what that takes on the GPU (kernelgen.batch.footprint.ahead_bytes)
+    ahead_next: AheadOf | None = None  # an operator still queued whose baselines this job times ahead, after its own
+    derive_s: float = 0.0  # the driver's seconds on its spec (derived from a KernelBench file, memory estimated)
 
 
 def _round0_outcome(op_dir: Path) -> str:
@@ -127,7 +142,7 @@ def run_job(req: JobRequest, target: str = "", on_step: Step = lambda s: None, e
         assert stored is not None
         return stored.model_copy(update={"skipped": True})
     result = JobResult(name=req.name, spec=req.spec_label, status="error", rounds=req.rounds, target=target,
-                       started_at=now(), resumed=found, attempts=req.attempt)
+                       started_at=now(), resumed=found, attempts=req.attempt, derive_s=req.derive_s)
     if found:
         on_step(f"earlier run: {found}")
     return _Job(req, result, op_dir, on_step, env).run(phase)
@@ -143,6 +158,12 @@ class _Job:
         out = run_step(name, args, Path(self.req.log_file), self.req.step_timeout_s, self.on_step, self.env)
         self.result.steps.append(out.record)
         return out
+
+    def say(self, said: str, more: str = "") -> None:
+        """A line of the job's own (not a step's): into the operator's log (with `more`) and its progress."""
+        with open(self.req.log_file, "a", encoding="utf-8") as log:
+            log.write(f"[{now()}] {said}{more}\n")
+        self.on_step(said)
 
     def end(self, status: str, reason: str = "") -> JobResult:
         r = self.result
@@ -170,14 +191,38 @@ class _Job:
             return self.end("failed", bench_reason(self.op_dir, out))
         return self.end("error", why(out, default))
 
+    def new(self, phase: str) -> JobResult | None:
+        """`new`, with the baselines timed ahead beside it where asked; the job's end if it failed."""
+        req = self.req
+        force = ["--force"] if phase == "redo" else []
+        ahead = None
+        if req.ahead:  # its compiles and the peers' start run while the kernel is generated and checked
+            log = Path(req.log_file)
+            ahead = Ahead(req.spec_file, req.device, log.with_name(f"{log.stem}.baselines.log"), self.env)
+        # `new` measures round 0 in full (eager, torch.compile, the peers) in the judge that checked it:
+        # `optimize` diagnoses from that measurement and the final one reuses it (see the module's docstring)
+        out = self.step("new", ["new", req.spec_file, "--out", req.out_root, *_llm_flags(req), *force])
+        if ahead is not None:  # waited for by new's measurement already, unless the kernel was never timed
+            self.result.baselines = ahead.finish(stop=out.record.exit_code != 0 or not self._timed())
+        if req.ahead_next is not None and out.record.exit_code == 0 and req.rounds != 0:  # the next operator's
+            # compiles run while this one optimizes
+            nxt = req.ahead_next
+            log = Path(nxt.log_file)
+            in_background(Ahead(nxt.spec_file, req.device, log.with_name(f"{log.stem}.baselines.log"), self.env))
+            self.say(f"timing {nxt.name}'s baselines ahead, beside this operator's rounds")
+        return self.failed_step(out, "kernelgen new did not finish")
+
+    def _timed(self) -> bool:
+        try:
+            r0 = next(r for r in load_state(self.op_dir).rounds if r.round == 0)
+        except (OSError, ValueError, StopIteration):
+            return False
+        return r0.performance is not None
+
     def run(self, phase: str) -> JobResult:
         req, flags = self.req, _llm_flags(self.req)
         if phase in ("new", "redo"):
-            force = ["--force"] if phase == "redo" else []
-            # `new` measures round 0 in full (eager, torch.compile, the peers) in the judge that checked it:
-            # `optimize` diagnoses from that measurement and the final one reuses it (see the module's docstring)
-            ended = self.failed_step(self.step("new", ["new", req.spec_file, "--out", req.out_root, *flags, *force]),
-                                     "kernelgen new did not finish")
+            ended = self.new(phase)
             if ended is not None:
                 return ended
         if req.basis is not None:
@@ -189,10 +234,8 @@ class _Job:
             if ended is not None:
                 return ended
         if _final_from_best(self.op_dir, req.basis):
-            said = "final measurement: the best round's, taken in full on this device with this KernelGen; not timed again"
-            with open(req.log_file, "a", encoding="utf-8") as log:
-                log.write(f"[{now()}] {said} ({FINAL_FILE})\n")
-            self.on_step(said)
+            self.say("final measurement: the best round's, taken in full on this device with this KernelGen; not timed again",
+                     f" ({FINAL_FILE})")
             return self.end(*_measured_outcome(self.op_dir))
         out = self.step("bench", ["bench", str(self.op_dir), "--device", req.device, "--json", str(self.op_dir / FINAL_FILE)])
         return self.failed_step(out, "kernelgen bench did not finish") or self.end("finished")

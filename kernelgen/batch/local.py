@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 
 from kernelgen.batch.engine import Event, OnEvent, error_result, serialized
-from kernelgen.batch.job import JobRequest
+from kernelgen.batch.job import AheadOf, JobRequest
 from kernelgen.batch.outcome import memory_reason
 from kernelgen.batch.placement import JobQueue, Probe
 from kernelgen.batch.resume import JobResult
@@ -203,11 +203,18 @@ class _Run:
                     self.workers.append(worker)
                 if job.attempt == 1:
                     self.emit(Event(job.name, "start", target.label))
-                self.one(worker, target, job)
+                self.one(worker, target, self._with_next(target, job))
         finally:
             if worker is not None:  # its device is idle from here on, once the workers sharing it are
                 worker.close()
             self.idle(target)
+
+    def _with_next(self, target: Target, job: JobRequest) -> JobRequest:
+        """`job`, told which queued operator's baselines to time ahead while it optimizes (kernelgen.batch.ahead)."""
+        nxt = self.pending.upcoming(target, job) if job.ahead else None
+        if nxt is None:
+            return job
+        return job.model_copy(update={"ahead_next": AheadOf(name=nxt.name, spec_file=nxt.spec_file, log_file=nxt.log_file)})
 
     def one(self, worker: WorkerProcess, target: Target, job: JobRequest) -> None:
         try:

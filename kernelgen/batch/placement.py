@@ -69,6 +69,7 @@ class JobQueue:
         self._shared: set[str] = set()  # operators that had another of the batch beside them at some point
         self._told: set[tuple[str, str]] = set()
         self._waiting_since: dict[str, float] = {}
+        self._ahead: set[str] = set()  # operators whose baselines a running one times ahead
 
     # --- what an operator needs ---------------------------------------------------------------
     def need(self, job: JobRequest) -> int | None:
@@ -149,6 +150,23 @@ class JobQueue:
         return (f"waiting for room on {target.label}: it needs about {gib(need or 0)}, "
                 f"{gib(room[0]) if room else 'an unknown amount'} free and {len(gpu.running)} operator(s) of the batch "
                 f"running there")
+
+    def upcoming(self, target: Target, job: JobRequest) -> JobRequest | None:
+        """The operator at the head of the queue, for `job` (just taken for `target`) to time its
+        baselines ahead (kernelgen.batch.ahead), once each: where they are timed ahead at all and, on a
+        GPU whose memory is read, where they fit beside what runs there (`job` has not allocated yet)."""
+        with self._cond:
+            head = next((j for j in self.jobs if j.ahead and j.name not in self._ahead), None)
+            if head is None:
+                return None
+            if self._gated(target):
+                room = self.probe(str(target.device_id))  # type: ignore[misc]
+                gpu = self._gpus.setdefault(target.device_key, _Gpu())
+                if room is None or head.ahead_bytes is None or head.ahead_bytes > min(
+                        room[0] - (job.need_bytes or 0), room[1] - sum(gpu.running.values())):
+                    return None
+            self._ahead.add(head.name)
+            return head
 
     def done(self, target: Target, job: JobRequest) -> None:
         with self._cond:

@@ -12,6 +12,7 @@ YAML spec's dtypes are the ones its author asked for. The spec a batch decided o
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ class PlannedOp:
     problem: str = ""  # why it cannot run; empty when it can
     spec: Any = None  # the validated spec (OperatorSpec), derived once here for a KernelBench file
     text: str = ""  # the spec's YAML where it is not the file as given (derived, or narrowed to its deciding dtypes)
+    seconds: float = 0.0  # spent reading (deriving) it here
 
     @property
     def valid(self) -> bool:
@@ -119,6 +121,7 @@ def plan_specs(paths: list[Path], dtypes: str = "auto") -> list[PlannedOp]:
     first_by_name: dict[str, str] = {}
     for path in find_specs(paths):
         label = str(path)
+        t0 = time.monotonic()
         try:
             spec, text = read_planned(path, dtypes)
         except ProblemFileError as e:
@@ -132,5 +135,5 @@ def plan_specs(paths: list[Path], dtypes: str = "auto") -> list[PlannedOp]:
                                      f"duplicate operator name {spec.name!r}: {first_by_name[spec.name]} has it too"))
             continue
         first_by_name[spec.name] = label
-        planned.append(PlannedOp(path.resolve(), label, spec.name, spec=spec, text=text))
+        planned.append(PlannedOp(path.resolve(), label, spec.name, spec=spec, text=text, seconds=time.monotonic() - t0))
     return planned

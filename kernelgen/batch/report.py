@@ -6,7 +6,8 @@ measurement (`final_perf.json`, `kernelgen bench --json` after optimize) and its
 An operator that did not fit its GPU's memory (status `memory`) is no verdict on its kernel: it is
 left out of the pass rate, fast_1 and fast_p (whose counts say so) and listed with what it needs.
 Every operator's seconds, and where they went (kernelgen.batch.phases), are in its row; the summary
-gives the mean over the operators that ran."""
+gives the mean over the operators that ran, and a line of seconds per stage (derive, new, baselines
+timed beside new, optimize, bench) so that a GPU run shows where the time went."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kernelgen.batch.resume import FINAL_FILE, JobResult, load_job
+from kernelgen.batch.resume import FINAL_FILE, STAGES, JobResult, load_job
 from kernelgen.batch.tables import BASELINES, FAST_BASELINE, CaseRow, OpRow, case_columns, markdown_table, op_columns
 from kernelgen.devices import DRY_RUN_LABEL
 from kernelgen.fsutil import atomic_write, now
@@ -45,6 +46,7 @@ class Summary(_Model):
     memory: int = 0  # operators that did not fit their GPU's memory: not counted in the rates above
     seconds_mean: float | None = None  # per operator that ran a step (this run's or the earlier run's record)
     phases_mean: dict[str, float] = Field(default_factory=dict)  # the same, per phase
+    stages_mean: dict[str, float] = Field(default_factory=dict)  # the same, per stage (kernelgen.batch.resume.STAGES)
 
 
 class BatchReport(_Model):
@@ -92,7 +94,7 @@ def operator_row(result: JobResult, out_root: Path) -> tuple[OpRow, list[CaseRow
     op_dir = Path(out_root) / result.name
     row = OpRow(name=result.name, spec=result.spec, status=result.status, reason=result.reason, target=result.target,
                 skipped=result.skipped, resumed=result.resumed, seconds=result.seconds, phases=result.phases,
-                attempts=result.attempts)
+                stages=result.stages, attempts=result.attempts)
     if result.status == "invalid" or not op_dir.is_dir():
         return row, [], None
     try:
@@ -155,7 +157,8 @@ def _time_spent(ops: list[OpRow]) -> dict:
         return {}
     names = list(dict.fromkeys(k for r in ran for k in r.phases))
     return {"seconds_mean": round(sum(r.seconds for r in ran) / len(ran), 1),
-            "phases_mean": {k: round(sum(r.phases.get(k, 0.0) for r in ran) / len(ran), 1) for k in names}}
+            "phases_mean": {k: round(sum(r.phases.get(k, 0.0) for r in ran) / len(ran), 1) for k in names},
+            "stages_mean": {k: round(sum(r.stages.get(k, 0.0) for r in ran) / len(ran), 1) for k in STAGES}}
 
 
 def _geomean_present(values: list[float | None]) -> float | None:
@@ -181,7 +184,16 @@ def time_text(report: BatchReport) -> str:
         return "seconds per operator: none ran"
     top = sorted(s.phases_mean.items(), key=lambda kv: -kv[1])[:6]
     return (f"seconds per operator that ran: {s.seconds_mean:.1f} on average; where they went: "
-            + ", ".join(f"{k} {v:.1f}" for k, v in top))
+            + ", ".join(f"{k} {v:.1f}" for k, v in top) + "\n\n" + stage_text(report))
+
+
+def stage_text(report: BatchReport) -> str:
+    """The mean seconds per stage of the operators that ran: the driver's derivation of the spec, the
+    steps, and the baselines timed ahead (beside `new`, so not added to the operator's seconds)."""
+    said = {"baselines": "baselines {:.1f} (beside new)"}
+    stages = report.summary.stages_mean
+    return "seconds per stage, mean per operator that ran: " + ", ".join(
+        said.get(k, f"{k} {{:.1f}}").format(stages.get(k, 0.0)) for k in STAGES)
 
 
 def fast_p_text(report: BatchReport) -> str:

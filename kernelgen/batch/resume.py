@@ -24,6 +24,7 @@ FINAL_FILE = "final_perf.json"  # `kernelgen bench --json` of the best kernel, a
 
 Phase = Literal["new", "redo", "optimize", "done"]
 Status = Literal["finished", "failed", "invalid", "memory", "error", "pending"]
+STAGES = ("derive", "new", "baselines", "optimize", "bench")  # where a job's seconds go, in the report's stage line
 ENDED = ("finished", "failed")  # what a batch_job.json holds: a verdict on the kernel, kept by a rerun
 
 
@@ -32,7 +33,7 @@ class _Model(BaseModel):
 
 
 class StepRecord(_Model):
-    step: str  # new | optimize | bench
+    step: str  # new | optimize | bench | baselines (timed ahead, beside new)
     exit_code: int | None  # None: killed at the step timeout
     seconds: float
     phases: dict[str, float] = Field(default_factory=dict)  # where the step's seconds went (kernelgen.batch.phases)
@@ -56,6 +57,8 @@ class JobResult(_Model):
     resumed: str = ""  # what an earlier run had left and how it was continued
     skipped: bool = False  # finished by an earlier run; nothing was redone
     attempts: int = 1  # 2: out of memory beside other operators, then run again alone on an idle GPU
+    derive_s: float = 0.0  # the driver's seconds on its spec before it started (kernelgen.batch.plan)
+    baselines: StepRecord | None = None  # its baselines timed ahead, beside `new` (kernelgen.batch.ahead): not in `seconds`
 
     @property
     def correct(self) -> bool:
@@ -64,6 +67,17 @@ class JobResult(_Model):
     @property
     def seconds(self) -> float:
         return round(sum(s.seconds for s in self.steps), 2)
+
+    @property
+    def stages(self) -> dict[str, float]:
+        """Its seconds per stage (STAGES): the driver's derivation, each step, and its baselines timed
+        beside `new` (those overlap `new`, so the stages add up to more than `seconds`)."""
+        out = {stage: 0.0 for stage in STAGES}
+        out["derive"] = self.derive_s
+        out["baselines"] = self.baselines.seconds if self.baselines is not None else 0.0
+        for s in self.steps:
+            out[s.step] = out.get(s.step, 0.0) + s.seconds
+        return {k: round(v, 2) for k, v in out.items()}
 
     @property
     def phases(self) -> dict[str, float]:

@@ -7,9 +7,11 @@ installed or not reachable) is refused by `prepare_batch`, before anything is wr
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernelgen.batch.ahead import wanted as baselines_ahead
 from kernelgen.batch.basis import JobBasis, spec_data, tool_identity
 from kernelgen.batch.engine import Engine, Event, OnEvent
 from kernelgen.batch.job import JobRequest
@@ -96,6 +98,7 @@ def prepare_batch(opts: BatchOptions) -> PreparedBatch:
     if opts.step_timeout_s <= 0:
         raise UsageError("--step-timeout must be > 0")
     llm_flags(opts.llm_options)
+    baselines_ahead(opts.device)  # KERNELGEN_BATCH_BASELINES refused here, before any work, if it is not one of its values
     planned = plan_specs(opts.specs, opts.dtypes)
     return PreparedBatch(opts, planned, make_engine(opts))
 
@@ -119,14 +122,19 @@ def spec_for_new(p: PlannedOp, out: Path) -> Path:
 def _request(p: PlannedOp, opts: BatchOptions, device: str, basis: JobBasis) -> JobRequest:
     out = Path(opts.out_root).resolve()
     need = None
+    t0 = time.monotonic()
+    ahead = baselines_ahead(device)
+    ahead_b = None
     if device == "cuda":
-        from kernelgen.batch.footprint import memory_need
+        from kernelgen.batch.footprint import ahead_bytes, memory_need
 
-        need = memory_need(p.spec)
+        need = memory_need(p.spec, ahead=ahead)
+        ahead_b = ahead_bytes(p.spec) if ahead else None
     return JobRequest(name=p.name, spec_file=str(spec_for_new(p, out)), spec_label=p.label, out_root=str(out),
                       log_file=str(out / WORK_DIR / "logs" / f"{p.name}.log"), rounds=opts.rounds,
                       backend=opts.backend, device=device, options=basis.options, step_timeout_s=opts.step_timeout_s,
-                      spec_data=spec_data(p.spec), basis=basis, need_bytes=need)
+                      spec_data=spec_data(p.spec), basis=basis, need_bytes=need, ahead=ahead, ahead_bytes=ahead_b,
+                      derive_s=round(p.seconds + time.monotonic() - t0, 2))
 
 
 def run_prepared(batch: PreparedBatch, on_event: OnEvent = lambda e: None) -> BatchOutcome:

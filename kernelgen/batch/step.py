@@ -79,8 +79,7 @@ def run_step(name: str, args: list[str], log_file: Path, timeout_s: float, on_st
         log.write(f"\n[{now()}] $ kernelgen {' '.join(args)}\n")
         log.flush()
         proc = _start(args, env)
-        with _running_lock:
-            _running.add(proc)
+        track(proc)
         timed_out = threading.Event()
         timer = threading.Timer(timeout_s, lambda: (timed_out.set(), _signal_group(proc, signal.SIGKILL)))
         timer.start()
@@ -92,8 +91,7 @@ def run_step(name: str, args: list[str], log_file: Path, timeout_s: float, on_st
             rc = proc.wait()
         finally:
             timer.cancel()
-            with _running_lock:
-                _running.discard(proc)
+            untrack(proc)
         killed = timed_out.is_set()
         seconds = round(time.monotonic() - t0, 2)
         out.record = StepRecord(step=name, exit_code=None if killed else rc, seconds=seconds,
@@ -126,6 +124,18 @@ def _take(line: str, out: StepOutput, tail: deque[str], marks: list[tuple[float,
         out.errors.append(text)
     elif text:
         tail.append(text)
+
+
+def track(proc: subprocess.Popen | ForkedStep) -> None:
+    """`proc`'s process group is stopped with the steps by `stop_running_steps` until `untrack`: a step,
+    or the baselines timed beside one (kernelgen.batch.ahead)."""
+    with _running_lock:
+        _running.add(proc)
+
+
+def untrack(proc: subprocess.Popen | ForkedStep) -> None:
+    with _running_lock:
+        _running.discard(proc)
 
 
 def _signal_group(proc: subprocess.Popen | ForkedStep, sig: int) -> None:

@@ -34,8 +34,8 @@ _preloaded = False
 # The offline generator (0.65 s of imports on this CPU: `new` generates, `optimize` plans with it) and
 # matplotlib for the plot each optimize round draws (0.5 s) are loaded by every offline step too.
 PRELOAD = ("torch", "kernelgen.cli", "kernelgen.new", "kernelgen.optimize.loop", "kernelgen.serve.commands",
-           "kernelgen.spec.kernelbench", "kernelgen.offline", "kernelgen.record.plot")
-ENTRY = "kernelgen.cli"
+           "kernelgen.spec.kernelbench", "kernelgen.offline", "kernelgen.record.plot", "kernelgen.verify.judge.ahead")
+ENTRY = "kernelgen.cli"  # a step's entry point; the baselines timed ahead (kernelgen.batch.ahead) name their own
 
 
 def preload(device: str) -> str:
@@ -90,19 +90,20 @@ class ForkedStep:
         return self.returncode  # type: ignore[return-value]
 
 
-def fork_step(args: list[str], env: dict[str, str]) -> ForkedStep:
-    """`kernelgen ARGS` in a child of this process, in `env` (which names this process as its parent)."""
+def fork_step(args: list[str], env: dict[str, str], entry: str = ENTRY) -> ForkedStep:
+    """`kernelgen ARGS` (or `python -m ENTRY ARGS`) in a child of this process, in `env` (which names
+    this process as its parent)."""
     read, write = os.pipe()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     pid = os.fork()
     if pid == 0:
-        _become_step(args, env, write)  # never returns
+        _become_step(args, env, write, entry)  # never returns
     os.close(write)
     return ForkedStep(pid, io.open(read, "r", encoding="utf-8", errors="replace"))
 
 
-def _become_step(args: list[str], env: dict[str, str], out: int) -> None:
+def _become_step(args: list[str], env: dict[str, str], out: int, entry: str) -> None:
     code = 1
     try:
         os.setsid()
@@ -121,7 +122,7 @@ def _become_step(args: list[str], env: dict[str, str], out: int) -> None:
         from kernelgen.lifetime import tie_to_parent
 
         tie_to_parent()
-        importlib.import_module(ENTRY).main()
+        importlib.import_module(entry).main()
         code = 0
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)

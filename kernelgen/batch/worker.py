@@ -20,6 +20,7 @@ import sys
 import traceback
 from typing import IO
 
+from kernelgen.batch.ahead import reap_background
 from kernelgen.batch.job import JobRequest, run_job
 from kernelgen.batch.resume import JobResult
 from kernelgen.batch.step import WRAPPER_ENV, stop_running_steps
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     channel = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     serve(sys.stdin, channel, args.target)
+    reap_background(wait=True)  # the next operator's baselines, timed ahead: it may be waiting for them elsewhere
     return 0
 
 

@@ -211,3 +211,30 @@ def test_out_of_memory_beside_others_is_retried_alone_then_reported_as_memory(tm
     assert s.fast_p["eager"]["0"] == 1.0  # fast_0: the correct share of the operators judged
     assert "pass rate 2/2 (100%)" in summary_text(report) and "1 more did not fit their GPU's memory" in summary_text(report)
     assert next(r for r in report.operators if r.name == "b").status == "memory"
+
+
+def test_the_baselines_timed_ahead_are_counted_and_the_next_ones_start_only_where_they_fit():
+    """x + 1 at [512, 512] float32 (I = O = 1 MiB, P = 2 MiB): timed ahead, the baselines' process holds
+    P + O = 3 MiB beside the judge and worker, and its peers' child as much again: one more context.
+    The next operator's baselines are timed ahead beside a running one only where they fit the GPU, once."""
+    from kernelgen.batch.footprint import ahead_bytes
+
+    simple = _spec("def op(x):\n    return x + 1\n", [512, 512])
+    assert memory_need(simple, ahead=True) == memory_need(simple) + 3 * MiB + CONTEXT_BYTES
+    assert ahead_bytes(simple) == 6 * MiB + 2 * CONTEXT_BYTES
+
+    def ahead(name: str, need_gib: float, ahead_gib: float) -> JobRequest:
+        return _job(name, need_gib).model_copy(update={"ahead": True, "ahead_bytes": int(ahead_gib * GiB)})
+
+    gpu = Gpu(free_gib=60)
+    queue = JobQueue([ahead("a", 30, 1), ahead("b", 30, 40), ahead("c", 5, 1)], probe=gpu, poll_s=0.02)
+    a = queue.take(SHARE0)
+    assert a is not None and a.name == "a"
+    assert queue.upcoming(SHARE0, a) is None  # b's 40 GiB of baselines do not fit the 60 - 30 GiB left beside a
+    gpu.free = int(79 * GiB)
+    nxt = queue.upcoming(SHARE0, a)
+    assert nxt is not None and nxt.name == "b"
+    third = queue.upcoming(SHARE0, a)
+    assert third is not None and third.name == "c"
+    assert queue.upcoming(SHARE0, a) is None  # each once
+    assert JobQueue([_job("plain", 1)], probe=gpu).upcoming(SHARE0, a) is None  # not timed ahead at all

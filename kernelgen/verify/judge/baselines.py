@@ -10,6 +10,13 @@ makes every entry stale at once. `fresh=True` (`kernelgen bench --fresh`) times 
 
 Only the judge reads and writes these files (a worker's sandbox reaches neither the cache folder nor
 anything else under $HOME); a file that does not parse is timed again, never trusted.
+
+**Claims.** A judge-side process that times an operator's baselines ahead of its kernel
+(kernelgen.verify.judge.ahead) claims each entry it is about to write: a `.claim` file beside it naming
+its pid and the process's start time. A judge that finds an entry missing but claimed by a live
+process (not itself) waits for that entry (`wait`) instead of compiling and timing the same baseline
+again beside it; a claim whose process is gone (killed) counts for nothing, and a claim released
+without its entry (a compile that failed there) leaves the judge to time it as before.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -31,6 +39,9 @@ from kernelgen.verify.judge.precision import conv_tf32_enabled, tf32_enabled
 from kernelgen.verify.results import KernelTiming
 
 Kind = Literal["eager", "compile", "peers"]
+CLAIM_SUFFIX = ".claim"
+WAIT_LIMIT_S = 1200.0  # a claimed entry is waited for at most this long: its process's peer child alone may take 600 s
+_POLL_S = 0.25
 _TIMING_SOURCE = Path(__file__).parent.parent / "timing.py"
 
 
@@ -112,6 +123,35 @@ class BaselineCache:
             return None
         return entry if entry.kind == kind else None
 
+    def claim(self, kind: Kind, shapes: dict[str, list[int]], dtype: str) -> None:
+        """Say that this process is timing that entry now (see the module's docstring)."""
+        path = self._path(kind, shapes, dtype).with_suffix(CLAIM_SUFFIX)
+        atomic_write(path, json.dumps({"pid": os.getpid(), "started": _started(os.getpid())}))
+
+    def release(self, kind: Kind, shapes: dict[str, list[int]], dtype: str) -> None:
+        """Drop this process's claim on that entry (written or not)."""
+        path = self._path(kind, shapes, dtype).with_suffix(CLAIM_SUFFIX)
+        if _claimant(path) == os.getpid():
+            path.unlink(missing_ok=True)
+
+    def claimed(self, kind: Kind, shapes: dict[str, list[int]], dtype: str) -> bool:
+        """Whether another live process claims that entry (never under `fresh`: nothing cached is read)."""
+        if self.fresh:
+            return False
+        pid = _claimant(self._path(kind, shapes, dtype).with_suffix(CLAIM_SUFFIX))
+        return pid is not None and pid != os.getpid()
+
+    def wait(self, kind: Kind, shapes: dict[str, list[int]], dtype: str,
+             limit_s: float = WAIT_LIMIT_S) -> BaselineEntry | None:
+        """The entry, waiting for it while another live process claims it (at most `limit_s`); None
+        when it is not there once no live claim is left (that process failed or was killed)."""
+        deadline = time.monotonic() + limit_s
+        while True:
+            entry = self.get(kind, shapes, dtype)
+            if entry is not None or not self.claimed(kind, shapes, dtype) or time.monotonic() > deadline:
+                return entry
+            time.sleep(_POLL_S)
+
     def put(self, kind: Kind, shapes: dict[str, list[int]], dtype: str, *, timing: KernelTiming | None = None,
             host_us: float | None = None, peers: dict[str, KernelTiming] | None = None,
             notes: list[str] | None = None) -> BaselineEntry:
@@ -122,6 +162,35 @@ class BaselineCache:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, entry.model_dump_json(indent=2))
         return entry
+
+
+def _started(pid: int) -> str:
+    """The process's start time as the kernel counts it (/proc/PID/stat field 22): with the pid, it names
+    one process, not a later one that reused the number. Empty where /proc cannot say; "dead" for a
+    process that has ended and not been waited for yet (a zombie: killed before it released its claims)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()  # after the name, which may hold spaces
+    except OSError:
+        return ""
+    return "dead" if fields[0] in ("Z", "X") else fields[19]
+
+
+def _claimant(path: Path) -> int | None:
+    """The pid of the live process whose claim `path` is; None when there is none (no file, an
+    unreadable one, or its process is gone)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        pid, started = int(data["pid"]), str(data["started"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # alive, someone else's: the start time below decides
+    now = _started(pid)
+    return pid if now == started and now != "dead" else None
 
 
 def spec_recipe(spec: Any) -> dict[str, Any]:

@@ -8,7 +8,7 @@ first timing request: the judge's own clock bounds every timing (kernelgen.verif
 and a thread holding the interpreter lock meanwhile would stretch that clock.
 
 Nothing is imported when no compile baseline will be timed: `--no-compile`, the CPU interpreter, or
-every case's compile timing already in the baseline cache.
+every case's compile timing already in the baseline cache or being timed ahead by another process.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import threading
 
 from kernelgen.nodynamo import real_dynamo
 from kernelgen.verify.judge.judge import Judge, KernelSource, LoadError, static_problems
-from kernelgen.verify.judge.performance import baseline_cache, timed_cases
+from kernelgen.verify.judge.baselinetimes import baseline_cache
+from kernelgen.verify.judge.performance import timed_cases
 from kernelgen.verify.judge.session import WorkerFailure
 
 
@@ -31,7 +32,9 @@ def compile_needed(judge: Judge, *, with_compile: bool, fresh: bool) -> bool:
     if cache is None or fresh:
         return True
     cases, dtypes = timed_cases(judge)
-    return any(cache.get("compile", case, dtype) is None for case in cases for dtype in dtypes)
+    # an entry another process is timing now (kernelgen.verify.judge.ahead) is waited for, not compiled here
+    return any(cache.get("compile", case, dtype) is None and not cache.claimed("compile", case, dtype)
+               for case in cases for dtype in dtypes)
 
 
 def _import_compiler() -> None:

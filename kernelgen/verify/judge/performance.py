@@ -8,7 +8,8 @@ Per perf case x dtype, on inputs the judge draws on the device:
   (kernelgen.verify.timing); every timed call must launch Triton, the last one's output must be right,
   and the worker must have no work left queued when it says it is done;
 - PyTorch eager, `torch.compile` of the reference and the peer libraries (kernelgen.verify.judge.peers)
-  timed here, on the same inputs;
+  timed here, on the same inputs, or taken from the baseline cache: timed earlier, or ahead of the
+  kernel by a judge-side process of their own (kernelgen.verify.judge.baselinetimes);
 - bytes and FLOPs: the minimum bytes (inputs read once, outputs written once); FLOPs from the spec, or
   counted by PyTorch's flop counter on the reference when the spec gives none (a matmul is then
   judged in TFLOP/s);
@@ -28,19 +29,18 @@ from typing import Any, Callable
 from kernelgen.devices import INTERPRETER_WARNING
 from kernelgen.nodynamo import without_dynamo
 from kernelgen.spec import Case
-from kernelgen.verify.judge.baselines import BaselineCache, BaselineEntry, Kind, spec_recipe
+from kernelgen.verify.judge.baselinetimes import Peers, References, await_claimed, baseline_cache, say_cached
 from kernelgen.verify.judge.compare import as_tuple
 from kernelgen.verify.judge.devicelock import device_lock
 from kernelgen.verify.judge.inputs import PERF_SEED, DrawnInputs
 from kernelgen.verify.judge.measurebasis import timed_cases_of, tool_version
 from kernelgen.verify.judge.devicememory import LATE_PEERS_BYTES, peers_after_kernel
 from kernelgen.verify.judge.judge import Judge, KernelSource, LoadError, static_problems
-from kernelgen.verify.judge.peerproc import PeerJob
-from kernelgen.verify.judge.precision import PrecisionPolicy, applied, precision_policy
-from kernelgen.verify.results import DevicePeaks, KernelTiming, PerfCase, PerformanceResult, Violation
+from kernelgen.verify.judge.precision import applied, precision_policy
+from kernelgen.verify.results import DevicePeaks, PerfCase, PerformanceResult, Violation
 from kernelgen.verify.judge.timed import paired, time_case
 from kernelgen.verify.replay.extract import ExtractError
-from kernelgen.verify.timing import host_overhead_us, rep_times, summarize
+from kernelgen.verify.timing import summarize
 from kernelgen.verify.judge.wallclock import describe as describe_check
 
 # Timing stops as soon as every median is as sharp as the keep rule can use (kernelgen.verify.adaptive);
@@ -185,10 +185,13 @@ def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: Ker
         with_peers = True if with_peers is None else with_peers
     res.tool = tool_version()
     res.baselines = [b for b, asked in (("eager", with_eager), ("compile", with_compile), ("peers", with_peers)) if asked]
-    refs = _References(judge, fresh=fresh, with_eager=with_eager, with_compile=with_compile, policy=policy)
+    refs = References(judge, fresh=fresh, with_eager=with_eager, with_compile=with_compile, policy=policy)
     cells = [(ci, case, dtype) for ci, case in enumerate(cases) for dtype in dtypes]
-    late = with_peers and peers_after_kernel(judge.spec, cells)
-    peers = _Peers(judge, refs.cache, cells, log) if with_peers and not late else None
+    large = peers_after_kernel(judge.spec, cells)
+    if large:  # baselines timed ahead in another process: finished before the judge holds a copy of large inputs
+        refs.waited_s += await_claimed(refs.cache, ["eager", "compile", "peers"], cells, log)
+    late = with_peers and large
+    peers = Peers(judge, refs.cache, cells, log) if with_peers and not late else None
     try:
         for ci, case in enumerate(cases):
             for dtype in dtypes:
@@ -197,122 +200,19 @@ def measure_performance(judge: Judge, kernel: KernelSource, *, compare_with: Ker
                 log(", ".join([pc.label, *pc.facts()]) + ("" if res.measured else " [interpreter: not a measurement]"))
         if late and res.cases:
             log(f"the peer libraries are timed after the kernel: a case's inputs take {LATE_PEERS_BYTES >> 30} GiB or more")
-            peers = _Peers(judge, refs.cache, cells, log)
+            peers = Peers(judge, refs.cache, cells, log)
         if peers is not None and res.cases:
             peers.fill(res)
     finally:
         if peers is not None:
             peers.cancel()
-    _say_cached(res)
+    waited = refs.waited_s + (peers.waited_s if peers is not None else 0.0)
+    if waited >= 1.0:
+        log(f"waited {waited:.1f} s for the baselines timed ahead in another process")
+    say_cached(res)
     for note in judge.notes.get(kernel.sha256, []):  # e.g. autotune's first config only, on the interpreter
         res.note = (res.note + f" {note}.").strip()
     return res
-
-
-class _References:
-    """Eager and torch.compile of the reference on one case: from the cache, or timed here (and cached)."""
-
-    def __init__(self, judge: Judge, *, fresh: bool, with_eager: bool, with_compile: bool, policy: PrecisionPolicy):
-        self.judge, self.with_eager, self.with_compile, self.policy = judge, with_eager, with_compile, policy
-        self.cache = baseline_cache(judge, fresh=fresh)
-        self._compiled: Any = None
-
-    def compiled(self) -> Any:
-        import torch
-
-        if self._compiled is None:  # built only when a case needs it timed: nothing compiles on a cache hit
-            self._compiled = torch.compile(self.judge.baseline)
-        return self._compiled
-
-    def _cached(self, kind: Kind, pc: PerfCase) -> BaselineEntry | None:
-        return self.cache.get(kind, pc.shapes, pc.dtype) if self.cache is not None else None
-
-    def _store(self, kind: Kind, pc: PerfCase, timing: KernelTiming, host_us: float | None = None) -> BaselineEntry:
-        if self.cache is not None:
-            return self.cache.put(kind, pc.shapes, pc.dtype, timing=timing, host_us=host_us)
-        return BaselineEntry(kind=kind, measured_at="", device_name="", timing=timing, host_us=host_us)
-
-    def time(self, res: PerformanceResult, pc: PerfCase, inputs: list[Any]) -> None:
-        judge = self.judge
-        device, params = judge.device, judge.spec.param_defaults
-        eager = self._cached("eager", pc) if self.with_eager else None
-        compiled = self._cached("compile", pc) if self.with_compile else None
-        from_cache = [e.measured_at for e in (eager, compiled) if e is not None]
-        time_compile = self.with_compile and compiled is None
-        if time_compile:
-            try:
-                with applied(self.policy):  # Inductor's matmul templates read the mode when they compile
-                    self.compiled()(*inputs, **params)  # compile outside the timed region (seconds of CPU work)
-            except Exception as e:  # noqa: BLE001 - a compile failure is reported, not fatal
-                res.note = (res.note + f" torch.compile failed on case {pc.case} {pc.dtype}: {type(e).__name__}.").strip()
-                time_compile = False
-        with device_lock(exclusive=True, path=device.lock), applied(self.policy):
-            if self.with_eager and eager is None:
-                call = lambda: judge.baseline(*inputs, **params)  # noqa: E731
-                eager = self._store("eager", pc, summarize(rep_times(call, device.kind)),
-                                    None if device.interpreter else host_overhead_us(call, device.kind))
-            if time_compile:
-                compiled = self._store("compile", pc, summarize(rep_times(lambda: self.compiled()(*inputs, **params), device.kind)))
-        if eager is not None:
-            pc.eager, pc.eager_host_us = eager.timing, eager.host_us
-        if compiled is not None:
-            pc.compiled = compiled.timing
-        pc.baselines_measured_at = min(from_cache, default="")
-
-
-def baseline_cache(judge: Judge, *, fresh: bool) -> BaselineCache | None:
-    """The judge's baseline cache; None for a baseline whose bytes the judge was not told (nothing
-    to key it by). Under the interpreter it keeps dry runs, labelled as such like every number there."""
-    if not judge.baseline_sha256:
-        return None
-    return BaselineCache(judge.baseline_sha256, spec_recipe(judge.spec), judge.device.kind, fresh=fresh)
-
-
-class _Peers:
-    """The peers' timings per case: from the cache, or from a child process started before the
-    kernel's own timings (its start and FlagGems' compiles overlap them), one for every case missing."""
-
-    def __init__(self, judge: Judge, cache: BaselineCache | None, cases: list[tuple[int, Case, str]],
-                 log: Callable[[str], None]):
-        self.cache = cache
-        self.cached = {(ci, dtype): e for ci, case, dtype in cases
-                       if (e := cache.get("peers", case, dtype) if cache else None) is not None}
-        todo = [(ci, case, dtype) for ci, case, dtype in cases if (ci, dtype) not in self.cached]
-        self.job: PeerJob | None = None
-        if todo:
-            log("timing the peer libraries (FlagGems, Liger-Kernel) in a process of their own, started now")
-            self.job = PeerJob(judge.spec, judge.device.torch_device, todo, judge.device.lock)
-
-    def fill(self, res: PerformanceResult) -> None:
-        run = self.job.result() if self.job is not None else None
-        notes: list[str] = list(run.notes) if run else []
-        for pc in res.cases:
-            entry = self.cached.get((pc.case, pc.dtype))
-            if entry is not None:
-                pc.peers = dict(entry.peers)
-                pc.baselines_measured_at = min(filter(None, [pc.baselines_measured_at, entry.measured_at]))
-                notes += entry.notes
-            elif run is not None:
-                pc.peers = run.timings.get((pc.case, pc.dtype), {})
-                if self.cache is not None and (pc.case, pc.dtype) in run.timings:
-                    self.cache.put("peers", pc.shapes, pc.dtype, peers=pc.peers, notes=run.notes)
-        for note in dict.fromkeys(notes):
-            res.note = (res.note + f" {note}.").strip()
-
-    def cancel(self) -> None:
-        if self.job is not None:
-            self.job.cancel()
-
-
-def _say_cached(res: PerformanceResult) -> None:
-    """One line in the result's note: which baselines came from the cache, and when they were timed."""
-    cached = sorted({pc.baselines_measured_at for pc in res.cases if pc.baselines_measured_at})
-    if not cached:
-        return
-    when = cached[0] if len(cached) == 1 else f"{cached[0]} to {cached[-1]}"
-    n = sum(1 for pc in res.cases if pc.baselines_measured_at)
-    res.note = (res.note + f" Baselines (eager, torch.compile, peers) of {n} of {len(res.cases)} case(s) from the "
-                f"cache, timed {when} on this device with these versions; `kernelgen bench --fresh` times them again.").strip()
 
 
 def perf_inputs(judge: Judge, ci: int, case: Case, dtype: str) -> tuple[list[Any], tuple]:
@@ -345,7 +245,7 @@ def resident_key(judge: Judge, ci: int, dtype: str) -> str | None:
 
 
 def _measure_case(judge: Judge, res: PerformanceResult, kernels: list[KernelSource], ci: int, case: Case, dtype: str,
-                  refs: _References, *, rounds: int, graph: bool = False) -> PerfCase:
+                  refs: References, *, rounds: int, graph: bool = False) -> PerfCase:
     import torch
 
     spec, device = judge.spec, judge.device

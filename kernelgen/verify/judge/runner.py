@@ -31,12 +31,16 @@ def load_baseline(op: OperatorDir) -> Callable[..., Any]:
     """The reference the judge runs: the operator folder's baseline file (checked by the integrity
     record first). A baseline an LLM wrote (the spec had no reference) is untrusted code: it never
     runs in the judge but in a sandboxed worker of its own (kernelgen.verify.judge.llmbaseline.WorkerBaseline)."""
-    source = op.file("baseline").read_text(encoding="utf-8")
-    namespace: dict[str, Any] = {"__name__": f"kernelgen_baseline_{op.name}"}
-    exec(compile(source, str(op.file("baseline")), "exec"), namespace)  # noqa: S102 - the user's own reference
-    fn = namespace.get(op.name)
+    return baseline_function(op.file("baseline").read_text(encoding="utf-8"), str(op.file("baseline")), op.name)
+
+
+def baseline_function(source: str, filename: str, name: str) -> Callable[..., Any]:
+    """The function `name` of a baseline file's text, as the judge runs it."""
+    namespace: dict[str, Any] = {"__name__": f"kernelgen_baseline_{name}"}
+    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - the user's own reference
+    fn = namespace.get(name)
     if not callable(fn):
-        raise OperatorDirError(f"{op.file('baseline')}: defines no function {op.name!r}")
+        raise OperatorDirError(f"{filename}: defines no function {name!r}")
     return fn
 
 

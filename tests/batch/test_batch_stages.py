@@ -1,0 +1,111 @@
+"""Where a batch's seconds go (issue 39): the baselines timed ahead, beside `new` (kernelgen.batch.ahead),
+and the report's line of seconds per stage (derive, new, baselines, optimize, bench)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kernelgen.batch.ahead import wanted
+from kernelgen.batch.report import build_report, render_markdown
+from kernelgen.batch.resume import STAGES, JobResult, StepRecord
+from kernelgen.cli import app
+from kernelgen.errors import UsageError
+
+SPEC = """name: twice
+description: x times two
+category: pointwise
+inputs:
+  - {name: x}
+outputs:
+  - {name: out}
+reference: |
+  def twice(x):
+      return x * 2
+dtypes: [float32]
+test_cases:
+  - {x: [8, 64]}
+"""
+
+
+def test_baselines_are_timed_ahead_on_a_gpu_by_default_not_under_the_interpreter(monkeypatch):
+    monkeypatch.delenv("KERNELGEN_BATCH_BASELINES", raising=False)
+    assert wanted("cuda") and wanted("npu") and not wanted("cpu")
+    assert wanted("auto", {"KERNELGEN_DEVICE": "cuda"}) and not wanted("auto", {"KERNELGEN_DEVICE": "cpu"})
+    assert wanted("cpu", {"KERNELGEN_BATCH_BASELINES": "on"}) and not wanted("cuda", {"KERNELGEN_BATCH_BASELINES": "off"})
+    with pytest.raises(UsageError, match="KERNELGEN_BATCH_BASELINES=sometimes"):
+        wanted("cuda", {"KERNELGEN_BATCH_BASELINES": "sometimes"})
+
+
+def test_a_batch_refuses_a_bad_baselines_setting_before_writing_anything(tmp_path, monkeypatch):
+    (tmp_path / "twice.yaml").write_text(SPEC)
+    monkeypatch.setenv("KERNELGEN_BATCH_BASELINES", "sometimes")
+    res = CliRunner().invoke(app, ["batch", str(tmp_path / "twice.yaml"), "--out", str(tmp_path / "out"),
+                                   "--backend", "offline", "--device", "cpu"])
+    assert res.exit_code == 2 and "KERNELGEN_BATCH_BASELINES" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_report_says_the_mean_seconds_per_stage_with_the_baselines_beside_new(tmp_path):
+    def job(name: str, new: float, optimize: float, ahead: float | None, derive: float) -> JobResult:
+        steps = [StepRecord(step="new", exit_code=0, seconds=new), StepRecord(step="optimize", exit_code=0, seconds=optimize)]
+        return JobResult(name=name, spec=f"{name}.py", status="error", steps=steps, derive_s=derive,
+                         baselines=StepRecord(step="baselines", exit_code=0, seconds=ahead) if ahead is not None else None)
+
+    report = build_report(tmp_path, [job("a", 20.0, 30.0, 25.0, 1.0), job("b", 10.0, 10.0, None, 3.0)], "local")
+    assert report.summary.stages_mean == {"derive": 2.0, "new": 15.0, "baselines": 12.5, "optimize": 20.0, "bench": 0.0}
+    assert report.summary.seconds_mean == 35.0  # the baselines ran beside new: not added to an operator's seconds
+    assert list(report.summary.stages_mean) == list(STAGES)
+    text = render_markdown(report)
+    assert ("seconds per stage, mean per operator that ran: derive 2.0, new 15.0, baselines 12.5 (beside new), "
+            "optimize 20.0, bench 0.0") in text
+
+
+@pytest.mark.slow
+def test_the_next_operators_baselines_are_timed_while_this_one_optimizes(tmp_path, monkeypatch):
+    """Forced on under the interpreter (where it times eager's dry run only), one worker, two operators:
+    each job times its baselines beside `new`, which takes them from the cache; once the first's `new` is
+    done, the second's are timed in the background, and the second's own process then times nothing.
+    The jobs keep the process's seconds, the report its stage line."""
+    for name in ("first", "second"):
+        (tmp_path / f"{name}.yaml").write_text(SPEC.replace("twice", name))
+    monkeypatch.setenv("KERNELGEN_BATCH_BASELINES", "on")
+    monkeypatch.setenv("KERNELGEN_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["batch", str(tmp_path / "first.yaml"), str(tmp_path / "second.yaml"), "--out", str(out),
+                                   "--rounds", "1", "--backend", "offline", "--device", "cpu", "--gpus", "1"])
+    assert res.exit_code == 0, res.output
+    logs = out / "_batch" / "logs"
+    assert "timing second's baselines ahead, beside this operator's rounds" in (logs / "first.log").read_text()
+    second = (logs / "second.baselines.log").read_text()
+    assert second.index("second: 1 entries timed") < second.index("second: 0 entries timed")  # ahead, then its own
+    for name in ("first", "second"):
+        final = json.loads((out / name / "final_perf.json").read_text())["performance"]
+        assert "Baselines (eager, torch.compile, peers) of 1 of 1 case(s) from the cache" in final["note"]
+    assert not list((tmp_path / "cache").rglob("*.claim"))
+    job = json.loads((out / "first" / "batch_job.json").read_text())
+    assert job["status"] == "finished" and job["baselines"]["exit_code"] == 0 and job["baselines"]["seconds"] > 0
+    report = json.loads((out / "batch_report.json").read_text())
+    assert report["summary"]["stages_mean"]["baselines"] > 0 and report["summary"]["stages_mean"]["optimize"] > 0
+    assert "seconds per stage, mean per operator that ran: derive" in (out / "batch_report.md").read_text()
+
+
+def test_optimize_does_not_draw_the_same_plot_twice(tmp_path):
+    """`optimize` draws its plot after each round and when it stops: the second time, with nothing new,
+    the file is left as it is (kernelgen.record.plot)."""
+    from kernelgen.record.plot import write_plot
+    from kernelgen.record.state import OpState, RoundRecord
+
+    state = OpState(name="op", created_at="2026-11-27T00:00:00", backend="offline", device="cpu",
+                    rounds=[RoundRecord(round=0, started_at="2026-11-27T00:00:00", finished_at="2026-11-27T00:00:01",
+                                        backend="offline", change="initial kernel", change_type="initial", kernel_file="k.py")])
+    path = write_plot(tmp_path, state)
+    path.write_bytes(b"drawn once")  # a second drawing would replace it
+    write_plot(tmp_path, state)
+    assert path.read_bytes() == b"drawn once"
+    state.rounds.append(state.rounds[0].model_copy(update={"round": 1}))
+    write_plot(tmp_path, state)
+    assert path.read_bytes().startswith(b"\x89PNG")  # a new round: drawn again
