@@ -29,7 +29,7 @@ from typing import Any, Callable
 from kernelgen.devices import INTERPRETER_WARNING
 from kernelgen.nodynamo import without_dynamo
 from kernelgen.spec import Case
-from kernelgen.verify.judge.baselinetimes import Peers, References, await_claimed, baseline_cache, say_cached
+from kernelgen.verify.judge.baselinetimes import Peers, References, await_claimed, say_cached
 from kernelgen.verify.judge.compare import as_tuple
 from kernelgen.verify.judge.devicelock import device_lock
 from kernelgen.verify.judge.inputs import PERF_SEED, DrawnInputs
