@@ -8,13 +8,11 @@ baseline in the judge); a short probe for how long a replay takes; then rounds o
 across the kernels (who goes first rotates per round, so none always runs after a cold cache or a
 clock change) until every median is as sharp as the keep rule can use (kernelgen.verify.adaptive).
 Every kernel is replayed by one loop in the judge's replay worker, which never imports a candidate;
-every timing request is still compared with the judge's own clock (kernelgen.verify.judge.wallclock)
-and the judge's queue checked empty after each request. These are checks of the measurement, not of the
-candidate: the replay worker is the judge's own code, and no candidate code runs in it. A disagreement is
-retried (a busy host: Inductor's compile workers beside the judge, another problem on the same GPU); one
-that persists is reported beside the case's timing, never a verdict (on an H100, 2026-11-27, two honest
-kernels of eleven were refused as `forged-timing` under a busy host while the bound was a verdict). The paired
-ratio of two kernels is taken per round and the median kept: both saw the same round's conditions.
+each timing request is compared with the judge's own clock (kernelgen.verify.judge.wallclock) and the
+queue checked empty after it: checks of the measurement, not of the candidate, whose code never runs in
+the replay worker. A disagreement (a busy host) is asked again; one that persists is said beside the
+case's timing, never a verdict (as one, it refused two honest kernels of eleven on a busy H100 host).
+The paired ratio of two kernels is taken per round, the median kept: both saw the same conditions.
 
 **Timed calls are checked.** Before every timing request the inputs change in place (`_Rotation`: each
 rolled by a random shift, same tensors, addresses and version counters), so a result cached on anything
@@ -169,9 +167,8 @@ class _Requests:
 
     def time(self, reps: int, warmup: int, *, read: bool | None = None) -> Reply:
         """One timing request, on inputs rotated just before it, keeping the outputs of the calls the
-        judge drew; then those outputs read and compared, or released (`read`: drawn when None). Asked again, up to TRIES
-        times, when its answer came with work still queued or below the judge's clock; a disagreement that
-        persists is noted beside the case's timing (`disturbed`)."""
+        judge drew; then those outputs read and compared, or released (`read`: drawn when None). Asked
+        again (TRIES in all) while the judge's clock or queue disagree with it: see `disturbed`."""
         held = self.checks.rotation.next(self.worker) if self.checks is not None else None
         keep = self.checks.keep(reps + warmup) if self.checks is not None else []
         req = {"op": "time", "plan": self.slot, "key": self.key, "reps": reps, "warmup": warmup, "keep": keep}
@@ -196,15 +193,11 @@ class _Requests:
             forged = self._forged(reply, seen)
             if not (deferred or forged):
                 break
-        if deferred:
-            self.res.disturbed.append(f"the device still had {waited:.1f} ms of work queued after the replay said it was "
-                                      f"done, {TRIES} requests in a row (another process on this GPU?)")
-        if forged:
-            self.res.disturbed.append(f"{forged}, {TRIES} requests in a row (a busy host?)")
+        self.res.disturbed += [f"{why}, {TRIES} requests in a row" for why in (
+            deferred and f"{waited:.1f} ms of device work still queued after the replay's answer", forged) if why]
         if reply.launches < reply.calls:
-            self.res.violations.append(("timed-call-no-launch", f"{reply.calls} timed calls launched only "
-                                        f"{reply.launches} Triton kernels: a call that launches nothing returned "
-                                        "a cached or host-computed result"))
+            self.res.violations.append(("timed-call-no-launch", f"{reply.calls} timed calls launched only {reply.launches} "
+                                        "Triton kernels: a call that launches nothing returned a cached or host-computed result"))
         self.res.calls += reply.calls
         self.res.launches += reply.launches
         self.res.claimed_ms += wallclock.claimed_ms(reply.times_ms, warmup)
