@@ -15,8 +15,12 @@ Per GPU, with its workers (`--per-gpu`, or `auto`) taking operators from one sha
 - **No starving**: the operator at the head of the queue, once it has waited CLAIM_AFTER_S (or at
   once when nothing else can start either), claims one GPU, which then takes nothing else until the
   claimant fits there; a large one is not kept waiting for ever by a stream of small ones.
-- An operator on an idle GPU always starts: waiting could not make room. If it runs out of memory
-  there, the batch reports it as `memory` (kernelgen.batch.local), never as a wrong kernel.
+- An operator on an idle GPU always starts: waiting could not make room -- except one retried alone,
+  which first waits (up to DRAIN_S) for the GPU's free memory to reach its need: what the operators
+  before it held is freed only as their processes end (on 4x H100, 2026-11-27, two retries "alone"
+  started on a GPU with 51 and 16 GiB of 80 free and ran out of memory again, beside a process of
+  the batch still holding the rest). If it runs out of memory there, the batch reports it as `memory`
+  (kernelgen.batch.local), never as a wrong kernel.
 
 Without a reading of the GPU's memory (the CPU, no nvidia-smi) only the workers limit what runs.
 """
@@ -37,6 +41,10 @@ POLL_S = 2.0  # how often a waiting operator looks at the free memory again
 # land on the operators sharing it.
 LARGE_SHARE = 0.5
 CLAIM_AFTER_S = 30.0  # about one small operator's time: smaller ones may go first for that long
+# A retry waits this long at most for an idle GPU's memory to drain: a step's processes and their CUDA
+# contexts were gone within 20 s of a killed batch on an H100; beyond that, what holds the memory is
+# not the batch's, and waiting could not make room.
+DRAIN_S = 60.0
 Probe = Callable[[str], "tuple[int, int] | None"]  # device id -> (free, total) bytes, None when unknown
 Device = tuple  # Target.device_key
 
@@ -61,6 +69,7 @@ class JobQueue:
     on_wait: Callable[[JobRequest, Target, str], None] = lambda job, target, message: None
     poll_s: float = POLL_S
     claim_after_s: float = CLAIM_AFTER_S
+    drain_s: float = DRAIN_S
 
     def __post_init__(self) -> None:
         self._cond = threading.Condition()
@@ -69,6 +78,7 @@ class JobQueue:
         self._shared: set[str] = set()  # operators that had another of the batch beside them at some point
         self._told: set[tuple[str, str]] = set()
         self._waiting_since: dict[str, float] = {}
+        self._draining: dict[str, float] = {}  # retried operators waiting for an idle GPU's memory, since
         self._ahead: set[str] = set()  # operators whose baselines a running one times ahead
 
     # --- what an operator needs ---------------------------------------------------------------
@@ -92,9 +102,18 @@ class JobQueue:
     def _can_start(self, job: JobRequest, gpu: _Gpu, room: tuple[int, int] | None) -> bool:
         if gpu.alone or (gpu.claimed and gpu.claimed != job.name):
             return False
-        if not gpu.running:
-            return True  # an idle GPU: waiting could not make room
+        if not gpu.running:  # an idle GPU: waiting could not make room, but for what is still draining
+            return job.name not in self._alone or self._drained(job, room)
         return not self._runs_alone(job, room) and self._fits(job, gpu, room)
+
+    def _drained(self, job: JobRequest, room: tuple[int, int] | None) -> bool:
+        """Whether a retried operator may start on an idle GPU: its need is free there, or it has
+        waited DRAIN_S for that (or nothing says how much is free)."""
+        need = self.need(job)
+        if need is None or room is None or room[0] >= min(need, room[1]):
+            return True
+        since = self._draining.setdefault(job.name, time.monotonic())
+        return time.monotonic() - since >= self.drain_s
 
     # --- taking and giving back ---------------------------------------------------------------
     def take(self, target: Target) -> JobRequest | None:
@@ -119,6 +138,7 @@ class JobQueue:
     def _start(self, job: JobRequest, target: Target, gpu: _Gpu, room: tuple[int, int] | None) -> JobRequest:
         self.jobs.remove(job)
         self._waiting_since.pop(job.name, None)
+        self._draining.pop(job.name, None)
         for other in self._gpus.values():
             if other.claimed == job.name:
                 other.claimed = ""
@@ -142,6 +162,9 @@ class JobQueue:
 
     def _why_waiting(self, job: JobRequest, target: Target, gpu: _Gpu, room: tuple[int, int] | None) -> str:
         need = self.need(job)
+        if job.name in self._alone and not gpu.running and room is not None:
+            return (f"waiting for {target.label}'s memory to drain: it ran out of memory beside other operators and needs "
+                    f"about {gib(need or 0)}, {gib(room[0])} free (at most {self.drain_s:.0f} s)")
         if job.name in self._alone:
             return f"waiting for {target.label} to be idle: it ran out of memory beside other operators and runs again alone"
         if self._runs_alone(job, room) and room is not None and need is not None:

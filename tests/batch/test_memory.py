@@ -128,6 +128,32 @@ def test_an_operator_retried_alone_waits_for_an_idle_gpu():
     assert got == ["b"] and not queue.had_company(b)
 
 
+def test_a_retry_alone_waits_for_the_idle_gpus_memory_to_drain():
+    """A GPU with nothing of the batch running can still hold what the operators before it held until
+    their processes end: a retry waits for its need to be free there, for at most drain_s."""
+    gpu = Gpu(free_gib=10)  # 70 GiB still held by an operator's processes that are ending
+    queue = JobQueue([_job("a", 40)], probe=gpu, poll_s=0.02, drain_s=5)
+    a = queue.take(SHARE0)
+    queue.done(SHARE0, a)
+    queue.retry_alone(a.model_copy(update={"attempt": 2}))
+    got: list[str] = []
+    threading.Thread(target=lambda: got.append(queue.take(SHARE0).name)).start()
+    time.sleep(0.3)
+    assert got == []  # idle, but 10 GiB free of the 40 it needs
+    gpu.free = 75 * GiB
+    deadline = time.monotonic() + 5
+    while not got and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert got == ["a"]
+    # and what never drains (not the batch's) holds a retry up only drain_s
+    stuck = JobQueue([_job("b", 40)], probe=Gpu(free_gib=10), poll_s=0.02, drain_s=0.3)
+    b = stuck.take(SHARE0)
+    stuck.done(SHARE0, b)
+    stuck.retry_alone(b.model_copy(update={"attempt": 2}))
+    t0 = time.monotonic()
+    assert stuck.take(SHARE0).name == "b" and 0.25 <= time.monotonic() - t0 < 5
+
+
 def test_an_operator_larger_than_the_gpu_starts_when_it_is_alone():
     queue = JobQueue([_job("huge", 500)], probe=Gpu(free_gib=79), poll_s=0.01)
     assert queue.take(SHARE0).name == "huge"
