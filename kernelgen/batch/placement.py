@@ -18,8 +18,8 @@ Per GPU, with its workers (`--per-gpu`, or `auto`) taking operators from one sha
 - An operator on an idle GPU always starts: waiting could not make room -- except one retried alone,
   which first waits (up to DRAIN_S) for the GPU's free memory to reach its need: what the operators
   before it held is freed only as their processes end (on 4x H100, 2026-11-27, two retries "alone"
-  started on a GPU with 51 and 16 GiB of 80 free and ran out of memory again, beside a process of
-  the batch still holding the rest). If it runs out of memory there, the batch reports it as `memory`
+  started on a GPU with 51 and 16 GiB of 80 free and ran out of memory again, beside another process
+  holding the rest: PyTorch's message named its pid, not what it was). If it runs out of memory there, the batch reports it as `memory`
   (kernelgen.batch.local), never as a wrong kernel.
 
 Without a reading of the GPU's memory (the CPU, no nvidia-smi) only the workers limit what runs.
