@@ -45,7 +45,9 @@ def test_ctrl_c_during_the_check_leaves_no_folder_and_the_same_command_runs_agai
     while not any("checking accuracy" in ln for ln in lines) and proc.poll() is None and time.monotonic() - t0 < 120:
         time.sleep(0.1)
     assert proc.poll() is None, "".join(lines)
-    time.sleep(1.0)
+    # a moment into the check, not a second: since the judge's workers start before torch is imported,
+    # the check of this small spec has ended within a second on a quiet machine (exit 0, not 130)
+    time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=120)
     reader.join(timeout=10)
