@@ -62,3 +62,25 @@ def llm_env(monkeypatch, tmp_path):  # noqa: ANN001, ANN201
     cfg.mkdir()
     monkeypatch.setenv("KERNELGEN_CONFIG_DIR", str(cfg))
     return cfg
+
+
+_SHARED_SCOPES = ("class", "module", "package")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """For `-n 2 --dist loadgroup` (README's command): the tests that share a module-scoped fixture in one
+    group, so that it is built once (tests/support/groups.py), and the modules that hold a slow test first, so
+    that the longest tests start early and the last minutes are the many short ones on both workers (a slow
+    test handed out last leaves one worker idle for its whole length). Each module keeps its own order."""
+    from tests.support.groups import shared_fixture_group
+
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None or item.get_closest_marker("xdist_group"):
+            continue
+        shared = [name for name, defs in info.name2fixturedefs.items() if defs and defs[-1].scope in _SHARED_SCOPES]
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(shared_fixture_group(item.module.__name__, shared)))
+    slow_files = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_files)  # stable: each module's order kept

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from kernelgen.cli import app
 from kernelgen.spec import load_spec
 from kernelgen.spec.kernelbench import derive_spec
+from tests.support.groups import on_shared_fixture
 from tests.support.kernelbench_problems import LINEAR, RELU, SCALAR
 
 
@@ -40,8 +41,9 @@ def scalar(tmp_path_factory):
     return _new(tmp_path_factory, SCALAR, "level1/5_Matrix_scalar_multiplication.py")
 
 
-@pytest.mark.parametrize("which,name", [("relu", "kb1_19_relu"), ("linear", "kb2_12_gemm_multiply_leakyrelu"),
-                                        ("scalar", "kb1_5_matrix_scalar_multiplication")])
+@pytest.mark.parametrize("which,name", [on_shared_fixture(__name__, "relu", "relu", "kb1_19_relu"),
+                                        on_shared_fixture(__name__, "linear", "linear", "kb2_12_gemm_multiply_leakyrelu"),
+                                        on_shared_fixture(__name__, "scalar", "scalar", "kb1_5_matrix_scalar_multiplication")])
 def test_new_builds_a_correct_kernel_and_keeps_the_derived_spec(which, name, request):
     path, out, result = request.getfixturevalue(which)
     assert result.exit_code == 0, result.output
