@@ -5,6 +5,7 @@ compiling and timing it again beside it; a claim whose process is gone counts fo
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -40,6 +41,22 @@ test_cases:
 CPU = DeviceInfo("cpu", "cpu", interpreter=True)
 
 
+@pytest.fixture(scope="module")
+def _fresh_precision() -> dict:
+    """The precision switches a fresh process has (the claimers below are fresh processes): an entry's key
+    holds them, and an earlier test in this xdist worker may have left this process's torch switches
+    changed (the claim was then under another key: a failure seen only in the full suite)."""
+    code = "import json; from kernelgen.verify.judge.baselines import precision_settings; print(json.dumps(precision_settings()))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def _keys_as_a_fresh_process(_fresh_precision, monkeypatch):
+    monkeypatch.setattr("kernelgen.verify.judge.baselines.precision_settings", lambda: dict(_fresh_precision))
+
+
 def _cache(root: Path) -> BaselineCache:
     return BaselineCache("0" * 64, {"inputs": []}, "cpu", root=root)
 
@@ -72,7 +89,7 @@ def _go_in(root: Path, seconds: float) -> None:
     threading.Timer(seconds, (root / "go").touch).start()
 
 
-def test_a_judge_waits_for_an_entry_another_live_process_is_timing(tmp_path):
+def test_a_judge_waits_for_an_entry_another_live_process_is_timing(tmp_path, _keys_as_a_fresh_process):
     cache = _cache(tmp_path)  # first: building one imports torch, seconds on a loaded CPU
     proc = _claimer(tmp_path, put=True)
     assert cache.get("eager", SHAPES, "float32") is None and cache.claimed("eager", SHAPES, "float32")
@@ -85,7 +102,7 @@ def test_a_judge_waits_for_an_entry_another_live_process_is_timing(tmp_path):
     assert not cache.claimed("eager", SHAPES, "float32")
 
 
-def test_a_claim_released_without_its_entry_leaves_the_judge_to_time_it(tmp_path):
+def test_a_claim_released_without_its_entry_leaves_the_judge_to_time_it(tmp_path, _keys_as_a_fresh_process):
     cache = _cache(tmp_path)
     proc = _claimer(tmp_path, put=False)  # e.g. torch.compile failed in that process
     _go_in(tmp_path, 0.2)
@@ -93,7 +110,7 @@ def test_a_claim_released_without_its_entry_leaves_the_judge_to_time_it(tmp_path
     proc.wait(timeout=30)
 
 
-def test_the_claim_of_a_killed_process_is_not_waited_for(tmp_path):
+def test_the_claim_of_a_killed_process_is_not_waited_for(tmp_path, _keys_as_a_fresh_process):
     cache = _cache(tmp_path)
     proc = _claimer(tmp_path, put=True)
     proc.kill()
@@ -104,7 +121,7 @@ def test_the_claim_of_a_killed_process_is_not_waited_for(tmp_path):
     assert cache.wait("eager", SHAPES, "float32") is None and time.monotonic() - t0 < 1.0
 
 
-def test_a_process_never_waits_on_its_own_claim_and_fresh_reads_no_claim(tmp_path):
+def test_a_process_never_waits_on_its_own_claim_and_fresh_reads_no_claim(tmp_path, _keys_as_a_fresh_process):
     cache = _cache(tmp_path)
     cache.claim("eager", SHAPES, "float32")
     assert not cache.claimed("eager", SHAPES, "float32")
