@@ -14,21 +14,7 @@ from kernelgen.batch.report import build_report, render_markdown
 from kernelgen.batch.resume import STAGES, JobResult, StepRecord
 from kernelgen.cli import app
 from kernelgen.errors import UsageError
-
-SPEC = """name: twice
-description: x times two
-category: pointwise
-inputs:
-  - {name: x}
-outputs:
-  - {name: out}
-reference: |
-  def twice(x):
-      return x * 2
-dtypes: [float32]
-test_cases:
-  - {x: [8, 64]}
-"""
+from tests.support.twice import SPEC
 
 
 def test_baselines_are_timed_ahead_on_a_gpu_by_default_not_under_the_interpreter(monkeypatch):

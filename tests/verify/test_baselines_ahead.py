@@ -22,22 +22,8 @@ from kernelgen.verify.judge.ahead import baseline_judge, time_ahead
 from kernelgen.verify.judge.baselinetimes import baseline_cache
 from kernelgen.verify.judge.baselines import BaselineCache
 from tests.support.paths import REPO
+from tests.support.twice import SHAPES, SPEC
 
-SHAPES = {"x": [8, 64]}
-SPEC = """name: twice
-description: x times two
-category: pointwise
-inputs:
-  - {name: x}
-outputs:
-  - {name: out}
-reference: |
-  def twice(x):
-      return x * 2
-dtypes: [float32]
-test_cases:
-  - {x: [8, 64]}
-"""
 CPU = DeviceInfo("cpu", "cpu", interpreter=True)
 
 
