@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,45 @@ def test_harvest_takes_plain_files_only(tmp_path):
     assert compilecache.harvest(fresh, own, skip=seeded) == 1 and not (own / ("a" * 64)).exists()
     with pytest.raises(ValueError):
         compilecache.store_folder("broadcast", "../elsewhere")
+
+
+def _triton_cache(folder: Path, monkeypatch) -> "object":
+    """Triton's own cache manager over `folder` (what a worker with TRITON_CACHE_DIR there uses)."""
+    from triton.runtime.cache import FileCacheManager
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(folder))
+    return FileCacheManager("c" * 52)
+
+
+def test_a_seeded_kernel_is_read_from_the_folder_it_was_seeded_into(tmp_path, monkeypatch):
+    """Triton finds a compiled kernel through its group file, which names every file by absolute path:
+    copied as written, it named the recording worker's scratch, which the replay worker could see but
+    not read (an H100 run: every replay of a kernel the live recording worker had compiled raised
+    PermissionError). Seeded, the group names the copies, and still does once the source is gone."""
+    recorded = _triton_cache(tmp_path / "recorder" / "triton", monkeypatch)
+    children = {name: recorded.put(body, name, binary=isinstance(body, bytes))
+                for name, body in (("k.cubin", b"\x7fELF"), ("k.ptx", "// ptx"), ("k.json", '{"name": "k"}'))}
+    recorded.put_group("k.json", children)
+    store = compilecache.store_folder("broadcast", "offline", root=tmp_path / "cache")
+    compilecache.harvest(tmp_path / "recorder" / "triton", store)
+    replay_dir = tmp_path / "replayer" / "triton"
+    compilecache.seed(store, replay_dir)
+    shutil.rmtree(tmp_path / "recorder")
+
+    group = _triton_cache(replay_dir, monkeypatch).get_group("k.json")
+    assert group is not None and set(group) == set(children)
+    assert all(Path(p).parent == replay_dir / ("c" * 52) for p in group.values())
+    assert Path(group["k.cubin"]).read_bytes() == b"\x7fELF"
+
+
+@pytest.mark.parametrize("body", ['{"child_paths": {"k.json": "/etc/../etc/passwd/.."}}', '{"child_paths": ["x"]}',
+                                  "not json", '{"child_paths": {"../k.json": "/tmp/k.json"}}'])
+def test_a_group_file_that_is_not_triton_s_is_not_copied(tmp_path, body):
+    entry = tmp_path / "triton" / ("d" * 52)
+    entry.mkdir(parents=True)
+    (entry / "__grp__k.json").write_text(body)
+    (entry / "k.cubin").write_bytes(b"\x7fELF")
+    store = compilecache.store_folder("broadcast", "e" * 64, root=tmp_path / "cache")
+
+    assert compilecache.harvest(tmp_path / "triton", store) == 1
+    assert sorted(p.name for p in store.rglob("*") if p.is_file()) == ["k.cubin"]

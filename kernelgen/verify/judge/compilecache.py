@@ -15,6 +15,7 @@ scratch could point the judge at a file of the user's), no FIFOs or devices, bou
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -28,6 +29,7 @@ MAX_TOTAL = 512 << 20  # per key
 MAX_FILES = 4096  # per key: a kernel with every dtype and alignment specialised makes ~100
 # Triton's names (hashes, kernel names); no leading dot: never "..", never a half-copied .tmp file
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$")
+_GROUP = "__grp__"  # Triton's group files: which files make one compiled kernel, by absolute path
 
 
 def store_folder(op_name: str, key: str, *, root: Path | None = None) -> Path:
@@ -60,10 +62,34 @@ def _copy_new(src_root: Path, dst_root: Path, skip: AbstractSet[Path] = frozense
             continue
         dst.parent.mkdir(parents=True, exist_ok=True)
         tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
-        if _copy_plain(src, tmp):
+        if _copy_plain(src, tmp) and (not rel.name.startswith(_GROUP) or _rehome_group(tmp, dst.parent)):
             os.replace(tmp, dst)
             done.add(rel)
+        else:
+            tmp.unlink(missing_ok=True)
     return done
+
+
+def _rehome_group(path: Path, folder: Path) -> bool:
+    """Point a copied Triton group file (`__grp__<kernel>.json`: the absolute path of every file of one
+    compiled kernel) at the files beside it in `folder`. As written, it names the folder it was compiled in:
+    another worker's scratch, which a replay worker seeded from it found with os.path.exists and then could
+    not read (Landlock), so every replay of a kernel the live recording worker had compiled raised
+    PermissionError on an H100 (2026-11-27: all of `optimize`'s timings, and each round's first candidate);
+    and a store seeded from a finished worker named files that no longer exist, so Triton compiled again.
+    False (the file is not copied) when it is not a group file of plain names."""
+    try:
+        data = json.loads(path.read_text())
+        children = data["child_paths"]
+        if not isinstance(children, dict) or not all(isinstance(k, str) and isinstance(v, str) and
+                                                     _NAME.match(k) and _NAME.match(Path(v).name)
+                                                     for k, v in children.items()):
+            return False
+        data["child_paths"] = {k: str(folder / Path(v).name) for k, v in children.items()}
+        path.write_text(json.dumps(data))
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return True
 
 
 def _plain_files(root: Path) -> list[tuple[Path, Path]]:
