@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterator
 
 from kernelgen.errors import UsageError
 from kernelgen.spec import ToleranceSpec
-from kernelgen.verify.judge import oracle
+from kernelgen.verify.judge import oracle, tf32ref
 from kernelgen.verify.judge.precision import PrecisionPolicy, applied, precision_policy
 
 MEMORY_ENV = "KERNELGEN_TRUTH_MEMORY"
@@ -123,7 +123,7 @@ def case_truth(baseline: Callable[..., Any], inputs: list[Any], params: dict[str
     device = floats[0].device
     need = sum(_bytes64(t) for t in inputs) + INTERMEDIATES * sum(_bytes64(e) for e in eager)
     if need <= truth_budget(device):
-        whole = _whole(baseline, inputs, params, eager, under)
+        whole = _whole(baseline, inputs, params, eager, under, policy=policy)
         if whole is not None:
             return whole
     sliced = _Slices.plan(baseline, inputs, params, eager, policy, sample=sample, tol=tol)
@@ -133,9 +133,10 @@ def case_truth(baseline: Callable[..., Any], inputs: list[Any], params: dict[str
 
 
 def _whole(baseline: Callable[..., Any], inputs: list[Any], params: dict[str, Any], eager: tuple, under: str,
-           how: str = "float64, whole") -> CaseTruth | None:
+           how: str = "float64, whole", *, policy: PrecisionPolicy | None = None) -> CaseTruth | None:
     """The reference in float64 (float32 for an op without float64) on the inputs as given; None when
-    the device runs out of memory for it."""
+    the device runs out of memory for it. `policy`: where it allows TF32, each float32 output's truth
+    also gives the reference under that TF32, computed only if a comparison needs it (_policy_refs)."""
     import torch
 
     try:
@@ -146,7 +147,39 @@ def _whole(baseline: Callable[..., Any], inputs: list[Any], params: dict[str, An
         return None
     how = how if label == "float64" else f"{label}, whole (the op has no float64 kernel)"
     note = "" if how == "float64, whole" else how
-    return CaseTruth(tuple(oracle.FullTruth(t, label, under, note) if t is not None else None for t in truths), how)
+    refs = _policy_refs(baseline, inputs, params, eager, policy) if label == "float64" else [None] * len(truths)
+    return CaseTruth(tuple(oracle.FullTruth(t, label, under, note, ref) if t is not None else None
+                           for t, ref in zip(truths, refs)), how)
+
+
+def _policy_refs(baseline: Callable[..., Any], inputs: list[Any], params: dict[str, Any], eager: tuple,
+                 policy: PrecisionPolicy | None) -> list[Callable[[], Any] | None]:
+    """Per output: a function giving the reference under the policy's TF32 (tf32ref), for float32 outputs
+    where the policy allows TF32 for convolutions or matmuls; one float64 run for every output, made the
+    first time a comparison the eager bound alone fails asks (a tf32x3 or IEEE kernel never pays it)."""
+    import torch
+
+    if policy is None or not (policy.conv_tf32 or policy.matmul_tf32):
+        return [None] * len(eager)
+    made: dict[str, Any] = {}
+
+    def output(i: int) -> Any:
+        if "out" not in made:
+            try:
+                made["out"] = tf32ref.policy_reference(baseline, inputs, params, conv=policy.conv_tf32,
+                                                       matmul=policy.matmul_tf32)
+            except torch.OutOfMemoryError:
+                _empty_cache(inputs)
+                made["out"] = None  # the eager bound alone, as before the policy's reference
+            except Exception:  # noqa: BLE001 - a reference the dispatch mode cannot run: eager's bound alone
+                made["out"] = None
+        out = made["out"]
+        ref = out[i] if out is not None and i < len(out) else None
+        ok = isinstance(ref, torch.Tensor) and tuple(ref.shape) == tuple(eager[i].shape)
+        return ref if ok else None
+
+    return [(lambda i=i: output(i)) if isinstance(e, torch.Tensor) and e.dtype == torch.float32 else None
+            for i, e in enumerate(eager)]
 
 
 def _elsewhere(baseline: Callable[..., Any], inputs: list[Any], params: dict[str, Any], eager: tuple, under: str,

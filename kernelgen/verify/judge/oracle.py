@@ -92,8 +92,11 @@ class FullTruth:
     """One output's truth held whole (float64, or IEEE float32 where nothing finer fits), handed out in
     slabs of rows; `label` names it in every verdict, `eager_under` the policy eager ran under."""
 
-    def __init__(self, t: Any, label: str, eager_under: str = "", note: str = ""):
+    def __init__(self, t: Any, label: str, eager_under: str = "", note: str = "",
+                 policy_ref: Callable[[], Any] | None = None):
         self.t, self.label, self.eager_under, self.note = t, label, eager_under, note
+        # the reference under the policy's TF32 (kernelgen.verify.judge.tf32ref), computed on first use
+        self.policy_ref = policy_ref
 
     def slabs(self, step: int) -> Iterator[tuple[int, int, Any]]:
         """(first row, end row, the truth of those rows in float64) along dim 0, `step` rows at a time."""
@@ -132,8 +135,9 @@ class Tally:
     how far the failing elements are beyond the tolerance, and the worst of them. `relative`: a truth
     other than eager is given, so the second rule (m x eager's error) may excuse what the first refuses."""
 
-    def __init__(self, atol: float, rtol: float, m: float, *, relative: bool):
+    def __init__(self, atol: float, rtol: float, m: float, *, relative: bool, policy: bool = False):
         self.atol, self.rtol, self.m, self.relative = atol, rtol, m, relative
+        self.policy = policy  # eager's error is the worse of eager's and one TF32 product's (tf32ref)
         self.total = self.bad = self.bad_finite = self.nonfinite = self.n_both = 0
         self.max_abs = self.max_rel = -math.inf  # over finite errors against the truth
         self.kernel_max = self.eager_max = self.kernel_sq = self.eager_sq = 0.0
@@ -141,8 +145,9 @@ class Tally:
         self.excess = -math.inf  # the largest |got - truth| - tolerance over the failing elements
         self.worst: Worst | None = None
 
-    def add(self, g: Any, e: Any, t: Any, offset: int) -> Any:
-        """One slab (float64, same shape; `offset`: the flat index of its first element); its failing mask."""
+    def add(self, g: Any, e: Any, t: Any, offset: int, p: Any = None) -> Any:
+        """One slab (float64, same shape; `offset`: the flat index of its first element); its failing mask.
+        `p`: the reference under the policy's TF32, where it applies: eager's error is the larger of the two."""
         import torch
 
         bad, bound = mismatches(g, e, t, self.atol, self.rtol)
@@ -158,9 +163,12 @@ class Tally:
             usable = both & torch.isfinite(g)
             self.n_both += int(both.sum())
             self.kernel_max = max(self.kernel_max, _max(diff[usable]))
-            self.eager_max = max(self.eager_max, _max((e - t).abs()[both]))
+            allowed = (e - t).abs()
+            if p is not None:
+                allowed = torch.maximum(allowed, torch.nan_to_num((p - t).abs(), nan=0.0, posinf=0.0))
+            self.eager_max = max(self.eager_max, _max(allowed[both]))
             self.kernel_sq += float((diff[usable] ** 2).sum())
-            self.eager_sq += float(((e - t)[both] ** 2).sum())
+            self.eager_sq += float((allowed[both] ** 2).sum())
             self.excusable = self.excusable and bool((bad <= usable).all())
         if bool(bad.any()):
             self.nonfinite += int((bad & ~torch.isfinite(g) & torch.isfinite(e)).sum())
@@ -217,7 +225,8 @@ class Tally:
 
     def describe(self) -> str:
         """The second rule with both errors: `2x eager's error (max/rms: kernel 0.602/0.0308, eager 0.0058/0.000935)`."""
-        return (f"{self.m:g}x eager's error (max/rms: kernel {self.kernel_max:.3g}/{self.kernel_rmse:.3g}, "
+        whose = "the policy's error (eager's, or one TF32 product's where larger)" if self.policy else "eager's error"
+        return (f"{self.m:g}x {whose} (max/rms: kernel {self.kernel_max:.3g}/{self.kernel_rmse:.3g}, "
                 f"eager {self.eager_max:.3g}/{self.eager_rmse:.3g})")
 
     def why_not(self) -> str:
