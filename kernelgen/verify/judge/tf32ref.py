@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from kernelgen.nodynamo import without_dynamo
+
 # aten ops whose float operands a TF32 algorithm reads rounded: per policy kind, the op and which
 # positional arguments are the products' operands (a bias is added in fp32, not multiplied)
 _CONV = {"convolution": (0, 1), "_convolution": (0, 1), "conv1d": (0, 1), "conv2d": (0, 1), "conv3d": (0, 1),
@@ -62,8 +64,12 @@ def policy_reference(baseline: Callable[..., Any], inputs: list[Any], params: di
             return func(*args, **(kwargs or {}))
 
     up = [t.to(torch.float64) if isinstance(t, torch.Tensor) and t.dtype.is_floating_point else t for t in inputs]
-    with torch.no_grad(), _Rounded():
-        out = baseline(*up, **params)
+
+    def run() -> Any:
+        with torch.no_grad(), _Rounded():
+            return baseline(*up, **params)
+
+    out = without_dynamo(run)  # entering a dispatch mode imports torch._dynamo: seconds a check need not pay
     if not _Rounded.seen:
         return None
     return tuple(out) if type(out) in (tuple, list) else (out,)
