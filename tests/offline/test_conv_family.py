@@ -239,3 +239,22 @@ def test_the_generated_tile_rule_is_the_one_the_generator_models(tmp_path):
                         made = module._conv_config(form, rows, cols, cin_g, fp32, False, taps)
                         model = conv_tiles(knobs, form, rows, cols, cin_g, taps, 1, fp32)
                         assert made == (*model.tiles, model.flat), (form, rows, cols, cin_g, fp32, taps)
+
+
+@pytest.mark.parametrize("kind", ["forward2d", "transposed", "grouped"])
+def test_the_weight_copied_k_major_gives_the_same_results_as_pytorch_s_layout(kind: str, tmp_path: Path) -> None:
+    """The weight packed with its input channels contiguous (PACK_W, on by default where a K step runs along
+    them: the tap loop, FLAT_K off, and the transposed form) and left as PyTorch lays it out: both right on
+    contiguous, channels-last and sliced inputs, and the pack engaged only in the first."""
+    name = KINDS[kind][0].name
+    for sub in ("cl", "sl", "pt", "mod"):
+        (tmp_path / sub).mkdir()
+    packed = _check(name, "contiguous", ("float32",), tmp_path, {"FLAT_K": False})
+    _check(name, "channels_last", ("float32",), tmp_path / "cl", {"FLAT_K": False})
+    _check(name, "sliced", ("float16",), tmp_path / "sl", {"FLAT_K": False})
+    _check(name, "contiguous", ("float32",), tmp_path / "pt", {"FLAT_K": False, "PACK_W": False})
+    module = import_source(f"{name}_packed", packed, tmp_path / "mod")
+    spec = ALL[name]
+    inputs = draw_inputs(spec, spec.test_cases[0], "float32", 3, "cpu")
+    run_guarded(getattr(module, spec.name), inputs)
+    assert any(p is not None for plan in module._PLANS.values() for p in plan.packs), "the weight was not packed"

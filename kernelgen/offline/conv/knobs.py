@@ -32,6 +32,9 @@ class ConvKnobs(KnobsModel):
     # default), instead of three (tf32x3, near IEEE). 2.0-3.5x faster on KernelBench's convolutions (H100),
     # at cuDNN's TF32 error: the judge keeps it only where eager's own error at that shape allows it
     tf32: Optional[StrictBool] = candidates(None, True)
+    # the weight copied with its input channels contiguous before the launch (None: where the kernel
+    # steps K along them: the tap-loop forward and the transposed forms); False keeps PyTorch's layout
+    PACK_W: Optional[StrictBool] = candidates(None, False)
     # the later stages, as the nd family's knobs of the same names
     MAX_SINGLE_PASS: Optional[Count] = candidates(None, 4096, 8192, 32768)
     ROW_TILE: Optional[Pow2] = candidates(None, 1024, 2048, 8192, 16384)

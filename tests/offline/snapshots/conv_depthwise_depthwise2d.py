@@ -5,7 +5,7 @@ Family: conv (1 launch). Traced: conv: 1 stage(s) (conv) over 2 input(s)
   stage 0: 2-D convolution [x_0, w_0, 2 + ((x_2 + ((-1)*w_2)) // 2), 2 + ((x_3 + ((-1)*w_3)) // 2)] (stride=(2, 2), padding=(1, 1), dilation=(1, 1), groups=x_1) with its epilogue
 Memory traffic: each stage reads its inputs once per pass and writes its outputs once; values between
 stages go through fp32 buffers.
-Knobs: BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_warps=auto, num_stages=auto, FLAT_K=auto, tf32=auto, MAX_SINGLE_PASS=auto, ROW_TILE=auto, split=auto, SPLIT_PER_SM=auto, pack=auto
+Knobs: BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_warps=auto, num_stages=auto, FLAT_K=auto, tf32=auto, PACK_W=auto, MAX_SINGLE_PASS=auto, ROW_TILE=auto, split=auto, SPLIT_PER_SM=auto, pack=auto
 """
 
 import math
@@ -122,7 +122,7 @@ def depthwise2d(x, w):
 
 # The knobs every call uses (None: the heuristics below decide per shape).
 _KNOBS = {"BLOCK_M": None, "BLOCK_N": None, "BLOCK_K": None, "GROUP_SIZE_M": 8, "num_warps": None,
-          "num_stages": None, "FLAT_K": None, "tf32": None, "MAX_SINGLE_PASS": None,
+          "num_stages": None, "FLAT_K": None, "tf32": None, "PACK_W": None, "MAX_SINGLE_PASS": None,
           "ROW_TILE": None, "split": None, "SPLIT_PER_SM": None, "pack": None}
 
 
@@ -207,12 +207,13 @@ def _plan(x_shape, x_stride, x_dtype, w_shape, w_stride, w_dtype, device, switch
     (x_shape, x_strides, x_off), (w_shape, w_strides, w_off) = [op for _, op in ops0]
     grid, conv_sizes, meta = _conv_launch("direct", sizes, x_shape, w_shape, x_1, ((2, 2), (1, 1), (1, 1)),
                                           x_dtype == torch.float32, device.type == "cpu")
+    pack = None
     grids.append(grid)
     args.append((*sizes, *conv_sizes, *x_strides, *w_strides, acc[0][1][0], acc[0][1][1], acc[0][1][2], acc[0][1][3], ))
     meta.update(ROUND={"float16": 1, "bfloat16": 2}.get(str(x_dtype).removeprefix("torch."), 0), I64=big)
     metas.append(meta)
     splits.append(None)
-    packs.append(None)
+    packs.append(pack)
     return _Plan(tuple(n in copies for n in _INPUTS), out_shapes, _OUT_DTYPES[x_dtype], temp_shapes,
                  tuple(grids), tuple(args), tuple(metas), tuple(splits), tuple(packs), device, {})
 
@@ -348,6 +349,7 @@ def _conv_config(form, M, N, CIN_G, fp32, interpreted, taps):
 
 
 _SPATIAL = {1: "L", 2: "HW", 3: "DHW"}  # the constexprs' suffixes per spatial dim
+
 
 
 def _conv_launch(form, sizes, x_shape, w_shape, groups, geometry, fp32, interpreted):
