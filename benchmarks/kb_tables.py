@@ -32,12 +32,15 @@ def _chosen(level: str, path: Path, selectors: list[str]) -> bool:
     return False
 
 
-def subset(folders: list[Path], only: str) -> list[Path]:
-    """The problem files `--only` names (every one when it is empty); SystemExit when it names none."""
+def subset(folders: list[Path], only: str, match: str | None = None) -> list[Path]:
+    """The problem files `--only` names (every one when it is empty) among those `--match` finds (every one
+    when None); SystemExit when none is left."""
     selectors = [s.strip() for s in only.split(",") if s.strip()]
-    files = [p for level, paths in problems(folders).items() for p in paths if not selectors or _chosen(level, p, selectors)]
+    files = [p for level, paths in problems(folders, match).items() for p in paths
+             if not selectors or _chosen(level, p, selectors)]
     if not files:
-        raise SystemExit(f"--only {only}: no problem file matches in {', '.join(map(str, folders))}")
+        given = " and ".join(f"--{k} {v}" for k, v in (("only", only), ("match", match)) if v)
+        raise SystemExit(f"{given}: no problem file matches in {', '.join(map(str, folders))}")
     return files
 
 

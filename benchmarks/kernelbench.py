@@ -308,8 +308,8 @@ def main() -> int:
     ap.add_argument("--validate-only", action="store_true", help="no kernels: the offline coverage per level, reasons grouped")
     ap.add_argument("--no-run", action="store_true", help="with --validate-only: generate each kernel, do not run it once")
     ap.add_argument("--jobs", type=int, default=2, help="with --validate-only: problems validated at once")
-    ap.add_argument("--match", help="with --validate-only: only the problem files whose name this regular expression "
-                    "finds, case-insensitive (--match conv: the convolution problems)")
+    ap.add_argument("--match", help="only the problem files whose name this regular expression finds, case-insensitive "
+                    "(--match conv: the convolution problems); with --only, those of them it names")
     args = ap.parse_args()
     if args.cross_check_one:
         print(json.dumps(cross_check_one(*args.cross_check_one)))
@@ -332,7 +332,8 @@ def run_levels(args: argparse.Namespace) -> int:
     """The batch over the levels (or the subset `--only` names), then its tables."""
     from kernelgen.batch.report import BatchReport, summary_text
 
-    given = subset(args.levels, args.only) if args.only else args.levels
+    # a run over whole folders passes the folders (the batch lists them); a subset passes its files
+    given = subset(args.levels, args.only, args.match) if args.only or args.match else args.levels
     cmd = ["batch", *map(str, given), "--out", str(args.out), "--rounds", str(args.rounds), "--backend", "offline",
            "--gpus", args.gpus, "--per-gpu", str(args.per_gpu), "--step-timeout", str(args.timeout), "--dtypes", args.dtypes]
     rc, _, wall = kernelgen(*cmd, echo=True)  # the batch's progress shown as it comes

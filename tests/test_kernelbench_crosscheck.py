@@ -122,3 +122,20 @@ def test_cross_check_of_a_built_problem_prints_both_verdicts(tmp_path):
     assert "correctness_trials: (5 / 5)" in cells[6] and "backend: triton" in cells[6]
     assert (out / "kb_relu_problem" / "kb_relu_problem_kernelbench.py").is_file()  # exported as `kernelgen export --kernelbench`
     assert "compared problems agree" in run.stdout
+
+
+def test_match_narrows_the_batch_s_problems_and_combines_with_only(tmp_path):
+    """`--match conv` chooses the problems of a batch run, not only of --validate-only: a 4x H100 run with it
+    went through level 2's GEMM problems too (2026-11-27)."""
+    found = importlib.util.spec_from_file_location("kb_tables_under_test", REPO / "benchmarks" / "kb_tables.py")
+    tables = importlib.util.module_from_spec(found)
+    found.loader.exec_module(tables)  # a file of benchmarks/, which is no package
+    subset = tables.subset
+    level = tmp_path / "level2"
+    level.mkdir()
+    for name in ("1_Conv2d_ReLU_BiasAdd", "2_ConvTranspose2d_BiasAdd", "12_Gemm_Multiply_LeakyReLU"):
+        (level / f"{name}.py").write_text("")
+    assert [p.stem for p in subset([level], "", "conv")] == ["1_Conv2d_ReLU_BiasAdd", "2_ConvTranspose2d_BiasAdd"]
+    assert [p.stem for p in subset([level], "2,12", "conv")] == ["2_ConvTranspose2d_BiasAdd"]
+    with pytest.raises(SystemExit, match="--only 12 and --match conv"):
+        subset([level], "12", "conv")
