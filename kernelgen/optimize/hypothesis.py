@@ -117,23 +117,6 @@ def _few_rows(few: list[CaseView], family: str, space: dict[str, list[Any]], sm_
     return []
 
 
-def _one_tf32_product(space: dict[str, list[Any]], fp32: list[CaseView]) -> list[Hypothesis]:
-    """A convolution's fp32 products as one TF32 product where the user's precision policy allows TF32
-    for convolutions (PyTorch's default): the largest single step a conv kernel has (2.0-3.5x on
-    KernelBench's convolutions, H100, benchmarks/conv_tune.py), and one the judge keeps only where
-    eager's own error at that shape is TF32's (cuDNN picks IEEE algorithms for many shapes)."""
-    from kernelgen.verify.judge.precision import conv_tf32_enabled
-
-    if "tf32" not in space or not fp32 or not conv_tf32_enabled():
-        return []
-    return [Hypothesis(
-        knob="tf32", cases=[c.label for c in fp32],
-        problem=f"{fp32[0].label}: float32 convolution products as three TF32 products (tf32x3), near IEEE's error, "
-                "where the precision policy allows one (torch.backends.cudnn.allow_tf32)",
-        idea="one TF32 product of operands rounded to the nearest TF32, as cuDNN rounds: a third of the tensor-core work",
-        expected="2-3.5x faster where the products dominate; kept only where the result stays within 2x eager's own error")]
-
-
 def hypotheses(spec: OperatorSpec, family: str, space: dict[str, list[Any]], cases: list[CaseView],
                sm_count: int | None, source: str = "") -> list[Hypothesis]:
     """Every hypothesis the numbers support, the most promising first (duplicates by knob dropped).
@@ -173,7 +156,6 @@ def hypotheses(spec: OperatorSpec, family: str, space: dict[str, list[Any]], cas
             idea=f"larger {tile} for 2-byte dtypes, so each thread moves 16 bytes per load",
             expected=f"half the load instructions per byte; {_gain(wide)}"))
     compute = [c for c in behind if c.bound == "compute"]
-    found += _one_tf32_product(space, [c for c in behind if c.dtype == "float32"])
     for knob in ("BLOCK_N", "num_stages", "BLOCK_K", "GROUP_SIZE_M"):
         if compute and knob in space:
             found.append(Hypothesis(

@@ -156,22 +156,24 @@ def test_knob_space_pruning_and_round_zero_speak_of_the_convolution() -> None:
     assert "conv 1048576x16" in choice.reason and "(channel, tap) pairs" in choice.reason, choice.reason
 
 
-def test_fp32_convolutions_multiply_near_fp32_unless_one_tf32_product_is_asked_and_allowed(tmp_path: Path) -> None:
-    """fp32 convolutions take three TF32 products on NVIDIA GPUs under either switch by default (cuDNN
-    runs IEEE algorithms for many shapes even with TF32 allowed, and the oracle holds the kernel to
-    eager's error), IEEE elsewhere; the tf32 knob asks for one TF32 product of operands rounded to
-    nearest, granted only while torch.backends.cudnn.allow_tf32 allows it; 16-bit inputs do not ask."""
+def test_fp32_convolutions_take_one_tf32_product_where_pytorch_allows_it_on_an_nvidia_gpu(tmp_path: Path) -> None:
+    """PyTorch's precision policy for convolutions (torch.backends.cudnn.allow_tf32, its default True): on an
+    NVIDIA GPU one TF32 product of operands rounded to nearest, as cuDNN may use; with TF32 off, three
+    (tf32x3, near IEEE); off NVIDIA GPUs (the interpreter) IEEE, as PyTorch's own CPU convolution. The tf32
+    knob False never takes one product, True takes it wherever the switch allows; 16-bit inputs multiply in
+    their own precision. The matmul switch changes nothing here."""
     module = import_source("conv2d_bias_relu", generate_kernel(ALL["conv2d_bias_relu"]).source, tmp_path)
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
     before = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     try:
         for conv_tf32, mm_tf32 in ((True, False), (False, True), (True, True), (False, False)):
             torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = conv_tf32, mm_tf32
-            assert module._conv_precision(torch.float32, cuda, None) == ("tf32x3", False)
+            one = ("tf32", True)
+            assert module._conv_precision(torch.float32, cuda, None) == (one if conv_tf32 else ("tf32x3", False))
             assert module._conv_precision(torch.float32, cpu, None) == ("ieee", False)
-            asked = ("tf32", True) if conv_tf32 else ("tf32x3", False)
-            assert module._conv_precision(torch.float32, cuda, True) == asked
-        assert module._conv_precision(torch.float16, cuda, True) == ("tf32", False)
+            assert module._conv_precision(torch.float32, cuda, False) == ("tf32x3", False)
+            assert module._conv_precision(torch.float32, cpu, True) == (one if conv_tf32 else ("ieee", False))
+        assert module._conv_precision(torch.float16, cuda, None) == ("tf32", False)
     finally:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
 
@@ -212,13 +214,13 @@ def test_one_tf32_product_rounds_its_operands_to_nearest(tmp_path: Path) -> None
 def test_the_tf32_knob_is_timed_only_where_products_are_fp32_tensor_core_ones() -> None:
     spec = ALL["conv_relu_group_norm"]
     shapes = {"x": [64, 3, 130, 130], "w": [16, 3, 3, 3], "b": [16], "gw": [16], "gb": [16]}
-    fp32 = {p.value: p for p in prune(spec, "tf32", [None, True], {}, shapes, "float32", 132)}
-    assert fp32[True].kept and "eager's own error" in fp32[True].reason
-    half = {p.value: p for p in prune(spec, "tf32", [None, True], {}, shapes, "float16", 132)}
-    assert not half[True].kept and "float32 products only" in half[True].reason
-    dw = {p.value: p for p in prune(ALL["depthwise2d"], "tf32", [None, True], {}, {"x": [8, 64, 99, 99], "w": [64, 1, 3, 3]},
+    fp32 = {p.value: p for p in prune(spec, "tf32", [None, False], {}, shapes, "float32", 132)}
+    assert fp32[False].kept and "three (tf32x3" in fp32[False].reason
+    half = {p.value: p for p in prune(spec, "tf32", [None, False], {}, shapes, "float16", 132)}
+    assert not half[False].kept and "float32 products only" in half[False].reason
+    dw = {p.value: p for p in prune(ALL["depthwise2d"], "tf32", [None, False], {}, {"x": [8, 64, 99, 99], "w": [64, 1, 3, 3]},
                                     "float32", 132)}
-    assert not dw[True].kept and "direct" in dw[True].reason
+    assert not dw[False].kept and "direct" in dw[False].reason
 
 def test_the_generated_tile_rule_is_the_one_the_generator_models(tmp_path):
     """The tile heuristic is written twice: in the generated file (`_conv_config`, which must run where

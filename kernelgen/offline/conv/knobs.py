@@ -27,11 +27,14 @@ class ConvKnobs(KnobsModel):
     # K as flattened (channel, tap) pairs (True) or a loop over taps of BLOCK_K channels (False);
     # None: flattened where a group has fewer than 16 input channels (forward convolutions)
     FLAT_K: Optional[StrictBool] = candidates(None, False, True)
-    # float32 products of a tensor-core convolution as one TF32 product (operands rounded to nearest, as
-    # cuDNN rounds) where PyTorch allows TF32 for convolutions (torch.backends.cudnn.allow_tf32, its
-    # default), instead of three (tf32x3, near IEEE). 2.0-3.5x faster on KernelBench's convolutions (H100),
-    # at cuDNN's TF32 error: the judge keeps it only where eager's own error at that shape allows it
-    tf32: Optional[StrictBool] = candidates(None, True)
+    # float32 products of a tensor-core convolution. None: one TF32 product of operands rounded to nearest
+    # (as cuDNN rounds) where PyTorch allows TF32 for convolutions (torch.backends.cudnn.allow_tf32, its
+    # default) on an NVIDIA GPU -- what cuDNN may do there, 2.0-3.5x faster than three products on
+    # KernelBench's convolutions (H100), and judged against the error one TF32 product makes at each shape
+    # (kernelgen.verify.judge.tf32ref); three TF32 products (tf32x3, near IEEE) where it does not allow it,
+    # IEEE off NVIDIA GPUs. True: one TF32 product wherever PyTorch allows it (the interpreter too);
+    # False: never
+    tf32: Optional[StrictBool] = candidates(None, False)
     # the weight copied with its input channels contiguous before the launch (None: where the kernel
     # steps K along them: the tap-loop forward and the transposed forms); False keeps PyTorch's layout
     PACK_W: Optional[StrictBool] = candidates(None, False)

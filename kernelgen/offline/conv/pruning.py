@@ -69,8 +69,8 @@ def prune_conv(case: StageCase, label: str, resolve: Callable[[Any], KnobsModel]
         if why:
             return Pruned(value, False, why)
         if knob == "tf32":  # the same launches, another product: worth timing where the products are fp32
-            return Pruned(value, case.fp32, "one TF32 product instead of three where PyTorch allows TF32 for "
-                          "convolutions, held to eager's own error at each shape" if case.fp32 else
+            return Pruned(value, case.fp32, "the fp32 products' precision: one TF32 product (where PyTorch allows "
+                          "TF32 for convolutions) or three (tf32x3, near IEEE)" if case.fp32 else
                           f"tf32 changes float32 products only; this case is {case.itemsize}-byte")
         changed = [(new, old) for new, old in zip(case.launches(knobs), base_launches) if new != old]
         if not changed:
