@@ -104,9 +104,11 @@ class ConvTiles:
         return self.block_m, self.block_n, self.block_k, self.group, self.num_warps, self.num_stages
 
 
-def conv_tiles(knobs: Any, form: str, rows: int, cols: int, cin_g: int, taps: int, grid_y: int, fp32: bool) -> ConvTiles:
+def conv_tiles(knobs: Any, form: str, rows: int, cols: int, cin_g: int, taps: int, grid_y: int, fp32: bool,
+               one: bool = False) -> ConvTiles:
     """The generated file's convolution tiles at M=`rows` x N=`cols`, `cin_g` input channels per group,
-    `taps` kernel positions, `grid_y` programs along the grid's second axis (groups x stride phases)."""
+    `taps` kernel positions, `grid_y` programs along the grid's second axis (groups x stride phases);
+    `one`: fp32 products taken as one TF32 product (the file's _conv_precision)."""
     if form == "direct":
         bm, bn, bk, warps, stages, flat = 128, min(next_pow2(cols), 32), 16, 4, 2, False
     else:
@@ -116,10 +118,18 @@ def conv_tiles(knobs: Any, form: str, rows: int, cols: int, cin_g: int, taps: in
         # 128 channels won twice. Geomean x eager, forward/transposed: these tiles before 0.34/0.40; 256x64
         # everywhere 0.39/0.35 (a group of 16 channels wastes 3/4 of it); the best of the old tile, 256x64
         # and 128x32 per problem 0.43/0.51 -- what following the group's channels up to 64 approximates
-        bn = min(max(next_pow2(cols), 16), 64 if fp32 else 128)
+        bn = min(max(next_pow2(cols), 16), 128 if one or not fp32 else 64)
         bk = 32 if flat or fp32 else min(max(next_pow2(cin_g), 16), 64)
         bm = 256 if fp32 and bn >= 64 and rows >= 256 * 264 else 128 if rows >= 128 * 264 else 64
         warps, stages = (8 if bm * bn >= 128 * 128 else 4), (3 if fp32 else 4)
+        if one and bn >= 64:
+            # one TF32 product, from the same sweep (one product, 14 tiles, 2026-11-28): K steps of 16 four
+            # deep; 256x128 over 8 warps where 128 channels and the pixels are there, else 128x64 over 4
+            big = bn >= 128 and rows >= 256 * 264
+            bm, bn, warps = (256, 128, 8) if big else (128 if rows >= 128 * 264 else 64, 64, 4)
+            bk, stages = 16, 4
+            if flat and cin_g * taps <= 32:  # one step of 32 over two of 16 (level 1's 59, K = 27)
+                bk = 32
         # one K step (few channels x taps, flattened): nothing to pipeline, and Triton 3.6 on an H100 got
         # KernelBench L1/59 (3x3x1 taps, 3 channels, K=27) wrong in every element with 3 stages (max error
         # 3.7; 9.5e-7 with 1 stage, or with FLAT_K off, or BLOCK_K 16), 2026-11-27

@@ -237,10 +237,12 @@ def test_the_generated_tile_rule_is_the_one_the_generator_models(tmp_path):
         for rows in (100, 128 * 264, 256 * 264, 1 << 22):
             for cols in (3, 16, 33, 64, 200):
                 for cin_g in (3, 16, 40, 128):
-                    for fp32, taps in ((False, 9), (True, 9), (True, 27), (True, 1)):  # 3 x 9 taps: one flat K step
-                        made = module._conv_config(form, rows, cols, cin_g, fp32, False, taps)
-                        model = conv_tiles(knobs, form, rows, cols, cin_g, taps, 1, fp32)
-                        assert made == (*model.tiles, model.flat), (form, rows, cols, cin_g, fp32, taps)
+                    # 3 x 9 taps: one flat K step; one: fp32 as one TF32 product (its own tiles)
+                    for fp32, one, taps in ((False, False, 9), (True, False, 9), (True, False, 27), (True, False, 1),
+                                            (True, True, 9), (True, True, 27), (True, True, 81)):
+                        made = module._conv_config(form, rows, cols, cin_g, fp32, one, False, taps)
+                        model = conv_tiles(knobs, form, rows, cols, cin_g, taps, 1, fp32, one)
+                        assert made == (*model.tiles, model.flat), (form, rows, cols, cin_g, fp32, one, taps)
 
 
 @pytest.mark.parametrize("kind", ["forward2d", "transposed", "grouped"])

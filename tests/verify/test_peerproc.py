@@ -50,3 +50,18 @@ def test_benchmark_scripts_time_the_peers_only_in_a_child():
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             assert not [n for n in names if n.split(".")[0] in in_process or n in in_process], (path.name, names)
+
+
+def test_a_child_that_does_not_answer_in_time_leaves_its_cases_untimed_without_a_retry_per_peer(monkeypatch):
+    """A slow peer (FlagGems autotuning a depthwise convolution at a 512x512 image) is not a crashed one:
+    retried per peer it would hold the kernel's measurement three times as long."""
+    import kernelgen.verify.judge.peerproc as peerproc
+
+    monkeypatch.setattr(peerproc, "PEER_TIMEOUT_S", 8.0)
+    slow = {**SPEC, "reference": "def twice(x):\n    import time\n    time.sleep(600)\n    return x * 2\n"}
+    cases = [(0, {"x": [4, 8]}, "float32"), (1, {"x": [5, 8]}, "float32")]
+    t0 = time.monotonic()
+    run = peer_timings(validate_spec_data(slow, run_reference=False), "cpu", cases, None)
+    assert time.monotonic() - t0 < 16  # one wait of 8 s, not one per peer after it
+    assert run.timings == {}
+    assert [n for n in run.notes if n.startswith("peers not timed on case(s) 0 float32, 1 float32: no answer within 8 s")]

@@ -38,8 +38,20 @@ def conv_launch(g: Graph, st: Stage, kernel: ConvKernel, knobs: StageKnobs, bind
         rows = outs[0] * math.prod(outs[2:])
     cols = outs[1] if form == "direct" else outs[1] // groups
     grid_y = 1 if form == "direct" else groups * (math.prod(stride) if form == "transposed" else 1)
-    ct: ConvTiles = conv_tiles(knobs, form, rows, cols, x[1] // groups, math.prod(w[2:]), grid_y, fp32)
+    one = form != "direct" and one_tf32(fp32, getattr(knobs, "tf32", None))
+    ct: ConvTiles = conv_tiles(knobs, form, rows, cols, x[1] // groups, math.prod(w[2:]), grid_y, fp32, one)
     return StageLaunch(st.id, "conv", tiles=ct.tiles, mnk=(ct.rows, ct.cols, ct.k), conv=ct)
+
+
+def one_tf32(fp32: bool, knob: bool | None) -> bool:
+    """Whether the file's convolutions take one TF32 product here, as its _conv_precision decides: fp32
+    where PyTorch allows TF32 for convolutions, on an NVIDIA GPU (knob None) or anywhere (knob True). The
+    file decides per call on its tensors' device; this models the machine's default one."""
+    import torch  # the policy is PyTorch's switch; callers already judge cases with torch loaded
+
+    if not fp32 or knob is False or not torch.backends.cudnn.allow_tf32:
+        return False
+    return knob is True or (torch.cuda.is_available() and torch.version.hip is None)
 
 
 def conv_describe(g: Graph, st: Stage) -> str:

@@ -92,7 +92,11 @@ class References:
                 with applied(self.policy):  # Inductor's matmul templates read the mode when they compile
                     self.compiled()(*inputs, **params)  # compile outside the timed region (seconds of CPU work)
             except Exception as e:  # noqa: BLE001 - a compile failure is reported, not fatal
-                res.note = (res.note + f" torch.compile failed on case {pc.case} {pc.dtype}: {type(e).__name__}.").strip()
+                # its first line too: the type alone (InternalTorchDynamoError, which wraps the cause) told
+                # nothing when every baselines-ahead process on an H100 failed this way (2026-11-28)
+                why = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")[:300]
+                res.note = (res.note + f" torch.compile failed on case {pc.case} {pc.dtype}: {type(e).__name__}"
+                            + (f": {why}" if why else "") + ".").strip()
                 time_compile = False
         with device_lock(exclusive=True, path=device.lock), applied(self.policy):
             if self.with_eager and eager is None:

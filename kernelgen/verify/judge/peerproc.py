@@ -12,7 +12,8 @@ on the device), runs the spec's reference once plainly for the expected values, 
 only where it matches the reference within the spec's tolerance, and timed under the device lock held
 exclusively. When the child dies, the case it was on is tried once more with each peer alone in a
 child of its own (so the one that crashes is named, and the other is still timed), and a new child
-takes the remaining cases.
+takes the remaining cases. A child that does not answer in time is not retried: the cases it left
+are reported untimed.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ from kernelgen.spec import OperatorSpec
 from kernelgen.verify.judge import peers as peer_libs
 from kernelgen.verify.results import KernelTiming
 
-PEER_TIMEOUT_S = 600.0  # for every case of one child: FlagGems compiles a kernel per op and shape
+# for every case of one child: FlagGems compiles (and autotunes) a kernel per op and shape. Not more: the
+# kernel's measurement waits for it, and at 600 s, retried per peer after a timeout, KernelBench's depthwise
+# convolutions (level 1's 83, 85, 86) never finished a 300 s batch step on an H100 (2026-11-28)
+PEER_TIMEOUT_S = 180.0
 
 
 class PeerCase(BaseModel):
@@ -75,8 +79,13 @@ class PeerJob:
         that crashes is named and the other still timed), and a new child takes the cases after it."""
         if self._child is None:
             return self.run
-        died, self._child = self._child.collect(self.run), None
-        todo = self.cases
+        child, self._child = self._child, None
+        died, todo = child.collect(self.run), self.cases
+        if child.timed_out:  # slow, not crashed: a retry per peer would wait as long again, twice
+            late = [f"{ci} {dtype}" for ci, _, dtype in todo if (ci, dtype) not in self.run.timings]
+            self.run.notes.append(f"peers not timed on case(s) {', '.join(late)}: {died} (FlagGems compiles and "
+                                  "autotunes its kernels at each new shape)")
+            return self.run
         while died is not None:
             todo = [c for c in todo if (c[0], c[2]) not in self.run.timings]
             if not todo:
@@ -116,6 +125,7 @@ class _Child:
                    "cases": [[ci, shapes, dtype] for ci, shapes, dtype in cases]}
         self._out, self._err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
         self.started = time.monotonic()
+        self.timed_out = False
         self.proc = subprocess.Popen([sys.executable, "-m", "kernelgen.verify.judge.peerproc"], stdin=subprocess.PIPE,
                                      stdout=self._out, stderr=self._err, text=True, env=child_env())
         assert self.proc.stdin is not None
@@ -129,6 +139,7 @@ class _Child:
             why = ""
         except subprocess.TimeoutExpired:
             self.kill()
+            self.timed_out = True
             code, why = -1, f"no answer within {PEER_TIMEOUT_S:.0f} s"
         self._out.seek(0)
         self._err.seek(0)

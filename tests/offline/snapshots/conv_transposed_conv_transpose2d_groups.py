@@ -250,12 +250,12 @@ def _plan(x_shape, x_stride, x_dtype, w_shape, w_stride, w_dtype, b_shape, b_str
     # stage 0: transposed 2-D convolution [x_0, 2*w_1, (-4) + 2*w_2 + 2*x_2, (-7) + w_3 + 3*x_3] (stride=(2, 3), padding=(1, 2), dilation=(2, 1), groups=2) with its epilogue
     sizes, acc, _ = lay0
     (x_shape, x_strides, x_off), (w_shape, w_strides, w_off) = [op for _, op in ops0]
+    precision, round_tf32 = _conv_precision(x_dtype, device, _KNOBS["tf32"])
     grid, conv_sizes, meta = _conv_launch("transposed", sizes, x_shape, w_shape, 2, ((2, 3), (1, 2), (2, 1)),
-                                          x_dtype == torch.float32, device.type == "cpu")
+                                          x_dtype == torch.float32, round_tf32, device.type == "cpu")
     pack, w_strides, w_off = _conv_packing("transposed", meta.get("FLAT_K", False), w_shape, w_strides, w_off, _KNOBS["PACK_W"])
     grids.append(grid)
     args.append((*sizes, *conv_sizes, *x_strides, *w_strides, acc[0][1][1],  acc[1][1][0], acc[1][1][1], acc[1][1][2], acc[1][1][3], ))
-    precision, round_tf32 = _conv_precision(x_dtype, device, _KNOBS["tf32"])
     meta.update(PRECISION=precision, ROUND_TF32=round_tf32,
                 UPCAST=(device.type == "cpu" and x_dtype == torch.bfloat16) or x_dtype != w_dtype)
     meta.update(ROUND={"float16": 1, "bfloat16": 2}.get(str(x_dtype).removeprefix("torch."), 0), I64=big)
@@ -409,24 +409,35 @@ def _conv_pack(how, w):
     return w.as_strided(shape, strides, w.storage_offset() + offset).permute(order).contiguous().permute(inverse)
 
 
-def _conv_config(form, M, N, CIN_G, fp32, interpreted, taps):
+def _conv_config(form, M, N, CIN_G, fp32, one, interpreted, taps):
     """(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_SIZE_M, num_warps, num_stages, FLAT_K) of a convolution at M
     output pixels x N output channels (a group's; the direct form: all of them) with CIN_G input
-    channels per group and `taps` kernel positions: the heuristic below, where a knob is None. Under the CPU interpreter, which
-    runs a program's ops one numpy call at a time, up to 1024 pixels per program: a 3-D transposed
-    convolution's smallest KernelBench case took over 120 s at 64."""
+    channels per group and `taps` kernel positions, `one`: fp32 taken as one TF32 product: the heuristic
+    below, where a knob is None. Under the CPU interpreter, which runs a program's ops one numpy call at
+    a time, up to 1024 pixels per program: a 3-D transposed convolution's smallest KernelBench case took
+    over 120 s at 64."""
     if form == "direct":  # fp32 multiply-adds on 128 pixels x up to 32 channels, no tensor cores
         bm, bn, bk, warps, stages, flat = 128, min(triton.next_power_of_2(N), 32), 16, 4, 2, False
     else:
         # channels per tile no wider than the group has (tl.dot takes 16 at least); K as (channel,
         # tap) pairs where a tap's step of 16 channels would be half padding or more
         flat = form == "forward" and (_KNOBS["FLAT_K"] if _KNOBS["FLAT_K"] is not None else CIN_G < 16)
-        # fp32: 64 channels x 256 pixels over 8 warps where the output is large, the fastest tile on 34 of 68
+        # fp32 (three TF32 products): 64 channels x 256 pixels over 8 warps where the output is large, fastest on 34 of 68
         # KernelBench convolutions (H100, 2026-11-27); 2 programs per SM of an H100 at BLOCK_M 128, or smaller
-        bn = min(max(triton.next_power_of_2(N), 16), 64 if fp32 else 128)
+        bn = min(max(triton.next_power_of_2(N), 16), 128 if one or not fp32 else 64)
         bk = 32 if flat or fp32 else min(max(triton.next_power_of_2(CIN_G), 16), 64)
         bm = 256 if fp32 and bn >= 64 and M >= 256 * 264 else 128 if M >= 128 * 264 else 64
         warps, stages = (8 if bm * bn >= 128 * 128 else 4), (3 if fp32 else 4)
+        if one and bn >= 64:
+            # one TF32 product over 48+ output channels: K steps of 16 four deep, 128 channels x 256 pixels
+            # over 8 warps where both are that large, else 64 x 128 over 4 -- level 1's convolutions at
+            # their perf shapes, geomean x0.82 -> x0.96 over eager on 26 (best of 14 tiles x0.97; H100,
+            # 2026-11-28); 32 channels or fewer kept 32-deep steps three deep, the faster there
+            big = bn >= 128 and M >= 256 * 264
+            bm, bn, warps = (256, 128, 8) if big else (128 if M >= 128 * 264 else 64, 64, 4)
+            bk, stages = 16, 4
+            if flat and CIN_G * taps <= 32:  # level 1's 59 (K = 27): one step of 32 took 2.0 ms, two of 16 3.0
+                bk = 32
         # one K step (few channels x taps, flattened): nothing to pipeline, and Triton 3.6 on an H100 got
         # KernelBench L1/59 (3x3x1 taps, 3 channels, K=27) wrong in every element with 3 stages (max error
         # 3.7; 9.5e-7 with 1 stage, or with FLAT_K off, or BLOCK_K 16), 2026-11-27
@@ -442,7 +453,7 @@ _SPATIAL = {1: "L", 2: "HW", 3: "DHW"}  # the constexprs' suffixes per spatial d
 
 
 
-def _conv_launch(form, sizes, x_shape, w_shape, groups, geometry, fp32, interpreted):
+def _conv_launch(form, sizes, x_shape, w_shape, groups, geometry, fp32, one, interpreted):
     """A convolution stage's grid, its size arguments (input spatial sizes, channels per group) and
     its constants; `sizes`: the output [N, C_out, spatial..]; `geometry`: (stride, padding, dilation)."""
     stride, pad, dil = geometry
@@ -453,7 +464,7 @@ def _conv_launch(form, sizes, x_shape, w_shape, groups, geometry, fp32, interpre
     else:
         rows = sizes[0] * math.prod(outs)
     cols = sizes[1] if form == "direct" else cout_g
-    bm, bn, bk, group, warps, stages, flat = _conv_config(form, rows, cols, cin_g, fp32, interpreted,
+    bm, bn, bk, group, warps, stages, flat = _conv_config(form, rows, cols, cin_g, fp32, one, interpreted,
                                                           math.prod(taps))
     phases = math.prod(stride) if form == "transposed" else 1
     grid = (triton.cdiv(rows, bm) * triton.cdiv(cols, bn), 1 if form == "direct" else groups * phases)
