@@ -121,13 +121,11 @@ def _time(us: float) -> str:
 
 # --- device-independent facts ------------------------------------------------------------------------
 def _reference_fn(spec: OperatorSpec, source: str | None):  # noqa: ANN202 - the reference callable or None
-    from kernelgen.spec.reference import PRELUDE, load_reference
+    from kernelgen.spec.reference import PRELUDE, load_reference, run_as_module
 
     if source is None:
         return load_reference(spec) if spec.reference else None
-    namespace: dict[str, Any] = {"__name__": f"kernelgen_baseline_{spec.name}"}
-    exec(compile(PRELUDE + source, f"<baseline of {spec.name}>", "exec"), namespace)  # noqa: S102 - the op's own baseline
-    return namespace.get(spec.name)
+    return run_as_module(PRELUDE + source, f"<baseline of {spec.name}>", f"kernelgen_baseline_{spec.name}").get(spec.name)
 
 
 def _case_facts(spec: OperatorSpec, fn: Any, ci: int, case: dict[str, list[int]], dtype: str) -> tuple[CaseAnalysis, str]:

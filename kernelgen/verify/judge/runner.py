@@ -16,6 +16,7 @@ from typing import Any, Callable
 from kernelgen.devices import DeviceInfo
 from kernelgen.errors import OperatorDirError
 from kernelgen.opdir import OperatorDir
+from kernelgen.spec.reference import run_as_module
 from kernelgen.verify.judge.trusted import render_baseline, render_trusted
 from kernelgen.verify.judge import integrity
 from kernelgen.verify.judge.accuracy import DEFAULT_SEEDS, check_accuracy
@@ -36,9 +37,7 @@ def load_baseline(op: OperatorDir) -> Callable[..., Any]:
 
 def baseline_function(source: str, filename: str, name: str) -> Callable[..., Any]:
     """The function `name` of a baseline file's text, as the judge runs it."""
-    namespace: dict[str, Any] = {"__name__": f"kernelgen_baseline_{name}"}
-    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - the user's own reference
-    fn = namespace.get(name)
+    fn = run_as_module(source, filename, f"kernelgen_baseline_{name}").get(name)
     if not callable(fn):
         raise OperatorDirError(f"{filename}: defines no function {name!r}")
     return fn
