@@ -195,8 +195,8 @@ class JobQueue:
     def close(self) -> None:
         """Start nothing more: every `take`, waiting or to come, returns None. A stopping batch closes its
         queue first: an operator waiting for room would otherwise start on the memory its stopped
-        neighbours free (on 4x H100, 2026-11-27, a SIGTERM'd batch started two services and a peer
-        process 8 s after the command had returned)."""
+        neighbours free, in a worker the stop never saw (what fits a SIGTERM'd batch on 4x H100,
+        2026-11-27: two services and a peer process started 8 s after the command had returned)."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
