@@ -11,12 +11,13 @@ process: a process that is gone starts nothing, so nothing of the batch can star
 services included: they are below it too).
 
 It prints one JSON line:
-  {"rc", "left": [[pid, cmdline]...], "service": [[pid, cmdline]...], "late": [[pid, cmdline]...],
+  {"rc", "stop_s", "left": [[pid, cmdline]...], "service": [[pid, cmdline]...], "late": [[pid, cmdline]...],
    "seen": [[pid, parent, started_s, cmdline]...]}
-"service": a KernelGen service and the processes below it, which may idle out on their own; "late":
-every process that started after the batch returned (of which none should exist); "seen": every
-process below the batch, its first parent seen and its start in seconds after the batch returned
-(negative: before). Then it kills whatever is left, so a failing test leaves nothing behind either.
+"stop_s": seconds from the signal to the batch's return; "service": a KernelGen service and the
+processes below it; "late": every process that started after the batch returned (of which none
+should exist); "seen": every process below the batch, its first parent seen and its start in seconds
+after the batch returned (negative: before). Then it kills whatever is left, so a failing test leaves
+nothing behind either.
 
     python tests/support/batch_lifetime_harness.py OUT SETTLE [--kill-when TEXT | --term-when TEXT] -- BATCH_ARGS...
 """
@@ -139,10 +140,12 @@ def main() -> int:
     before = _sizes(logs) if logs.is_dir() else {}
     proc = subprocess.Popen([sys.executable, "-m", "kernelgen", "batch", *batch], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
+    signalled = None
     for flag, text in when.items():
         _wait_for(text, logs, proc, before)
         # the batch's driver alone: what dies with it, or what it stops, is the point
         os.kill(proc.pid, signal.SIGKILL if flag == "--kill-when" else signal.SIGTERM)
+        signalled = _uptime()
     rc = proc.wait()
     returned = _uptime()
     deadline = time.monotonic() + settle
@@ -159,7 +162,7 @@ def main() -> int:
     services = [p for p in alive if SERVICE in _cmdline(p)]
     of_services = set(services) | {d for s in services for d in _below(s)}
     seen = sorted(watch.seen.items(), key=lambda kv: kv[1][1])
-    print(json.dumps({"rc": rc, "left": [[p, _cmdline(p)] for p in alive if p not in of_services],
+    print(json.dumps({"rc": rc, "stop_s": None if signalled is None else round(returned - signalled, 2), "left": [[p, _cmdline(p)] for p in alive if p not in of_services],
                       "service": [[p, _cmdline(p)] for p in sorted(of_services)],
                       "late": [[p, cmd] for p, (_, start, cmd) in seen if start > returned],
                       "seen": [[p, parent, round(start - returned, 2), cmd] for p, (parent, start, cmd) in seen]}), flush=True)
