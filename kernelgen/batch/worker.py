@@ -25,7 +25,7 @@ from kernelgen.batch.ahead import reap_background
 from kernelgen.batch.job import JobRequest, run_job
 from kernelgen.batch.resume import JobResult
 from kernelgen.batch.services import WorkerService
-from kernelgen.batch.step import WRAPPER_ENV, stop_running_steps
+from kernelgen.batch.step import WRAPPER_ENV, stop_running_steps, when_started
 from kernelgen.batch.stepfork import preload
 from kernelgen.lifetime import tie_to_parent
 
@@ -50,9 +50,18 @@ def serve(requests: IO[str], channel: IO[str], target: str) -> None:
 
 
 _service: WorkerService | None = None  # the service its steps judge in, started by main
+_PID = os.getpid()  # a step forked from this worker runs this module's handlers until it sets its own
 
 
 def _stop(signum: int, frame: object) -> None:  # noqa: ARG001 - a signal handler's signature
+    if os.getpid() != _PID:  # a step just forked: it ends as the signal's default action would end it
+        os._exit(128 + signum)
+    when_started(lambda: _stop_now(signum))  # a step being started is stopped too, once it is tracked
+
+
+def _stop_now(signum: int) -> None:
+    """Every step stopped first, then the service: a step still running would start another service
+    where it found none."""
     stop_running_steps()
     if _service is not None:
         _service.stop()

@@ -67,6 +67,11 @@ def _watch(out: Path, args: list[str], env: dict[str, str], *, kill_when: str | 
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _services(watched: dict) -> int:
+    """How many KernelGen services the watched batch started."""
+    return sum(SERVICE in cmd for *_, cmd in watched["seen"])
+
+
 def _rows(out: Path) -> dict[str, dict]:
     return {r["name"]: r for r in json.loads((out / "batch_report.json").read_text())["operators"]}
 
@@ -105,11 +110,12 @@ def test_a_batch_stopped_or_killed_leaves_nothing_behind_and_a_rerun_finishes_ev
     args = [str(level), "--out", str(out), "--rounds", "0", "--backend", "offline", "--gpus", "2"]
     stopped = _watch(out, args, env, term_when="$ kernelgen new")  # a step and its baselines' process starting
     assert stopped["rc"] == 130, stopped
-    assert any(SERVICE in cmd for *_, cmd in stopped["seen"]), stopped  # its workers' services were up
+    assert _services(stopped) == 2, stopped  # one per worker, none a step started where it found none
     assert stopped["left"] == [] and stopped["service"] == [] and stopped["late"] == [], stopped
 
     killed = _watch(out, args, env, kill_when="checking accuracy")
     assert killed["rc"] == -9, killed
+    assert _services(killed) == 2, killed
     assert killed["left"] == [] and killed["service"] == [] and killed["late"] == [], killed
 
     again = subprocess.run([sys.executable, "-m", "kernelgen", "batch", *args], env=env, capture_output=True, text=True,
