@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from kernelgen.batch.resume import StepRecord
-from kernelgen.batch.step import STOP_GRACE_S, track, untrack
+from kernelgen.batch.step import STOP_GRACE_S, start_tracked, untrack
 from kernelgen.batch.stepfork import ForkedStep, fork_step, forking
 from kernelgen.errors import UsageError
 from kernelgen.fsutil import now
@@ -63,12 +63,11 @@ class Ahead:
         self.ended: float | None = None
         args = [spec_file, "--device", device]
         if forking():
-            self.proc: subprocess.Popen | ForkedStep = fork_step(args, child_env(env), ENTRY)
+            self.proc: subprocess.Popen | ForkedStep = start_tracked(lambda: fork_step(args, child_env(env), ENTRY))
         else:
-            self.proc = subprocess.Popen([sys.executable, "-m", ENTRY, *args], stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                                         env=child_env(env), start_new_session=True)
-        track(self.proc)
+            self.proc = start_tracked(lambda: subprocess.Popen(
+                [sys.executable, "-m", ENTRY, *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, text=True, errors="replace", env=child_env(env), start_new_session=True))
         self._reader = threading.Thread(target=self._copy, name="baselines ahead", daemon=True)
         self._reader.start()
 

@@ -10,10 +10,12 @@ When the queue is empty, a worker's device would sit idle while other operators 
 is lent to them instead (kernelgen.lending), a token in the batch's lend folder that an operator
 claims for its rounds' searches. Tokens are taken back when the batch ends.
 
-Nothing outlives the batch: each worker ties itself to the batch (kernelgen.lifetime) and runs in a
-process group of its own; on Ctrl-C or SIGTERM every worker is told to stop (it interrupts its step
-and waits for it), and at the end the KernelGen services the batch's steps started are stopped
-(kernelgen.batch.services)."""
+Nothing outlives the batch: each worker ties itself to the batch (kernelgen.lifetime), runs in a
+process group of its own and owns the KernelGen service its steps judge in (kernelgen.batch.services).
+On Ctrl-C or SIGTERM the queue is closed first (an operator waiting for room would otherwise start on
+the memory its stopped neighbours free), then every worker is told to stop at once (it interrupts its
+step, waits for it and stops its service), and the batch returns only once they are gone: nothing of
+it starts after it returned."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from kernelgen.batch.engine import Event, OnEvent, error_result, serialized
@@ -39,6 +42,7 @@ from kernelgen.lifetime import child_env
 from kernelgen.verify.judge.devicelock import ENV as LOCK_ENV
 
 STOP_WAIT_S = 30.0  # a worker told to stop gives its step 10 s to clean up (kernelgen.batch.step), then exits
+STOP_JOIN_S = 5.0  # a worker thread, once its worker is gone, only records the operator's end
 
 
 class WorkerProcess:
@@ -78,12 +82,18 @@ class WorkerProcess:
         return error_result(job, self.target.label, f"the worker process for {self.target.label} died (exit {status}); "
                                                     f"a later run resumes this operator")
 
-    def stop(self) -> None:
-        """Tell it to stop (it interrupts its step and waits for it), then kill what is left."""
+    def tell_stop(self) -> None:
+        """SIGTERM: it interrupts its step, waits for it and stops its service, then exits."""
         if self.alive:
             self.proc.terminate()
+
+    def stop(self, deadline: float | None = None) -> None:
+        """Tell it to stop, wait for it (until `deadline`, a time.monotonic(); default STOP_WAIT_S from
+        now), then kill what is left of its group."""
+        self.tell_stop()
+        left = (time.monotonic() + STOP_WAIT_S if deadline is None else deadline) - time.monotonic()
         try:
-            self.proc.wait(timeout=STOP_WAIT_S)
+            self.proc.wait(timeout=max(0.0, left))
         except subprocess.TimeoutExpired:
             pass
         try:
@@ -154,9 +164,9 @@ class LocalEngine:
                 while t.is_alive():
                     t.join(timeout=0.5)
         except KeyboardInterrupt:
-            run.stopping.set()
-            for w in list(run.workers):
-                w.stop()
+            run.stop()
+            for t in threads:  # their workers are gone: each records its operator's end and returns
+                t.join(timeout=STOP_JOIN_S)
             raise
         finally:
             if previous is not None:
@@ -180,6 +190,7 @@ class _Run:
         self.results: dict[str, JobResult] = {}
         self.workers: list[WorkerProcess] = []
         self.stopping = threading.Event()
+        self.workers_lock = threading.Lock()  # a worker is started before the batch stops (and is stopped), or never
         self.busy = {t.device_key: sum(u.device_key == t.device_key for u in engine.targets) for t in engine.targets}
         self.busy_lock = threading.Lock()
 
@@ -188,8 +199,31 @@ class _Run:
         with self.busy_lock:
             self.busy[target.device_key] -= 1
             last = self.busy[target.device_key] == 0
-        if last:
+        if last and not self.stopping.is_set():
             self.engine._lend(target)
+
+    def stop(self) -> None:
+        """Nothing more starts; every worker is told to stop at once, then waited for: STOP_WAIT_S in all,
+        not each (one after the other, N workers could keep a stopped batch alive N times as long)."""
+        with self.workers_lock:
+            self.stopping.set()
+            workers = list(self.workers)
+        self.pending.close()
+        for w in workers:
+            w.tell_stop()
+        deadline = time.monotonic() + STOP_WAIT_S
+        for w in workers:
+            w.stop(deadline)
+
+    def _worker(self, target: Target, worker: WorkerProcess | None) -> WorkerProcess | None:
+        """`worker` while it lives, else a new one; None once the batch is stopping."""
+        with self.workers_lock:
+            if self.stopping.is_set():
+                return None
+            if worker is None or not worker.alive:
+                worker = WorkerProcess(target, self.engine.worker_env(target), self.engine.work_dir / "logs")
+                self.workers.append(worker)
+        return worker
 
     def serve(self, target: Target) -> None:
         worker: WorkerProcess | None = None
@@ -198,9 +232,10 @@ class _Run:
                 job = self.pending.take(target)  # waits while its GPU has no room for the next one
                 if job is None:
                     break
-                if worker is None or not worker.alive:
-                    worker = WorkerProcess(target, self.engine.worker_env(target), self.engine.work_dir / "logs")
-                    self.workers.append(worker)
+                fresh = self._worker(target, worker)
+                if fresh is None:
+                    break
+                worker = fresh
                 if job.attempt == 1:
                     self.emit(Event(job.name, "start", target.label))
                 self.one(worker, target, self._with_next(target, job))

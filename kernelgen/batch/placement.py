@@ -80,6 +80,7 @@ class JobQueue:
         self._waiting_since: dict[str, float] = {}
         self._draining: dict[str, float] = {}  # retried operators waiting for an idle GPU's memory, since
         self._ahead: set[str] = set()  # operators whose baselines a running one times ahead
+        self._closed = False  # the batch is stopping: nothing more starts
 
     # --- what an operator needs ---------------------------------------------------------------
     def need(self, job: JobRequest) -> int | None:
@@ -118,9 +119,9 @@ class JobQueue:
     # --- taking and giving back ---------------------------------------------------------------
     def take(self, target: Target) -> JobRequest | None:
         """The first operator that may start on `target`'s GPU now (waiting while none may and others
-        run there); None when the queue is empty."""
+        run there); None when the queue is empty or closed."""
         with self._cond:
-            while self.jobs:
+            while self.jobs and not self._closed:
                 gpu = self._gpus.setdefault(target.device_key, _Gpu())
                 room = self.probe(str(target.device_id)) if self._gated(target) else None  # type: ignore[misc]
                 head = self.jobs[0]
@@ -190,6 +191,15 @@ class JobQueue:
                     return None
             self._ahead.add(head.name)
             return head
+
+    def close(self) -> None:
+        """Start nothing more: every `take`, waiting or to come, returns None. A stopping batch closes its
+        queue first: an operator waiting for room would otherwise start on the memory its stopped
+        neighbours free, in a worker the stop never saw (what fits a SIGTERM'd batch on 4x H100,
+        2026-11-27: two services and a peer process started 8 s after the command had returned)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
 
     def done(self, target: Target, job: JobRequest) -> None:
         with self._cond:

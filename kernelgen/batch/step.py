@@ -29,7 +29,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypeVar
 
 from kernelgen.batch import phases
 from kernelgen.batch.resume import StepRecord
@@ -38,6 +38,7 @@ from kernelgen.fsutil import now
 from kernelgen.lifetime import child_env
 
 Step = Callable[[str], None]
+Proc = TypeVar("Proc", subprocess.Popen, ForkedStep)
 PROGRESS_MARK = "•"  # what `kernelgen.cli.progress` puts before each step it prints
 TAIL_LINES = 12  # a step's last lines kept for its reason: a traceback ends with the exception and its notes
 WRAPPER_ENV = "KERNELGEN_BATCH_STEP_WRAPPER"
@@ -51,6 +52,10 @@ OUT_OF_MEMORY = re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out
 
 _running: set[subprocess.Popen | ForkedStep] = set()
 _running_lock = threading.Lock()
+# A stop asked (from a signal handler, on the main thread) while a step was being started there: run
+# once that step is tracked, so it is stopped with the others (kernelgen.batch.worker).
+_starting = 0
+_deferred: list[Callable[[], None]] = []
 
 
 @dataclass
@@ -78,8 +83,7 @@ def run_step(name: str, args: list[str], log_file: Path, timeout_s: float, on_st
     with open(log_file, "a", encoding="utf-8") as log:
         log.write(f"\n[{now()}] $ kernelgen {' '.join(args)}\n")
         log.flush()
-        proc = _start(args, env)
-        track(proc)
+        proc = start_tracked(lambda: _start(args, env))
         timed_out = threading.Event()
         timer = threading.Timer(timeout_s, lambda: (timed_out.set(), _signal_group(proc, signal.SIGKILL)))
         timer.start()
@@ -124,6 +128,32 @@ def _take(line: str, out: StepOutput, tail: deque[str], marks: list[tuple[float,
         out.errors.append(text)
     elif text:
         tail.append(text)
+
+
+def start_tracked(start: Callable[[], Proc]) -> Proc:
+    """`start()`'s process, tracked (see `track`). A stop asked meanwhile (`when_started`) runs once it
+    is tracked: a worker told to stop between the fork and the tracking would see no step to stop and
+    stop its service while the step ran on (on the CPU, a batch stopped by SIGTERM as a step started
+    saw that step start a second service for its worker)."""
+    global _starting
+    _starting += 1
+    try:
+        proc = start()
+        track(proc)
+    finally:
+        _starting -= 1
+        if not _starting and _deferred:
+            _deferred.pop()()
+    return proc
+
+
+def when_started(stop: Callable[[], None]) -> None:
+    """Run `stop` now, or, where it interrupted `start_tracked` (a signal handler runs between two
+    lines of the main thread), as soon as that step is tracked."""
+    if _starting:
+        _deferred.append(stop)
+    else:
+        stop()
 
 
 def track(proc: subprocess.Popen | ForkedStep) -> None:

@@ -106,13 +106,14 @@ def fork_step(args: list[str], env: dict[str, str], entry: str = ENTRY) -> Forke
 def _become_step(args: list[str], env: dict[str, str], out: int, entry: str) -> None:
     code = 1
     try:
+        # first: until now the worker's own handlers run here (they end a forked child at once)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.setsid()
         null = os.open(os.devnull, os.O_RDONLY)
         for src, target in ((null, 0), (out, 1), (out, 2)):
             os.dup2(src, target)
         os.closerange(3, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") > 0 else 65536)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.environ.clear()
         os.environ.update(env)
         sys.stdin = io.open(0, "r", closefd=False)

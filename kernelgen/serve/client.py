@@ -125,9 +125,11 @@ def _retire(sock: socket.socket, path: Path, st: os.stat_result) -> None:
     _remove(path, st)
 
 
-def prepare(choice: str, *, idle_s: float | None = None) -> Handle | None:
+def prepare(choice: str, *, idle_s: float | None = None, tied: bool = False) -> Handle | None:
     """The service for this command's device, started now (not waited for) if none answers; None when
-    disabled (KERNELGEN_NO_SERVICE). Unusable (with its reason) when the runtime folder is not private."""
+    disabled (KERNELGEN_NO_SERVICE). Unusable (with its reason) when the runtime folder is not private.
+    `tied`: one started here dies with this process (kernelgen.lifetime), as a batch worker's does;
+    otherwise it outlives this command, for the next one."""
     if disabled():
         return None
     try:
@@ -141,7 +143,7 @@ def prepare(choice: str, *, idle_s: float | None = None) -> Handle | None:
         if found is not None:
             found[0].close()
             return handle
-        handle.started = _spawn(path, choice, idle_s)
+        handle.started = _spawn(path, choice, idle_s, tied)
     return handle
 
 
@@ -156,8 +158,10 @@ def _start_lock(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _spawn(path: Path, choice: str, idle_s: float | None = None) -> subprocess.Popen:
+def _spawn(path: Path, choice: str, idle_s: float | None = None, tied: bool = False) -> subprocess.Popen:
     import kernelgen
+    from kernelgen.lifetime import ENV as PARENT_ENV
+    from kernelgen.lifetime import child_env
 
     # the service's stderr, kept for a post-mortem (only the user can read it)
     log = os.fdopen(os.open(path.with_suffix(".log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
@@ -167,10 +171,14 @@ def _spawn(path: Path, choice: str, idle_s: float | None = None) -> subprocess.P
     warm_idle = os.environ.get("KERNELGEN_SERVICE_WARM_IDLE")
     options = [*(["--idle", str(idle)] if idle is not None else []), *(["--workers", workers] if workers else []),
                *(["--warm-idle", warm_idle] if warm_idle else [])]
+    # The parent it ties itself to is named only when asked: never one a stray variable names.
+    env = {k: v for k, v in service_env().items() if k != PARENT_ENV}
+    if tied:
+        env[PARENT_ENV] = child_env()[PARENT_ENV]
     try:
         return subprocess.Popen([sys.executable, "-P", "-c", _BOOT, str(Path(kernelgen.__file__).resolve().parent.parent),
                                  "--socket", str(path), "--device", choice, *options],
-                                env=service_env(), cwd=str(path.parent), stdin=subprocess.DEVNULL, stdout=log,
+                                env=env, cwd=str(path.parent), stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=log, start_new_session=True, close_fds=True)
     finally:
         log.close()

@@ -4,27 +4,41 @@ started is seen, however it detached:
 
 - returned normally: 20 s later nothing it started is alive (it stopped its services), and the same
   command again redoes none of the finished problems;
-- killed with SIGKILL mid-check: 20 s later only its idle-limited services are (its workers, their
-  steps and everything below them died with it), and the same command again finishes every problem,
-  each row with its true final status.
+- stopped with SIGTERM (as `timeout` stops it) just as its steps and the baselines timed beside them
+  start, then killed with SIGKILL mid-check: each time nothing it started is alive 20 s later or
+  starts after it returned, its services included (each worker owns its service: it dies with the
+  worker, the worker with the batch), and the same command again finishes every problem, each row
+  with its true final status.
+
+The harness stops waiting as soon as nothing of the batch is left: what is gone starts nothing.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from kernelgen.batch.job import JobRequest
+from kernelgen.batch.local import LocalEngine
+from kernelgen.batch.placement import GiB
 from kernelgen.batch.resume import JOB_FILE
+from kernelgen.batch.step import WRAPPER_ENV
+from kernelgen.batch.targets import Target
 from tests.support.kernelbench_problems import LAYERNORM, RELU, SCALAR
 from tests.support.paths import TESTS
 
 pytestmark = pytest.mark.slow
 HARNESS = TESTS / "support" / "batch_lifetime_harness.py"
+SERVICE = "kernelgen.verify.judge.service.daemon"  # in a KernelGen service's command line
 SETTLE_S = 20  # the issue's rule: 20 s after the batch returned or was killed
 
 
@@ -44,11 +58,18 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _watch(out: Path, args: list[str], env: dict[str, str], kill_when: str | None = None) -> dict:
-    cmd = [sys.executable, str(HARNESS), str(out), str(SETTLE_S), *(["--kill-when", kill_when] if kill_when else []), "--", *args]
+def _watch(out: Path, args: list[str], env: dict[str, str], *, kill_when: str | None = None,
+           term_when: str | None = None) -> dict:
+    when = [*(["--kill-when", kill_when] if kill_when else []), *(["--term-when", term_when] if term_when else [])]
+    cmd = [sys.executable, str(HARNESS), str(out), str(SETTLE_S), *when, "--", *args]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _services(watched: dict) -> int:
+    """How many KernelGen services the watched batch started."""
+    return sum(SERVICE in cmd for *_, cmd in watched["seen"])
 
 
 def _rows(out: Path) -> dict[str, dict]:
@@ -82,15 +103,20 @@ def test_a_batch_leaves_no_process_behind_and_a_rerun_redoes_no_finished_problem
     assert not list(out.glob("*.previous-*"))  # nothing was moved aside to be redone
 
 
-def test_a_batch_killed_mid_check_leaves_only_its_idle_services_and_a_rerun_finishes_every_row(tmp_path):
+def test_a_batch_stopped_or_killed_leaves_nothing_behind_and_a_rerun_finishes_every_row(tmp_path):
     level = _problems(tmp_path, {"19_ReLU.py": RELU, "40_LayerNorm.py": LAYERNORM})
     out = tmp_path / "out"
-    env = _env(tmp_path)
+    env = {**_env(tmp_path), "KERNELGEN_BATCH_BASELINES": "on"}  # each operator's baselines timed beside its `new`
     args = [str(level), "--out", str(out), "--rounds", "0", "--backend", "offline", "--gpus", "2"]
-    got = _watch(out, args, env, kill_when="checking accuracy")
-    assert got["rc"] == -9, got
-    assert got["left"] == [], got  # no worker, no step, no sandboxed worker, no peer process
-    assert all("kernelgen" in cmd for _, cmd in got["service"]), got
+    stopped = _watch(out, args, env, term_when="$ kernelgen new")  # a step and its baselines' process starting
+    assert stopped["rc"] == 130, stopped
+    assert _services(stopped) == 2, stopped  # one per worker, none a step started where it found none
+    assert stopped["left"] == [] and stopped["service"] == [] and stopped["late"] == [], stopped
+
+    killed = _watch(out, args, env, kill_when="checking accuracy")
+    assert killed["rc"] == -9, killed
+    assert _services(killed) == 2, killed
+    assert killed["left"] == [] and killed["service"] == [] and killed["late"] == [], killed
 
     again = subprocess.run([sys.executable, "-m", "kernelgen", "batch", *args], env=env, capture_output=True, text=True,
                            timeout=900)
@@ -100,3 +126,62 @@ def test_a_batch_killed_mid_check_leaves_only_its_idle_services_and_a_rerun_fini
     assert not any("earlier run's verdict" in r["reason"] or r["reason"] for r in rows.values()), rows
     md = (out / "batch_report.md").read_text()
     assert all(f"| {n} | finished |" in md for n in rows) and "| error |" not in md
+
+
+# Stands in for `python -c BOOT new SPEC ...` (kernelgen.batch.step): says which operator's step ran, then
+# works until it is interrupted.
+SLOW_STEP = textwrap.dedent('''
+    import os, sys, time
+    name = os.path.splitext(os.path.basename(sys.argv[5]))[0]
+    with open(os.environ["STEPS_LOG"], "a") as f:
+        f.write(name + "\\n")
+    print("• " + name + ": generating the kernel (offline)", flush=True)
+    time.sleep(120)
+''')
+
+
+def _workers_of(pid: int) -> list[int]:
+    """The batch workers (kernelgen.batch.worker) alive below this test's process."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            state, parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+            if int(parent) == pid and state != "Z" and b"kernelgen.batch.worker" in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def test_a_stopped_batch_starts_nothing_more_not_even_an_operator_that_waited_for_room(tmp_path, monkeypatch):
+    """On a GPU, operators wait in the queue for room (kernelgen.batch.placement): here `b` waits while
+    the large `a` runs alone. SIGTERM stops `a`'s worker, which frees the room `b` waited for: `b` must
+    not start then (on 4x H100, 2026-11-27, a batch stopped by SIGTERM started services and a peer
+    process 8 s after it returned). The GPU is simulated (a fake free-memory reader), the steps too."""
+    step = tmp_path / "step.py"
+    step.write_text(SLOW_STEP)
+    log = tmp_path / "steps.log"
+    monkeypatch.setenv(WRAPPER_ENV, f"{sys.executable} {step}")
+    monkeypatch.setenv("STEPS_LOG", str(log))
+    out = tmp_path / "out"
+    jobs = [JobRequest(name=n, spec_file=str(tmp_path / f"{n}.yaml"), spec_label=f"{n}.yaml", out_root=str(out),
+                       log_file=str(out / "_batch" / "logs" / f"{n}.log"), rounds=0, device="cuda", spec_data={},
+                       need_bytes=need * GiB) for n, need in (("a", 50), ("b", 5))]
+    engine = LocalEngine([Target("cuda", "0", 0), Target("cuda", "0", 1, share=1)], out / "_batch",
+                         probe=lambda device_id: (80 * GiB, 80 * GiB))
+
+    def stop_once_a_runs() -> None:
+        deadline = time.monotonic() + 120
+        while not (log.is_file() and log.read_text().split()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)  # engine.run turns it into KeyboardInterrupt, as Ctrl-C
+
+    threading.Thread(target=stop_once_a_runs, daemon=True).start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            engine.run(jobs, lambda event: None)
+        assert log.read_text().split() == ["a"]  # `b` never started
+        assert _workers_of(os.getpid()) == []  # and no worker was started for it after the stop
+    finally:
+        for pid in _workers_of(os.getpid()):
+            os.killpg(pid, signal.SIGKILL)

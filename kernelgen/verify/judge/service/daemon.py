@@ -1,5 +1,6 @@
 """The service process: `python -m kernelgen.verify.judge.service --socket PATH --device CHOICE [--idle S]`,
-started by a command (kernelgen.serve) or by `kernelgen serve`, never by hand.
+started by a command (kernelgen.serve) or by `kernelgen serve`, never by hand; a batch worker starts
+the one its steps judge in as its own child, and that one dies with the worker (kernelgen.lifetime).
 
 It listens on a Unix socket in the user's 0700 runtime folder (bound under a temporary name, mode
 0600, then renamed into place: a stale socket is replaced in one step), answers only its own user
@@ -283,6 +284,9 @@ def _reserved() -> int | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from kernelgen.lifetime import tie_to_parent
+
+    tie_to_parent()  # a batch worker's service dies with the worker (kernelgen.batch.services); any other outlives its command
     p = argparse.ArgumentParser(description="The KernelGen service (started by kernelgen, not by hand)")
     p.add_argument("--socket", type=Path, required=True)
     p.add_argument("--device", required=True, choices=["auto", "cuda", "npu", "cpu"])
