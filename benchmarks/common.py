@@ -8,16 +8,19 @@ A script under benchmarks/ runs as `python benchmarks/X.py`, so this folder is f
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import itertools
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Mapping
+from typing import Iterator, Mapping
 
 REPO = Path(__file__).resolve().parent.parent
 _LOADS = itertools.count()  # one module name per load: two kernels of one name never share one
@@ -62,9 +65,42 @@ def run_python(argv: list[str], *, tree: Path | None = None, env: Mapping[str, s
     `echo`: the child's output goes to this process's (a long batch shows progress), "" comes back."""
     child_env = tree_env(tree, env)
     t0 = time.monotonic()
-    p = subprocess.run([sys.executable, *argv], env=child_env, cwd=cwd or tree or REPO, timeout=timeout,
-                       capture_output=not echo, text=True)
-    return p.returncode, "" if echo else p.stdout + p.stderr, time.monotonic() - t0
+    pipe = None if echo else subprocess.PIPE
+    p = subprocess.Popen([sys.executable, *argv], env=child_env, cwd=cwd or tree or REPO, stdout=pipe,
+                         stderr=subprocess.STDOUT if pipe else None, text=True)
+    with _forwarding_sigterm(p) as stopped:
+        try:
+            out, _ = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            raise
+    if stopped:  # told to stop: the child (a batch: its workers, steps and services) has ended, now this script
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+    return p.returncode, out or "", time.monotonic() - t0
+
+
+@contextlib.contextmanager
+def _forwarding_sigterm(p: subprocess.Popen) -> Iterator[list[int]]:
+    """SIGTERM passed to the child and waited for: under `timeout -s TERM`, this script used to die at
+    once while its batch still stopped its workers, so "the batch returned" came before the batch had
+    (issue 39: processes seen starting 8 s after the return). Yields the signals received."""
+    got: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield got
+        return
+
+    def forward(signum: int, frame: object) -> None:  # noqa: ARG001 - a signal handler's signature
+        got.append(signum)
+        if p.poll() is None:
+            p.send_signal(signum)
+
+    previous = signal.signal(signal.SIGTERM, forward)
+    try:
+        yield got
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def kernelgen(*args: str, tree: Path | None = None, env: Mapping[str, str] | None = None, cwd: Path | None = None,

@@ -139,3 +139,24 @@ def test_match_narrows_the_batch_s_problems_and_combines_with_only(tmp_path):
     assert [p.stem for p in subset([level], "2,12", "conv")] == ["2_ConvTranspose2d_BiasAdd"]
     with pytest.raises(SystemExit, match="--only 12 and --match conv"):
         subset([level], "12", "conv")
+
+
+def test_a_stopped_script_returns_only_after_the_command_it_runs(tmp_path):
+    """Under `timeout -s TERM`, benchmarks/kernelbench.py used to die at once while its `kernelgen batch`
+    was still stopping its workers: processes were seen starting after "the batch returned". The
+    scripts' runner passes SIGTERM on and waits for its child first."""
+    import signal
+    import time
+
+    done = tmp_path / "child-done"
+    child = (f"import signal, sys, time, pathlib\n"
+             f"def stop(s, f):\n    time.sleep(1.5)\n    pathlib.Path({str(done)!r}).write_text('x')\n    sys.exit(3)\n"
+             f"signal.signal(signal.SIGTERM, stop)\nprint('up', flush=True)\ntime.sleep(60)\n")
+    script = (f"import sys\nsys.path.insert(0, {str(REPO / 'benchmarks')!r})\nfrom common import run_python\n"
+              f"run_python(['-c', {child!r}], echo=True)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "up"
+    proc.send_signal(signal.SIGTERM)
+    t0 = time.monotonic()
+    assert proc.wait(timeout=30) == -signal.SIGTERM  # it still ends as told to, by the same signal
+    assert done.is_file() and time.monotonic() - t0 >= 1.4  # after its child's own stop, not before
