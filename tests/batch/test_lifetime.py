@@ -7,6 +7,8 @@ started is seen, however it detached:
 - killed with SIGKILL mid-check: 20 s later only its idle-limited services are (its workers, their
   steps and everything below them died with it), and the same command again finishes every problem,
   each row with its true final status.
+
+The harness answers as soon as that holds (a process gone does not come back), within the 20 s.
 """
 
 from __future__ import annotations
@@ -45,7 +47,9 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def _watch(out: Path, args: list[str], env: dict[str, str], kill_when: str | None = None) -> dict:
-    cmd = [sys.executable, str(HARNESS), str(out), str(SETTLE_S), *(["--kill-when", kill_when] if kill_when else []), "--", *args]
+    """After a kill, the services may stay (they idle out on their own); after a normal end, nothing may."""
+    killing = ["--kill-when", kill_when, "--services-stay"] if kill_when else []
+    cmd = [sys.executable, str(HARNESS), str(out), str(SETTLE_S), *killing, "--", *args]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -8,7 +8,12 @@ It prints one JSON line: {"rc", "left": [[pid, cmdline]...], "service": [[pid, c
 a KernelGen service and the processes below it, which may idle out on their own), then kills whatever
 is left, so a failing test leaves nothing behind either.
 
-    python tests/support/batch_lifetime_harness.py OUT SETTLE [--kill-when TEXT] -- BATCH_ARGS...
+It looks every 0.2 s and answers at the first look where nothing is alive (with `--services-stay`:
+nothing but services), else at SETTLE s: a process that is gone cannot come back (what would start it
+again is gone too, and a service's own processes count as the service's), so the answer is the one
+SETTLE s would give, without waiting out the 20 s where the batch's processes were gone in one.
+
+    python tests/support/batch_lifetime_harness.py OUT SETTLE [--kill-when TEXT] [--services-stay] -- BATCH_ARGS...
 """
 
 from __future__ import annotations
@@ -76,12 +81,20 @@ def _wait_for(text: str, logs: Path, proc: subprocess.Popen, timeout_s: float = 
     raise SystemExit(f"{text!r} never appeared in {logs} (the batch {'ended' if proc.poll() is not None else 'ran on'})")
 
 
+def _alive() -> tuple[list[int], set[int]]:
+    """The processes below this one, and which of them are a service or below one."""
+    alive = _below(os.getpid())
+    services = [p for p in alive if SERVICE in _cmdline(p)]
+    return alive, set(services) | {d for s in services for d in _below(s)}
+
+
 def main() -> int:
     args = sys.argv[1:]
     split = args.index("--")
     out, settle, rest = Path(args[0]), float(args[1]), args[2:split]
     batch = args[split + 1:]
     kill_when = rest[rest.index("--kill-when") + 1] if "--kill-when" in rest else None
+    services_stay = "--services-stay" in rest
     ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     proc = subprocess.Popen([sys.executable, "-m", "kernelgen", "batch", *batch], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -90,13 +103,13 @@ def main() -> int:
         os.kill(proc.pid, signal.SIGKILL)  # the batch's driver alone: what dies with it is the point
     rc = proc.wait()
     deadline = time.monotonic() + settle
-    while time.monotonic() < deadline:
+    while True:
         _reap()
+        alive, of_services = _alive()
+        settled = not alive or (services_stay and set(alive) <= of_services)
+        if settled or time.monotonic() >= deadline:
+            break
         time.sleep(0.2)
-    _reap()
-    alive = _below(os.getpid())
-    services = [p for p in alive if SERVICE in _cmdline(p)]
-    of_services = set(services) | {d for s in services for d in _below(s)}
     print(json.dumps({"rc": rc, "left": [[p, _cmdline(p)] for p in alive if p not in of_services],
                       "service": [[p, _cmdline(p)] for p in sorted(of_services)]}), flush=True)
     for p in alive:
