@@ -7,6 +7,15 @@ from pathlib import Path
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("KERNELGEN_DEVICE", "cpu")
+# Torch's CPU threads: each of README's `-n 2` workers gets its share of the cores (one each on 2 cores), and
+# so does every process a test starts (they inherit it; the judge's own workers take one on the interpreter).
+# Two workers of 2 OpenMP threads each on 2 cores made every parallel torch op of the judge's comparison wait
+# for a descheduled thread: in the conv e2e (tests/llm/test_kernelbench_e2e.py) torch.isfinite took 15 ms a
+# call on 98k elements, 62 s in all, and the judge's process 78 s of CPU where one thread takes 16 s.
+# Only in an xdist worker (the controller's environment is what the workers start from); one the user set is kept.
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    _share = len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _share)))
 # Caches (baseline timings, compiled kernels) go to a folder of this run's own, not the user's.
 os.environ.setdefault("KERNELGEN_CACHE_DIR", tempfile.mkdtemp(prefix="kernelgen-test-cache-"))
 # Commands judge in their own process, as they always could: a test of the KernelGen service starts

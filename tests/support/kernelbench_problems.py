@@ -102,6 +102,9 @@ def get_init_inputs():
 '''
 
 # --- the judge's corpus (issue 28): sizes the module fixes, couplings of the draws, the arena ----------
+# GroupNorm at batch 2, not KernelBench's 16: what its tests hold is the channels and groups the module
+# fixes (64 in 8); the batch is a free size, which the test case keeps as it is. At 16 the interpreter ran
+# 8x the programs: its build took 152 s of CPU (122 s alone on a quiet machine), at 2 it takes 32 s.
 GROUPNORM = '''
 import torch
 import torch.nn as nn
@@ -115,7 +118,7 @@ class Model(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.gn(x)
 
-batch_size = 16
+batch_size = 2
 features = 64
 num_groups = 8
 dim1 = 256
