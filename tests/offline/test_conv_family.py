@@ -245,6 +245,26 @@ def test_the_generated_tile_rule_is_the_one_the_generator_models(tmp_path):
                         assert made == (*model.tiles, model.flat), (form, rows, cols, cin_g, fp32, one, taps)
 
 
+def test_the_generators_model_takes_one_tf32_product_where_the_policy_in_force_allows_it(monkeypatch):
+    """The kernel runs where the judge has set cuDNN's switch from KernelGen's precision policy; the
+    generator's process keeps PyTorch's default. Its model of the tiles follows the policy, not the switch."""
+    import torch
+
+    from kernelgen.offline.conv.stage import one_tf32
+    from kernelgen.verify.precision import CONV_ENV, OPTION_ENV
+
+    monkeypatch.delenv(OPTION_ENV, raising=False)
+    monkeypatch.delenv(CONV_ENV, raising=False)
+    assert torch.backends.cudnn.allow_tf32
+    assert one_tf32(True, True) and not one_tf32(False, True) and not one_tf32(True, False)
+    assert one_tf32(True, None) == torch.cuda.is_available()  # no NVIDIA GPU here: IEEE, as the file picks
+    monkeypatch.setenv(CONV_ENV, "0")
+    assert not one_tf32(True, True)
+    monkeypatch.delenv(CONV_ENV)
+    monkeypatch.setenv(OPTION_ENV, "conv=ieee")
+    assert not one_tf32(True, True)
+
+
 @pytest.mark.parametrize("kind", ["forward2d", "transposed", "grouped"])
 def test_the_weight_copied_k_major_gives_the_same_results_as_pytorch_s_layout(kind: str, tmp_path: Path) -> None:
     """The weight packed with its input channels contiguous (PACK_W, on by default where a K step runs along
