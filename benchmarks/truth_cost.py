@@ -72,7 +72,7 @@ def one(path: Path, slice_gib: float, device: str, test_case: bool) -> str:
     from kernelgen.verify.judge.compare import as_tuple, compare_outputs
     from kernelgen.verify.judge.inputs import PERF_SEED
     from kernelgen.verify.judge.precision import applied
-    from kernelgen.verify.precision import PrecisionPolicy
+    from kernelgen.precision import PrecisionPolicy
 
     spec = read_spec(path).spec
     ref, params, tol = load_reference(spec), spec.param_defaults, spec.tolerance_for("float32")

@@ -53,10 +53,10 @@ MaxRetries = Annotated[Optional[int], typer.Option("--max-retries", help="retrie
 ReplayMismatch = Annotated[Optional[str], typer.Option("--replay-mismatch", help="with --backend replay, when a prompt differs from the recorded one: warn (default) or refuse")]
 def _use_precision(value: Optional[str]) -> Optional[str]:
     """--precision: checked, then exported for everything the command starts (the warm service, the
-    sandboxed workers, a batch's steps: kernelgen.verify.judge.precision)."""
+    sandboxed workers, a batch's steps: kernelgen.precision)."""
     if value:
         from kernelgen.errors import UsageError
-        from kernelgen.verify.judge.precision import use_precision
+        from kernelgen.precision import use_precision
 
         try:
             use_precision(value)

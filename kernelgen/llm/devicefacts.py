@@ -65,7 +65,7 @@ def prompt_device(device: DeviceInfo | None, peaks: DevicePeaks | None = None) -
 
 
 class PrecisionFacts(BaseModel):
-    """Float32 products as the judge and the ceilings take them (kernelgen.verify.judge.precision)."""
+    """Float32 products as the judge and the ceilings take them (kernelgen.precision)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -82,7 +82,7 @@ def precision_facts(peaks: DevicePeaks | None) -> PrecisionFacts:
     the tensor cores is three TF32 products (tf32x3): what the offline generator uses on NVIDIA GPUs
     and the rate the ceiling is (a third of TF32's, above FP32's); "ieee" is FP32 on the FMA units."""
     from kernelgen.verify.judge.oracle import multiplier
-    from kernelgen.verify.judge.precision import conv_tf32_enabled, tf32_enabled
+    from kernelgen.precision import conv_tf32_enabled, tf32_enabled
 
     tf32 = tf32_enabled()
     rate, name = peaks.matmul_rate("float32", tf32=tf32) if peaks is not None else (None, "")

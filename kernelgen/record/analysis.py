@@ -282,7 +282,7 @@ def analyse_operator(spec: OperatorSpec, peaks: DevicePeaks | None, *, reference
         notes.append("FLOPs: the spec gives no `flops`, so they were counted by FlopCounterMode, which counts matmul, "
                      "convolution and attention only; elementwise arithmetic shows as — (it is far below the ridge).")
     if tf32 is None:
-        from kernelgen.verify.judge.precision import tf32_enabled
+        from kernelgen.precision import tf32_enabled
 
         tf32 = tf32_enabled()
     return with_ceilings(OperatorAnalysis(written_at=now(), ceilings=REFERENCE_CEILINGS, cases=facts, notes=notes),

@@ -12,7 +12,7 @@ from kernelgen.fsutil import atomic_write
 from kernelgen.opdir import is_operator_dir, operator_dirs_under, operator_status
 from kernelgen.record.fastp import Outcome, fast_p_lines, fast_p_row
 from kernelgen.record.state import load_state
-from kernelgen.verify.judge.precision import ENV
+from kernelgen.precision import ENV
 
 REPORT_FILE = "report.md"
 COLUMNS = ("operator", "correct", "best round", "x eager", "x compile", "% of peak", "rounds", "tokens", "stopped because")

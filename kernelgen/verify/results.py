@@ -12,7 +12,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kernelgen.verify.precision import PrecisionPolicy
+from kernelgen.precision import PrecisionPolicy
 
 
 class _Model(BaseModel):

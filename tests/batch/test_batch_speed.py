@@ -21,7 +21,7 @@ from kernelgen.cli import app
 from kernelgen.devices import DeviceInfo
 from kernelgen.spec.load import load_spec
 from kernelgen.verify.judge.measurebasis import ALL_BASELINES, changes, tool_version
-from kernelgen.verify.judge.precision import precision_policy
+from kernelgen.precision import precision_policy
 from kernelgen.verify.results import KernelTiming, PerfCase, PerformanceResult
 
 RELU = '''

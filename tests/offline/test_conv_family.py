@@ -251,7 +251,7 @@ def test_the_generators_model_takes_one_tf32_product_where_the_policy_in_force_a
     import torch
 
     from kernelgen.offline.conv.stage import one_tf32
-    from kernelgen.verify.precision import CONV_ENV, OPTION_ENV
+    from kernelgen.precision import CONV_ENV, OPTION_ENV
 
     monkeypatch.delenv(OPTION_ENV, raising=False)
     monkeypatch.delenv(CONV_ENV, raising=False)

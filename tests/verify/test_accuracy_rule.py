@@ -22,7 +22,8 @@ from kernelgen.spec import draw_inputs, load_reference, load_spec
 from kernelgen.verify.judge.bigtruth import MEMORY_ENV
 from kernelgen.verify.judge.compare import compare
 from kernelgen.verify.judge.inputs import PERF_SEED
-from kernelgen.verify.judge.precision import CONV_ENV, ENV, OPTION_ENV, applied
+from kernelgen.precision import CONV_ENV, ENV, OPTION_ENV
+from kernelgen.verify.judge.precision import applied
 from kernelgen.verify.results import RunRecord
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from kernelgen.spec import ToleranceSpec
 from kernelgen.verify.judge.bigtruth import MEMORY_ENV, case_truth
 from kernelgen.verify.judge.compare import compare_outputs
-from kernelgen.verify.judge.precision import PrecisionPolicy
+from kernelgen.precision import PrecisionPolicy
 
 TOL = ToleranceSpec(atol=1e-4, rtol=1e-4)
 DEFAULTS = PrecisionPolicy()

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from kernelgen.errors import UsageError
-from kernelgen.verify.judge import peaks, precision
+from kernelgen import precision
+from kernelgen.verify.judge import peaks, precision as judge_precision
 from kernelgen.verify.judge.performance import judge_against_peaks
 from kernelgen.verify.judge.readpeak import row_sum
 from kernelgen.verify.results import DevicePeaks, KernelTiming, PerfCase
@@ -116,7 +117,7 @@ def test_tf32_follows_the_users_setting_in_the_worker_too(monkeypatch, value, on
     monkeypatch.setenv(precision.ENV, value)
     assert precision.tf32_enabled() is on
     assert precision.worker_env()["TRITON_F32_DEFAULT"] == ("tf32" if on else "ieee")
-    assert ("TF32 on" if on else "TF32 off") in precision.describe(on)
+    assert ("TF32 on" if on else "TF32 off") in judge_precision.describe(on)
 
 
 @pytest.mark.parametrize("value, on", [(None, True), ("1", True), ("0", False), ("off", False)])
@@ -128,11 +129,11 @@ def test_convolutions_have_their_own_tf32_switch_on_by_default_like_cudnn(monkey
         monkeypatch.setenv(precision.CONV_ENV, value)
     assert precision.conv_tf32_enabled() is on and precision.tf32_enabled() is False
     assert precision.worker_env() == {"TRITON_F32_DEFAULT": "ieee", precision.CONV_ENV: "1" if on else "0"}
-    with precision.matmul_precision(False):  # eager's matmuls stay IEEE; its convolutions follow their own switch
+    with judge_precision.matmul_precision(False):  # eager's matmuls stay IEEE; its convolutions follow their own switch
         assert torch.backends.cuda.matmul.allow_tf32 is False and torch.backends.cudnn.allow_tf32 is on
-    with precision.matmul_precision(False, conv_tf32=False):  # an exact run asks for both off
+    with judge_precision.matmul_precision(False, conv_tf32=False):  # an exact run asks for both off
         assert torch.backends.cudnn.allow_tf32 is False
-    assert ("convolutions may use TF32" if on else "convolutions in IEEE FP32") in precision.describe(False)
+    assert ("convolutions may use TF32" if on else "convolutions in IEEE FP32") in judge_precision.describe(False)
 
 
 def test_a_tf32_setting_that_is_neither_on_nor_off_is_a_usage_error(monkeypatch):
@@ -143,7 +144,7 @@ def test_a_tf32_setting_that_is_neither_on_nor_off_is_a_usage_error(monkeypatch)
 
 def test_the_precision_mode_applies_inside_and_is_restored_after():
     before = torch.backends.cuda.matmul.allow_tf32
-    with precision.matmul_precision(not before, conv_tf32=not before):
+    with judge_precision.matmul_precision(not before, conv_tf32=not before):
         assert torch.backends.cuda.matmul.allow_tf32 is (not before)
         assert torch.backends.cudnn.allow_tf32 is (not before)
     assert torch.backends.cuda.matmul.allow_tf32 is before

@@ -1,4 +1,4 @@
-"""PyTorch's precision policy, stated: one typed object (kernelgen.verify.precision.PrecisionPolicy)
+"""PyTorch's precision policy, stated: one typed object (kernelgen.precision.PrecisionPolicy)
 resolved from the user's switches (--precision / KERNELGEN_PRECISION, then KERNELGEN_TF32 and
 KERNELGEN_CONV_TF32, then PyTorch's defaults), carried to the worker, read by the ceilings and named by
 every report."""
@@ -14,9 +14,10 @@ from typer.testing import CliRunner
 from kernelgen.cli import app
 from kernelgen.errors import UsageError
 from kernelgen.record.display import tf32_label
-from kernelgen.verify.judge import precision
+from kernelgen import precision
+from kernelgen.verify.judge import precision as judge_precision
 from kernelgen.verify.judge.performance import counted_products, judge_against_peaks
-from kernelgen.verify.precision import PrecisionPolicy
+from kernelgen.precision import PrecisionPolicy
 from kernelgen.verify.results import DevicePeaks, KernelTiming, PerfCase, PerformanceResult
 
 SWITCHES = (precision.OPTION_ENV, precision.ENV, precision.CONV_ENV)
@@ -80,9 +81,9 @@ def test_the_worker_gets_the_policy_and_sets_pytorchs_switches_to_it(monkeypatch
 
 def test_eager_runs_under_the_policy_and_a_float32_truth_with_both_switches_off():
     before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    with precision.applied(PrecisionPolicy(matmul="tf32", conv="tf32")):
+    with judge_precision.applied(PrecisionPolicy(matmul="tf32", conv="tf32")):
         assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
-        with precision.applied(exact=True):
+        with judge_precision.applied(exact=True):
             assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
     assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
 

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from kernelgen.spec import ToleranceSpec
 from kernelgen.verify.judge.bigtruth import case_truth
 from kernelgen.verify.judge.compare import compare_outputs
-from kernelgen.verify.judge.precision import PrecisionPolicy
+from kernelgen.precision import PrecisionPolicy
 from kernelgen.verify.judge.tf32ref import to_tf32
 
 TOL = ToleranceSpec(atol=1e-4, rtol=1e-4)

@@ -49,7 +49,7 @@ def one_tf32(fp32: bool, knob: bool | None) -> bool:
     it where the kernel runs; this process's own switch is PyTorch's default, whatever --precision said),
     on an NVIDIA GPU (knob None) or anywhere (knob True). The file decides per call on its tensors'
     device; this models the machine's default one."""
-    from kernelgen.verify.judge.precision import conv_tf32_enabled
+    from kernelgen.precision import conv_tf32_enabled
 
     if not fp32 or knob is False or not conv_tf32_enabled():
         return False

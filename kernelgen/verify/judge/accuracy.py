@@ -42,7 +42,8 @@ from kernelgen.verify.judge.plans import CandidatePlans
 from kernelgen.verify.replay.extract import ExtractError
 from kernelgen.verify.worker.interpreter import LIMIT_TEXTS
 from kernelgen.verify.judge.perfshapes import perf_shape_cases, probe
-from kernelgen.verify.judge.precision import applied, precision_policy
+from kernelgen.precision import precision_policy
+from kernelgen.verify.judge.precision import applied
 from kernelgen.verify.judge.seedcalls import SeedCalls, make_room
 from kernelgen.verify.poison import Fill, draw_fills
 from kernelgen.verify.protocol import OtherValue, ProtocolError, Reply

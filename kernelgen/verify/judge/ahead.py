@@ -37,7 +37,7 @@ from kernelgen.verify.judge.devicememory import peers_after_kernel, release_cach
 from kernelgen.verify.judge.inputs import PERF_SEED
 from kernelgen.verify.judge.judge import Judge
 from kernelgen.verify.judge.performance import timed_cases
-from kernelgen.verify.judge.precision import precision_policy
+from kernelgen.precision import precision_policy
 from kernelgen.verify.results import PerfCase, PerformanceResult
 
 Log = Callable[[str], None]

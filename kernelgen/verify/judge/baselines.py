@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kernelgen.fsutil import atomic_write
 from kernelgen.verify.judge.peaks import cache_dir
-from kernelgen.verify.judge.precision import conv_tf32_enabled, tf32_enabled
+from kernelgen.precision import conv_tf32_enabled, tf32_enabled
 from kernelgen.verify.results import KernelTiming
 
 Kind = Literal["eager", "compile", "peers"]

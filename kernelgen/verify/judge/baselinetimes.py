@@ -19,7 +19,8 @@ from kernelgen.verify.judge.baselines import BaselineCache, BaselineEntry, Kind,
 from kernelgen.verify.judge.devicelock import device_lock
 from kernelgen.verify.judge.judge import Judge
 from kernelgen.verify.judge.peerproc import PeerJob, PeerRun
-from kernelgen.verify.judge.precision import PrecisionPolicy, applied
+from kernelgen.precision import PrecisionPolicy
+from kernelgen.verify.judge.precision import applied
 from kernelgen.verify.results import KernelTiming, PerfCase, PerformanceResult
 from kernelgen.verify.timing import host_overhead_us, rep_times, summarize
 

@@ -45,7 +45,8 @@ from typing import Any, Callable, Iterator
 from kernelgen.errors import UsageError
 from kernelgen.spec import ToleranceSpec
 from kernelgen.verify.judge import oracle, tf32ref
-from kernelgen.verify.judge.precision import PrecisionPolicy, applied, precision_policy
+from kernelgen.precision import PrecisionPolicy, precision_policy
+from kernelgen.verify.judge.precision import applied
 
 MEMORY_ENV = "KERNELGEN_TRUTH_MEMORY"
 FREE_SHARE = 0.5  # of the device's (or host's) free memory the truth may take

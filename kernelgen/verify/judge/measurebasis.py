@@ -64,7 +64,7 @@ def changes(result: PerformanceResult, spec: OperatorSpec, *, kind: str, interpr
     import torch
     import triton
 
-    from kernelgen.verify.judge.precision import precision_policy
+    from kernelgen.precision import precision_policy
 
     out: list[str] = []
     if not result.tool:

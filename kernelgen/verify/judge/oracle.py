@@ -16,7 +16,7 @@ convolution under cuDNN's TF32 (PyTorch's default) is off the truth by 1.05e-3 a
   use). The per-element half is this judge's own: a rmse alone lets one wrong element of a million
   through.
 
-Eager runs under the user's precision policy (kernelgen.verify.judge.precision): a float32 convolution
+Eager runs under the user's precision policy (kernelgen.precision): a float32 convolution
 kernel using one TF32 product passes by the second rule exactly when eager's cuDNN convolution may use
 TF32 too; with TF32 off, eager is IEEE and the kernel must be IEEE-class (tf32x3 or IEEE). Non-finite
 values are judged against eager: NaN or Inf where eager is finite never passes; where eager overflows

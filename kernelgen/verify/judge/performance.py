@@ -36,7 +36,8 @@ from kernelgen.verify.judge.inputs import PERF_SEED, DrawnInputs
 from kernelgen.verify.judge.measurebasis import timed_cases_of, tool_version
 from kernelgen.verify.judge.devicememory import LATE_PEERS_BYTES, peers_after_kernel
 from kernelgen.verify.judge.judge import Judge, KernelSource, LoadError, static_problems
-from kernelgen.verify.judge.precision import applied, precision_policy
+from kernelgen.precision import precision_policy
+from kernelgen.verify.judge.precision import applied
 from kernelgen.verify.results import DevicePeaks, PerfCase, PerformanceResult, Violation
 from kernelgen.verify.judge.timed import paired, time_case
 from kernelgen.verify.replay.extract import ExtractError

@@ -1,104 +1,12 @@
-"""The precision policy in force (kernelgen.verify.precision.PrecisionPolicy), resolved from the user's
-switches, and PyTorch's switches set to it around the judge's own runs of the reference.
-
-One way to set it, per switch, the first that says something:
-1. `--precision` on new, test, bench, optimize and batch, or its variable `KERNELGEN_PRECISION`:
-   `pytorch` (PyTorch's defaults), `ieee` (both IEEE-class), `tf32` (both may use TF32), or per kind
-   `matmul=tf32,conv=ieee` (a kind not named keeps what the next lines say). The matmul mode takes
-   `torch.set_float32_matmul_precision`'s words too: `highest` is ieee, `high` is tf32.
-2. `KERNELGEN_TF32=1` (float32 matmuls may use TF32) and `KERNELGEN_CONV_TF32=0` (float32 convolutions
-   may not), the older per-switch variables.
-3. PyTorch's defaults: matmuls IEEE (`torch.backends.cuda.matmul.allow_tf32` is False), convolutions
-   TF32 (`torch.backends.cudnn.allow_tf32` is True) -- what KernelBench's harness runs eager with.
-
-`--precision` exports its value as KERNELGEN_PRECISION, so the warm service (keyed on the environment),
-the sandboxed workers (`worker_env`) and a batch's steps all follow it. The process's own
-`torch.backends` switches are not read: a judge in the warm service would not see a caller's, and the
-same command must give the same verdict in and out of it.
-
-`precision_policy()` is the stable entry point (prompts render their precision advice from it).
-"""
+"""PyTorch's switches set to the precision policy in force (kernelgen.precision) around the judge's own
+runs of the reference: eager and torch.compile under the user's policy, the float32 truth exact."""
 
 from __future__ import annotations
 
-import os
 from contextlib import contextmanager
 from typing import Iterator
 
-from kernelgen.errors import UsageError
-from kernelgen.verify.precision import CONV_ENV, KINDS, MATMUL_ENV, OPTION_ENV, Mode, PrecisionPolicy
-
-ENV = MATMUL_ENV  # the names callers have used
-_ON, _OFF = {"1", "true", "on", "yes"}, {"", "0", "false", "off", "no"}
-_WORDS: dict[str, Mode] = {"ieee": "ieee", "tf32": "tf32", "highest": "ieee", "high": "tf32"}
-_PRESETS: dict[str, dict[str, Mode]] = {"pytorch": {"matmul": "ieee", "conv": "tf32"},
-                                        "ieee": {"matmul": "ieee", "conv": "ieee"},
-                                        "tf32": {"matmul": "tf32", "conv": "tf32"}}
-_HINT = "--precision takes pytorch, ieee, tf32, or per kind: matmul=tf32,conv=ieee (each ieee or tf32)"
-
-
-def parse_precision(text: str) -> dict[str, Mode]:
-    """The modes `text` (--precision's syntax) sets, per kind it names; UsageError for anything else."""
-    value = text.strip().lower()
-    if value in _PRESETS:
-        return dict(_PRESETS[value])
-    modes: dict[str, Mode] = {}
-    for part in filter(None, (p.strip() for p in value.split(","))):
-        kind, _, word = (s.strip() for s in part.partition("="))
-        if kind not in KINDS or word not in _WORDS or (kind == "conv" and word in ("high", "highest")):
-            raise UsageError(f"precision {text!r}: {part!r} is not a precision setting", hint=_HINT)
-        if kind in modes and modes[kind] != _WORDS[word]:
-            raise UsageError(f"precision {text!r} sets {kind} twice", hint=_HINT)
-        modes[kind] = _WORDS[word]
-    if not modes:
-        raise UsageError(f"precision {text!r} sets nothing", hint=_HINT)
-    return modes
-
-
-def _switch(name: str, default: str) -> bool:
-    value = os.environ.get(name, default).strip().lower()
-    if value in _ON:
-        return True
-    if value in _OFF:
-        return False
-    raise UsageError(f"{name}={os.environ[name]!r} is neither on nor off", hint=f"set {name}=1 to allow TF32, or {name}=0")
-
-
-def precision_policy() -> PrecisionPolicy:
-    """The policy in force now, from the switches above (UsageError for a value that means nothing)."""
-    chosen = parse_precision(os.environ[OPTION_ENV]) if os.environ.get(OPTION_ENV, "").strip() else {}
-    fields: dict[str, str] = {}
-    for kind, env, default in (("matmul", MATMUL_ENV, ""), ("conv", CONV_ENV, "1")):
-        if kind in chosen:
-            fields[kind], fields[f"{kind}_from"] = chosen[kind], "option"
-        else:
-            tf32 = _switch(env, default)  # a bad value is an error even where it changes nothing
-            fields[kind] = "tf32" if tf32 else "ieee"
-            fields[f"{kind}_from"] = "env" if os.environ.get(env, "").strip() else "pytorch-default"
-    return PrecisionPolicy.model_validate(fields)
-
-
-def use_precision(text: str) -> PrecisionPolicy:
-    """`--precision TEXT`: checked, then exported as KERNELGEN_PRECISION for everything this command
-    starts (the service is keyed on it, workers and batch steps inherit it); the policy now in force."""
-    parse_precision(text)
-    os.environ[OPTION_ENV] = text.strip()
-    return precision_policy()
-
-
-def tf32_enabled() -> bool:
-    """Whether float32 matmuls may use TF32 under the policy in force."""
-    return precision_policy().matmul_tf32
-
-
-def conv_tf32_enabled() -> bool:
-    """Whether float32 convolutions may use TF32 under the policy in force (cuDNN's default: yes)."""
-    return precision_policy().conv_tf32
-
-
-def worker_env() -> dict[str, str]:
-    """What a sandboxed worker's environment carries of the policy in force."""
-    return precision_policy().worker_env()
+from kernelgen.precision import CONV_ENV, MATMUL_ENV as ENV, PrecisionPolicy, conv_tf32_enabled, precision_policy
 
 
 @contextmanager

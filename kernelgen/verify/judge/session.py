@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from kernelgen import precision
 from kernelgen.devices import PIN_VARS, DeviceInfo
-from kernelgen.verify.judge import compilecache, confinement, precision
+from kernelgen.verify.judge import compilecache, confinement
 from kernelgen.verify.policy import DEFAULT_CPU_MEMORY
 from kernelgen.verify.protocol import Arena, ProtocolError, Reply, parse_reply, recv, send
 from kernelgen.verify.judge.scrub import scrub

@@ -103,7 +103,7 @@ class Worker:
 
             torch.set_num_threads(1)
             interpreter.install()  # autotune's first config, libdevice: what the interpreter lacks
-        from kernelgen.verify.precision import PrecisionPolicy  # PyTorch's TF32 switches as the judge's policy says
+        from kernelgen.precision import PrecisionPolicy  # PyTorch's TF32 switches as the judge's policy says
 
         PrecisionPolicy.from_worker_env(os.environ).apply_to_torch()
         self.torch, self.guard = torch, guard
