@@ -65,3 +65,45 @@ def test_a_child_that_does_not_answer_in_time_leaves_its_cases_untimed_without_a
     assert time.monotonic() - t0 < 16  # one wait of 8 s, not one per peer after it
     assert run.timings == {}
     assert [n for n in run.notes if n.startswith("peers not timed on case(s) 0 float32, 1 float32: no answer within 8 s")]
+
+
+def _fake_peer_libraries(root) -> None:
+    """Stand-ins for FlagGems (its `use_gems()` switch) and Liger-Kernel (its softmax), importable by the
+    peers' child: the real ones need a GPU."""
+    (root / "flag_gems").mkdir()
+    (root / "flag_gems" / "__init__.py").write_text(
+        "import contextlib\nactive = False\n\n@contextlib.contextmanager\ndef use_gems():\n"
+        "    global active\n    active = True\n    try:\n        yield\n    finally:\n        active = False\n")
+    (root / "liger_kernel" / "ops").mkdir(parents=True)
+    (root / "liger_kernel" / "__init__.py").write_text("")
+    (root / "liger_kernel" / "ops" / "__init__.py").write_text("")
+    (root / "liger_kernel" / "ops" / "softmax.py").write_text(
+        "import torch\n\nclass LigerSoftmaxFunction:\n    @staticmethod\n    def apply(x):\n        return torch.softmax(x, -1)\n")
+
+
+def test_a_peer_whose_first_call_holds_the_device_too_long_is_skipped_and_the_others_are_timed(tmp_path, monkeypatch):
+    """FlagGems autotuning a depthwise convolution held the device lock (shared) for minutes at its first
+    call, and every check on that GPU queued behind it: past its budget it is stopped, named, and left out
+    of the cases after; Liger-Kernel is still timed on every case."""
+    import os
+
+    import kernelgen.verify.judge.peerproc as peerproc
+
+    _fake_peer_libraries(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setattr(peerproc, "PEER_WARMUP_S", 3.0)
+    # under FlagGems the reference is the peer: at the second shape it "autotunes" for ten minutes
+    spec = {"name": "soft", "description": "softmax over the last dim", "category": "softmax",
+            "inputs": [{"name": "x"}], "outputs": [{"name": "out"}],
+            "reference": ("def soft(x):\n    import sys, time\n    import torch\n"
+                          "    if x.shape[0] == 5 and getattr(sys.modules.get('flag_gems'), 'active', False):\n        time.sleep(600)\n"
+                          "    return torch.softmax(x, -1)\n"),
+            "dtypes": ["float32"], "test_cases": [{"x": [4, 8]}]}
+    cases = [(0, {"x": [4, 8]}, "float32"), (1, {"x": [5, 8]}, "float32"), (2, {"x": [6, 8]}, "float32")]
+    t0 = time.monotonic()
+    run = peer_timings(validate_spec_data(spec, run_reference=False), "cpu", cases, None)
+    assert time.monotonic() - t0 < 60  # the budget, not the ten minutes (nor PEER_TIMEOUT_S)
+    assert set(run.timings[(0, "float32")]) == {"FlagGems", "Liger-Kernel"}  # a quick first call: both timed
+    assert set(run.timings[(1, "float32")]) == set(run.timings[(2, "float32")]) == {"Liger-Kernel"}
+    assert "FlagGems not timed on case 1 float32 or after it: its first call there (compiling and autotuning for " \
+           "the shape) held the device over 3 s" in run.notes
