@@ -10,7 +10,8 @@ derives it, the perf case drawn once in float32, then
 - round 0's kernel (one TF32 product where PyTorch allows TF32 for convolutions, its default), round 0's
   tiles with three TF32 products (tf32x3, error near IEEE's: what a user who turns TF32 off gets), and a
   grid of tiles (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages; the direct form: pixels x channels x
-  warps) with one TF32 product: each one's median time and its error.
+  warps) with one TF32 product, and five of them with the input copied channels-last first (PACK_X):
+  each one's median time and its error.
 One JSON line per problem (--json), and a table: the best correct setting per precision against eager.
 "Correct" here is the judge's rule: within float32's tolerance of the truth, or no more than 2x
 eager's own error (the TF32-allowed eager, as a user runs it).
@@ -119,10 +120,19 @@ def _variant(spec, knobs, precision, tmp, truth, eager_err, inputs) -> dict:  # 
             "compile_s": round(compile_s, 2)}
 
 
+# the input copied channels-last (PACK_X) at round 0's tiles and at the one-TF32-product tiles: an NCHW input
+# makes each K step a column of separate loads (sm_90 compiles of level 1's 55: 255 registers and a spill at
+# 256x128 with NCHW, 231 and none channels-last), against a copy of the whole input per call
+PACKED = [None, (128, 64, 16, 4, 4), (256, 64, 16, 8, 4), (128, 128, 16, 8, 4), (256, 128, 16, 8, 4)]
+
+
 def _grid(form: str) -> list[dict]:
     rows = DIRECT if form == "direct" else FORWARD
     keys = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages")
-    return [dict(zip(keys, r)) for r in rows]
+    grid = [dict(zip(keys, r)) for r in rows]
+    if form != "direct":
+        grid += [{**(dict(zip(keys, r)) if r else {}), "PACK_X": True} for r in PACKED]
+    return grid
 
 
 def tune(path: str) -> dict:

@@ -281,4 +281,25 @@ def test_the_weight_copied_k_major_gives_the_same_results_as_pytorch_s_layout(ki
     spec = ALL[name]
     inputs = draw_inputs(spec, spec.test_cases[0], "float32", 3, "cpu")
     run_guarded(getattr(module, spec.name), inputs)
-    assert any(p is not None for plan in module._PLANS.values() for p in plan.packs), "the weight was not packed"
+    assert any(p is not None and p[1] is not None for plan in module._PLANS.values() for p in plan.packs), \
+        "the weight was not packed"
+
+
+@pytest.mark.parametrize("kind", ["forward2d", "transposed", "grouped"])
+def test_the_input_copied_channels_last_gives_the_same_results(kind: str, tmp_path: Path) -> None:
+    """PACK_X: the input copied with its channels contiguous before the launch, the kernel given its new
+    strides -- right on contiguous and sliced inputs (packed), and on channels-last ones (already so: left
+    as they are); off by default."""
+    name = KINDS[kind][0].name
+    for sub in ("sl", "cl", "mod", "off"):
+        (tmp_path / sub).mkdir()
+    packed = _check(name, "contiguous", ("float32",), tmp_path, {"FLAT_K": False, "PACK_X": True})
+    _check(name, "sliced", ("float16",), tmp_path / "sl", {"FLAT_K": False, "PACK_X": True})
+    _check(name, "channels_last", ("float32",), tmp_path / "cl", {"FLAT_K": False, "PACK_X": True})
+    spec = ALL[name]
+    inputs = draw_inputs(spec, spec.test_cases[0], "float32", 3, "cpu")
+    for source, where, want in ((packed, "mod", True), (generate_kernel(spec, {"FLAT_K": False}).source, "off", False)):
+        module = import_source(f"{name}_{where}", source, tmp_path / where)
+        run_guarded(getattr(module, spec.name), inputs)
+        packs = [p for plan in module._PLANS.values() for p in plan.packs if p is not None]
+        assert packs and all((p[0] is not None) == want for p in packs), (where, packs)

@@ -38,6 +38,13 @@ class ConvKnobs(KnobsModel):
     # the weight copied with its input channels contiguous before the launch (None: where the kernel
     # steps K along them: the tap-loop forward and the transposed forms); False keeps PyTorch's layout
     PACK_W: Optional[StrictBool] = candidates(None, False)
+    # the input copied channels-last (its channels contiguous: each K step one 64-byte row per pixel) before
+    # the launch, where the kernel steps K along them. An NCHW input makes the K step a column of separate
+    # loads, and Triton 3.6 compiles level 1's 55 (Conv2d 64->128, 8x512x1024) at 256x128 tiles to 255
+    # registers and a 112-byte spill per thread, channels-last to 231 and none (sm_90, compiled on a CPU,
+    # 2026-11-28); the copy costs a read and a write of the input (1 GB there, ~0.7 ms on an H100). Not yet
+    # timed on a GPU: None keeps the input as it is until a sweep (benchmarks/conv_tune.py) decides; True packs
+    PACK_X: Optional[StrictBool] = candidates(None, True)
     # the later stages, as the nd family's knobs of the same names
     MAX_SINGLE_PASS: Optional[Count] = candidates(None, 4096, 8192, 32768)
     ROW_TILE: Optional[Pow2] = candidates(None, 1024, 2048, 8192, 16384)

@@ -5,7 +5,7 @@ Family: conv (1 launch). Traced: conv: 1 stage(s) (conv) over 3 input(s)
   stage 0: transposed 2-D convolution [x_0, 2*w_1, (-4) + 2*w_2 + 2*x_2, (-7) + w_3 + 3*x_3] (stride=(2, 3), padding=(1, 2), dilation=(2, 1), groups=2) with its epilogue
 Memory traffic: each stage reads its inputs once per pass and writes its outputs once; values between
 stages go through fp32 buffers.
-Knobs: BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_warps=auto, num_stages=auto, FLAT_K=auto, tf32=auto, PACK_W=auto, MAX_SINGLE_PASS=auto, ROW_TILE=auto, split=auto, SPLIT_PER_SM=auto, pack=auto
+Knobs: BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_warps=auto, num_stages=auto, FLAT_K=auto, tf32=auto, PACK_W=auto, PACK_X=auto, MAX_SINGLE_PASS=auto, ROW_TILE=auto, split=auto, SPLIT_PER_SM=auto, pack=auto
 """
 
 import math
@@ -149,12 +149,15 @@ def conv_transpose2d_groups(x, w, b):
     out = torch.empty(plan.out_shapes[0], dtype=plan.out_dtypes[0], device=plan.device)
     # Triton specialises pointers on 16-byte alignment: an input sliced off it takes the plain launch
     aligned = not (x.data_ptr() | w.data_ptr() | b.data_ptr()) & 15
-    wk = w
-    if plan.packs[0] is not None:  # the weight with its input channels contiguous (_conv_packing)
-        wk = _conv_pack(plan.packs[0], wk)
-    if not _lean(plan.lean, 0, aligned, 4, x, wk, b, out):
-        compiled = _conv_transpose2d_groups_stage0_kernel[plan.grids[0]](x, wk, b, out, *plan.args[0], **plan.metas[0])
-        _keep(plan.lean, 0, _conv_transpose2d_groups_stage0_kernel, compiled, plan.grids[0], plan.args[0], plan.metas[0], aligned, 4, x, wk, b, out)
+    xk, wk = x, w
+    x_pack, w_pack = plan.packs[0]
+    if x_pack is not None:  # the input channels-last (_conv_packing)
+        xk = _conv_pack(x_pack, xk)
+    if w_pack is not None:  # the weight with its input channels contiguous
+        wk = _conv_pack(w_pack, wk)
+    if not _lean(plan.lean, 0, aligned, 4, xk, wk, b, out):
+        compiled = _conv_transpose2d_groups_stage0_kernel[plan.grids[0]](xk, wk, b, out, *plan.args[0], **plan.metas[0])
+        _keep(plan.lean, 0, _conv_transpose2d_groups_stage0_kernel, compiled, plan.grids[0], plan.args[0], plan.metas[0], aligned, 4, xk, wk, b, out)
     return out
 
 
@@ -163,8 +166,9 @@ def conv_transpose2d_groups(x, w, b):
 
 # The knobs every call uses (None: the heuristics below decide per shape).
 _KNOBS = {"BLOCK_M": None, "BLOCK_N": None, "BLOCK_K": None, "GROUP_SIZE_M": 8, "num_warps": None,
-          "num_stages": None, "FLAT_K": None, "tf32": None, "PACK_W": None, "MAX_SINGLE_PASS": None,
-          "ROW_TILE": None, "split": None, "SPLIT_PER_SM": None, "pack": None}
+          "num_stages": None, "FLAT_K": None, "tf32": None, "PACK_W": None, "PACK_X": None,
+          "MAX_SINGLE_PASS": None, "ROW_TILE": None, "split": None, "SPLIT_PER_SM": None,
+          "pack": None}
 
 
 class _Plan(typing.NamedTuple):
@@ -253,7 +257,9 @@ def _plan(x_shape, x_stride, x_dtype, w_shape, w_stride, w_dtype, b_shape, b_str
     precision, round_tf32 = _conv_precision(x_dtype, device, _KNOBS["tf32"])
     grid, conv_sizes, meta = _conv_launch("transposed", sizes, x_shape, w_shape, 2, ((2, 3), (1, 2), (2, 1)),
                                           x_dtype == torch.float32, round_tf32, device.type == "cpu")
-    pack, w_strides, w_off = _conv_packing("transposed", meta.get("FLAT_K", False), w_shape, w_strides, w_off, _KNOBS["PACK_W"])
+    x_pack, x_strides, x_off = _conv_packing("transposed", meta.get("FLAT_K", False), x_shape, x_strides, x_off, _KNOBS["PACK_X"], 1)
+    w_pack, w_strides, w_off = _conv_packing("transposed", meta.get("FLAT_K", False), w_shape, w_strides, w_off, _KNOBS["PACK_W"])
+    pack = (x_pack, w_pack)
     grids.append(grid)
     args.append((*sizes, *conv_sizes, *x_strides, *w_strides, acc[0][1][1],  acc[1][1][0], acc[1][1][1], acc[1][1][2], acc[1][1][3], ))
     meta.update(PRECISION=precision, ROUND_TF32=round_tf32,
@@ -383,16 +389,20 @@ def _conv_precision(dtype, device, tf32):
     return ("tf32x3" if nvidia else "ieee"), False
 
 
-def _conv_packing(form, flat, shape, strides, offset, knob):
-    """(how, strides, offset) of a convolution's weight: None and its own strides, or how _conv_pack copies
-    it with its input channels -- each tap's K -- contiguous, and the strides the kernel then takes. A
-    PyTorch weight [C_out, C_in, taps..] (transposed: [C_in, C_out, taps..]) strides its channels by the
-    taps: every element of a K step a separate load, where Hopper's wgmma reads fp32 operands only K-major.
-    Copied once per call (a few MB), 1.2-2.6x faster on KernelBench's 2-D and transposed convolutions, one
-    TF32 product or three (H100, 2026-11-27; channels-last input and weight against NCHW). Not for the
-    direct form (no tl.dot) or flattened (channel, tap) K, whose lanes decompose their own pairs; knob
-    False: never."""
-    k = 0 if form == "transposed" else 1
+def _conv_packing(form, flat, shape, strides, offset, knob, k=None):
+    """(how, strides, offset) of a convolution's weight (k None) or input (k 1): None and its own strides,
+    or how _conv_pack copies it with its input channels -- each tap's K -- contiguous, and the strides the
+    kernel then takes. A PyTorch weight [C_out, C_in, taps..] (transposed: [C_in, C_out, taps..]) strides
+    its channels by the taps: every element of a K step a separate load, where Hopper's wgmma reads fp32
+    operands only K-major. Copied once per call (a few MB), 1.2-2.6x faster on KernelBench's 2-D and
+    transposed convolutions, one TF32 product or three (H100, 2026-11-27; channels-last input and weight
+    against NCHW). An NCHW input strides its channels by the pixels the same way; copied channels-last only
+    where the PACK_X knob is True (a copy of the whole input: not yet timed). Not for the direct form (no
+    tl.dot) or flattened (channel, tap) K, whose lanes decompose their own pairs; knob False: never."""
+    if k is None:
+        k = 0 if form == "transposed" else 1
+    elif knob is not True:
+        return None, strides, offset
     if form == "direct" or flat or knob is False or strides[k] == 1 or shape[k] == 1:
         return None, strides, offset
     order = [d for d in range(len(shape)) if d != k] + [k]
@@ -403,7 +413,7 @@ def _conv_packing(form, flat, shape, strides, offset, knob):
 
 
 def _conv_pack(how, w):
-    """The weight copied as _conv_packing says: the same values and shape, its K dim contiguous."""
+    """The weight or input copied as _conv_packing says: the same values and shape, its K dim contiguous."""
     shape, strides, offset, order = how
     inverse = [order.index(d) for d in range(len(order))]
     return w.as_strided(shape, strides, w.storage_offset() + offset).permute(order).contiguous().permute(inverse)
