@@ -55,6 +55,25 @@ def no_service_outlives_the_session():
             pass
 
 
+@pytest.fixture(scope="session", autouse=True)
+def forked_workers():
+    """The judge's workers forked from one fork server per test process, as the KernelGen service forks
+    them for every command a user runs (kernelgen.verify.judge.forkserver), not a fresh Python each: every
+    worker otherwise imports torch and Triton anew, ~3 s of CPU, several per `kernelgen new` (the judge's
+    verdict tests: 143 -> 86 s). Commands a test runs as a subprocess (`python -m kernelgen ...`: the
+    batch, lifetime, interrupt tests) still start theirs fresh, as `--no-service` does, and the sandbox's attacks run both ways
+    (tests/verify/test_sandbox.py)."""
+    from kernelgen.devices import DeviceInfo
+    from kernelgen.verify.judge import session
+    from kernelgen.verify.judge.forkserver import ForkServer
+
+    forks = ForkServer(DeviceInfo("cpu", "cpu", interpreter=True))
+    session.use_launcher(forks.launch)
+    yield forks
+    session.use_launcher(None)
+    forks.close()
+
+
 # What a developer's shell may set for the LLM path; the `llm_env` fixture clears every one.
 LLM_ENV_PREFIXES = ("OPENAI_", "KERNELGEN_MODEL", "KERNELGEN_BASE_URL", "KERNELGEN_API_KEY", "KERNELGEN_TEMPERATURE",
                     "KERNELGEN_LLM_TIMEOUT", "KERNELGEN_MAX_RETRIES", "KERNELGEN_MAX_TOKENS", "KERNELGEN_REPAIRS",

@@ -25,6 +25,21 @@ CPU = DeviceInfo("cpu", "cpu", interpreter=True)
 SITE = next(p for p in sys.path if p.endswith("site-packages"))
 
 
+@pytest.fixture(autouse=True, params=["forked", "exec"])
+def how_workers_start(request, forked_workers):  # noqa: ANN001, ANN201
+    """Every attack on both ways a worker starts: forked from the fork server (the KernelGen service's, and
+    the tests' default: tests/conftest.py), and as a fresh Python (`--no-service`); the sandbox is applied
+    in each after its own start, so each must hold on its own."""
+    from kernelgen.verify.judge import session
+
+    if request.param == "exec":
+        session.use_launcher(None)
+    try:
+        yield request.param
+    finally:
+        session.use_launcher(forked_workers.launch)
+
+
 def attack(code: str, *, timeout_s: float = 60) -> tuple[str, WorkerSession]:
     """Run `code` as a kernel file's module code in a fresh worker; the text of what it raised."""
     worker = WorkerSession(CPU, arena_bytes=1 << 20, request_timeout_s=timeout_s)
