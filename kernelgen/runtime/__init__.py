@@ -13,3 +13,4 @@ the pieces a kernel uses (kernelgen.runtime.inline) where the file must run with
 """
 
 CURRENT = "kernelgen.runtime.v1"  # what the offline generator's files import
+SCRIPT = "kernelgen.runtime.script_v1"  # what their `__main__` self-check imports

@@ -1,38 +1,50 @@
-"""KernelGen's host runtime, version 1: FROZEN. Generated kernel files import from it the pieces they
-call; a verified file's host behaviour rests on these exact functions. Do not change what any of them
-does: a new behaviour goes to a v2 module (kernelgen/runtime/v2.py, saying what changed and why), which
-new files import, and v1 stays for the files verified against it. The judge keys verdicts on this
-module's bytes too, so an edit here, even a comment, sends every file importing it to be judged again.
-
-Each piece is a top-level function (or class) reaching only the imports below and other pieces by name:
-kernelgen.runtime.inline copies those a file uses into files that run without KernelGen (`kernelgen export`).
-`__all__`: what a kernel file may import (kernelgen.verify.judge.allowlist reads it); check_device and
-self_check, which start a process and exit, serve a file's `__main__` block only.
+"""KernelGen's host runtime, version 1: FROZEN. Generated files import from it the pieces they call, and a verified
+file's host behaviour rests on these exact functions: a new behaviour goes to kernelgen/runtime/v2.py (saying what
+changed and why), which new files import. The judge keys verdicts on this module's bytes too (an edit, even of a
+comment, sends every file importing it to be judged again). Each piece is a top-level function or class reaching only
+the imports below and other pieces by name (kernelgen.runtime.inline copies those a file uses into files that run
+without KernelGen); `__all__` is what a kernel file may import (kernelgen.verify.judge.allowlist reads it).
 """
 
 import functools
 import math
-import os
-import subprocess
-import sys
 import typing
 
 import torch
 import triton
 
-__all__ = ["new_plan", "lean_launch", "keep_launch", "StagePlan", "contiguous_strides", "expanded_strides", "collapse_frame",
-           "result_dtype", "reshape_strides", "view_strides", "stage_layout", "matmul_operand", "kmajor_packing", "kmajor_pack",
-           "kmajor_pack_2d", "dot_precision", "tf32_switches", "conv_precision", "conv_weight_packing", "conv_weight_pack",
-           "sm_count", "l2_bytes"]
+__all__ = ["new_plan", "lean_launch", "keep_launch", "FramePlan", "StagePlan", "plan_frame", "like_first_input",
+           "contiguous_strides", "expanded_strides", "collapse_frame", "result_dtype", "reshape_strides", "view_strides",
+           "stage_layout", "matmul_operand", "kmajor_packing", "kmajor_pack", "kmajor_pack_2d", "dot_precision",
+           "tf32_switches", "conv_precision", "conv_weight_packing", "conv_weight_pack", "device_sm_count", "device_l2_bytes"]
 
 
 def new_plan(plans, plan, key):
-    """The plan of a signature seen for the first time (`plan(*key)`), kept in `plans` (at most 1024:
-    shapes that keep changing); the wrapper's hot path is `plans.get(key) or new_plan(...)`."""
+    """The plan of a signature seen for the first time (`plan(*key)`), kept in `plans` (at most 1024: shapes that
+    keep changing). A later call costs `plans.get(key)`, its allocations and launches: 2.3-3.5 us with Triton's launch
+    mocked out on a CPU (benchmarks/host_path.py), where analysing every call cost 6.4-11.8 us."""
     if len(plans) >= 1024:
         plans.clear()
     found = plans[key] = plan(*key)
     return found
+
+
+class FramePlan(typing.NamedTuple):
+    """What every call with one signature needs, worked out once by a pointwise, row or matmul file's _plan."""
+
+    kernel: typing.Any  # the kernel to launch (see the file's wrapper)
+    grid: typing.Any  # its grid: a tuple, or a function of an autotuned config
+    sizes: tuple  # the launch arguments after the tensors and scalar params: sizes and strides
+    meta: dict  # constexprs, num_warps, num_stages
+    out_shapes: tuple  # per output
+    out_dtypes: tuple
+    device: torch.device
+    lean: dict  # kernel -> its launch through Triton's launcher, once compiled (keep_launch)
+    like: tuple = ()  # per output: torch.empty_like(the first input) gives it (like_first_input)
+    copies: typing.Optional[str] = None  # None; "contiguous" or "materialise": how the inputs are copied first
+    shape: tuple = ()  # the broadcast shape of the inputs
+    scratch: int = 0  # fp32 elements of partial statistics a split row needs (0: not split)
+    packed: typing.Optional[tuple] = None  # matmul: per operand None, or (transposed, K): copied K-major (kmajor_pack_2d)
 
 
 class StagePlan(typing.NamedTuple):
@@ -55,9 +67,8 @@ class StagePlan(typing.NamedTuple):
 # kernel[grid](...) binds and specialises every argument again (10-20 us for 10-20 arguments on an H100;
 # an empty launch takes 12.6). Launch hooks (proton) see the first launch only; CUPTI (nsys) sees all.
 def lean_launch(lean, key, aligned, n_tensors, *args):
-    """Launch `key`'s compiled kernel on the call's `args` through Triton's launcher; False, launching
-    nothing, until the plan's first call compiled it, or where the inputs are off 16-byte alignment or
-    the scalars after the tensors changed (what Triton specialised the compiled kernel on)."""
+    """Launch `key`'s compiled kernel on the call's `args` through Triton's launcher; False, launching nothing, until
+    the plan's first call compiled it, or where the inputs are off 16-byte alignment or the scalars changed."""
     fast = lean.get(key)
     if fast is None or not aligned:
         return False
@@ -101,8 +112,8 @@ def contiguous_strides(shape):
 
 
 def expanded_strides(shape, stride, to):
-    """The strides `t.expand(to)` would have, for a tensor of this shape and stride: 0 where it broadcasts;
-    ValueError where the shape does not broadcast to `to`."""
+    """The strides `t.expand(to)` would have for a tensor of this shape and stride (0 where it broadcasts); ValueError
+    where the shape does not broadcast to `to`."""
     lead = len(to) - len(shape)
     if lead < 0 or any(d != 1 and d != t for d, t in zip(shape, to[lead:])):
         raise ValueError(f"shape {tuple(shape)} does not broadcast to {tuple(to)}")
@@ -128,10 +139,29 @@ def collapse_frame(shape, strides, keep_last):
     return (*(size for size, _ in merged), tuple(zip(*(st for _, st in merged))))
 
 
+def plan_frame(shape, strides, shapes, keep_last):
+    """(copies, frame): the broadcast `shape` and the inputs' expanded `strides` as collapse_frame's frame, copies
+    None; past three dims, "contiguous": strided inputs (of these `shapes`) copied contiguous once, broadcasts
+    stay views; else "materialise": broadcasts materialised, the last dim apart (per-row or per-column inputs)."""
+    frame = collapse_frame(shape, strides, keep_last)
+    if frame is not None:
+        return None, frame
+    frame = collapse_frame(shape, tuple(expanded_strides(s, contiguous_strides(s), shape) for s in shapes), keep_last)
+    if frame is not None:
+        return "contiguous", frame
+    return "materialise", collapse_frame(shape, (contiguous_strides(shape),) * len(shapes), True)
+
+
+def like_first_input(out_shapes, out_dtypes, shape, stride, dtype, copies):
+    """Per output: whether torch.empty_like(the first input) gives it (that input contiguous, not copied, of the
+    output's shape and dtype): ~0.5 us less than torch.empty."""
+    return tuple(s == shape and d == dtype and copies is None and stride == contiguous_strides(shape)
+                 for s, d in zip(out_shapes, out_dtypes))
+
+
 def result_dtype(**dtypes):
-    """The dtype PyTorch gives an op on tensors of these dtypes (torch.result_type) in plain Python:
-    torch.promote_types is an operator, and the wrapper runs none but views, allocations and the launch.
-    One dtype stays; mixed float dtypes give the widest, float16 with bfloat16 float32."""
+    """The dtype PyTorch gives an op on tensors of these dtypes (torch.result_type) in plain Python (torch.promote_types
+    is an operator): one dtype stays; mixed float dtypes give the widest, float16 with bfloat16 float32."""
     first, *rest = dtypes.values()
     if all(d == first for d in rest):
         return first
@@ -167,8 +197,8 @@ def reshape_strides(shape, strides, new):
 
 
 def view_strides(shape, strides, offset, steps):
-    """(shape, strides, element offset) of a buffer seen through view steps (the reference's views,
-    plus flips as negative strides), or None where a reshape cannot be a view of this layout."""
+    """(shape, strides, element offset) of a buffer seen through view steps (the reference's views, flips as negative
+    strides), or None where a reshape cannot be a view of this layout."""
     shape, strides = list(shape), list(strides)
     for kind, arg in steps:
         if kind == "reshape":
@@ -235,9 +265,8 @@ def stage_layout(frame, groups, accesses, layouts):
 
 
 def matmul_operand(layout, steps, batch):
-    """A matmul operand [batch.., rows, cols]: (offset, batch strides right-aligned to the output's
-    `batch` dims (0 where it broadcasts), row stride, column stride), or None where its view steps
-    cannot be walked on this layout."""
+    """A matmul operand [batch.., rows, cols]: (offset, batch strides right-aligned to the output's `batch` dims (0 where
+    it broadcasts), row stride, column stride), or None where its view steps cannot be walked on this layout."""
     got = view_strides(*layout, 0, steps)
     if got is None:
         return None  # a reshape this layout cannot be viewed through: the plan copies the buffer contiguous
@@ -248,11 +277,10 @@ def matmul_operand(layout, steps, batch):
 
 
 def kmajor_packing(batch, K, knob, *operands):
-    """Per matmul operand (offset, batch strides, row stride, K stride, rows, fp32, transposed): None,
-    or how kmajor_pack copies it to [batch.., rows, K] with K contiguous and rows padded to 16 bytes,
-    where it is not so already (pack None: fp32 operands, which Hopper's wgmma reads only K-major; True:
-    any dtype; False: none); with the strides the kernel then takes. A batch dim the operand broadcasts
-    along stays one copy (stride 0)."""
+    """Per matmul operand (offset, batch strides, row stride, K stride, rows, fp32, transposed): None, or how
+    kmajor_pack copies it to [batch.., rows, K], K contiguous, rows padded to 16 bytes, where it is not so (knob
+    None: fp32 operands, which Hopper's wgmma reads only K-major; True: any; False: none); and the strides the
+    kernel then takes. A batch dim the operand broadcasts along stays one copy (stride 0)."""
     hows, strides = [], []
     for off, sb, s_row, s_k, rows, fp32, mt in operands:
         if (knob or (knob is None and fp32)) and not (s_k == 1 and s_row % 4 == 0):
@@ -284,9 +312,8 @@ def kmajor_pack(packed, *operands):
 
 
 def kmajor_pack_2d(packed, *operands):
-    """2-D operands copied as the plan says: each (transposed, K) one to [rows, K] with K contiguous
-    and rows padded to 16 bytes (the padding never read). Hopper's wgmma reads 32-bit operands only
-    K-major: fp32 products from b [K, N] row-major ran at a quarter of the rate."""
+    """2-D operands copied as the plan says: each (transposed, K) one to [rows, K], K contiguous, rows padded to 16
+    bytes (never read); Hopper's wgmma reads 32-bit operands only K-major (b [K, N] row-major: a quarter of the rate)."""
     out = []
     for t, how in zip(operands, packed):
         if how is not None:
@@ -299,11 +326,9 @@ def kmajor_pack_2d(packed, *operands):
 
 
 def dot_precision(dtype, device, upcast=False):
-    """How tl.dot multiplies fp32: TF32 where PyTorch allows it for matmuls; else on NVIDIA GPUs three
-    TF32 products (tf32x3: the operands split into high and low TF32 parts, an error near fp32's, on
-    tensor cores: fp32 on the FMA units reaches ~60 TFLOP/s of an H100's ~500 TF32) and IEEE fp32
-    elsewhere (the interpreter, ROCm). 16-bit inputs ignore it; `upcast` (operands taken to fp32 by
-    the kernel): IEEE."""
+    """How tl.dot multiplies fp32: TF32 where PyTorch allows it for matmuls; else on NVIDIA GPUs three TF32 products
+    (tf32x3: high and low TF32 parts, an error near fp32's, on tensor cores: fp32 on the FMA units reaches ~60 TFLOP/s
+    of an H100's ~500 TF32), IEEE elsewhere (interpreter, ROCm). 16-bit inputs ignore it; `upcast` (fp32 operands): IEEE."""
     if dtype != torch.float32 or upcast:
         return "ieee" if upcast else "tf32"
     if device.type == "cuda" and torch.version.hip is None:
@@ -317,13 +342,11 @@ def tf32_switches():
 
 
 def conv_precision(dtype, device, tf32):
-    """(PRECISION, ROUND_TF32) of a convolution's fp32 products, as PyTorch's precision policy allows: one
-    TF32 product of operands rounded to nearest first (ROUND_TF32, as cuDNN rounds -- the tensor core
-    truncates them, 2-3x the error) where torch.backends.cudnn.allow_tf32 allows TF32 (its default) on an
-    NVIDIA GPU, or anywhere with the tf32 knob True; otherwise three TF32 products (tf32x3, error near IEEE
-    fp32's) on NVIDIA GPUs, IEEE elsewhere. One product is 2.0-3.5x faster on KernelBench's convolutions
-    (H100); the judge holds it to the error one TF32 product makes at each shape, since cuDNN itself picks
-    IEEE algorithms at small shapes (38 of 38 KernelBench convolutions kept it, H100, 2026-11-27)."""
+    """(PRECISION, ROUND_TF32) of a convolution's fp32 products, as PyTorch's policy allows: one TF32 product of
+    operands rounded to nearest first (as cuDNN rounds; the tensor core truncates, 2-3x the error) where
+    torch.backends.cudnn.allow_tf32 allows TF32 (its default) on an NVIDIA GPU, or anywhere with the tf32 knob
+    True; else three TF32 products (tf32x3, error near IEEE fp32's) on NVIDIA GPUs, IEEE elsewhere. One product
+    is 2.0-3.5x faster on KernelBench's convolutions; the judge holds it to one TF32 product's error (H100)."""
     if dtype != torch.float32:
         return "tf32", False
     nvidia = device.type == "cuda" and torch.version.hip is None
@@ -333,14 +356,12 @@ def conv_precision(dtype, device, tf32):
 
 
 def conv_weight_packing(form, flat, shape, strides, offset, knob):
-    """(how, strides, offset) of a convolution's weight: None and its own strides, or how conv_weight_pack
-    copies it with its input channels -- each tap's K -- contiguous, and the strides the kernel then takes.
-    A PyTorch weight [C_out, C_in, taps..] (transposed: [C_in, C_out, taps..]) strides its channels by the
-    taps: every element of a K step a separate load, where Hopper's wgmma reads fp32 operands only K-major.
-    Copied once per call (a few MB), 1.2-2.6x faster on KernelBench's 2-D and transposed convolutions, one
-    TF32 product or three (H100, 2026-11-27; channels-last input and weight against NCHW). Not for the
-    direct form (no tl.dot) or flattened (channel, tap) K, whose lanes decompose their own pairs; knob
-    False: never."""
+    """(how, strides, offset) of a convolution's weight: None and its own strides, or how conv_weight_pack copies
+    it with its input channels (each tap's K) contiguous, and the strides the kernel then takes. A weight [C_out,
+    C_in, taps..] (transposed: [C_in, C_out, taps..]) strides its channels by the taps, where Hopper's wgmma reads
+    fp32 operands only K-major: copied once per call (a few MB), 1.2-2.6x faster on KernelBench's 2-D and
+    transposed convolutions (H100, 2026-11-27). Not for the direct form (no tl.dot), flattened (channel, tap)
+    K, or knob False."""
     k = 0 if form == "transposed" else 1
     if form == "direct" or flat or knob is False or strides[k] == 1 or shape[k] == 1:
         return None, strides, offset
@@ -359,7 +380,7 @@ def conv_weight_pack(how, w):
 
 
 @functools.lru_cache(maxsize=16)
-def sm_count(device, interpreter, other):
+def device_sm_count(device, interpreter, other):
     """The device's SM count, read once (persistent grids and split reductions are sized by it); the
     CPU interpreter (no SMs to ask) counts as `interpreter`, another device as `other`."""
     if device.type == "cuda":  # ROCm reports as CUDA too
@@ -370,31 +391,9 @@ def sm_count(device, interpreter, other):
 
 
 @functools.lru_cache(maxsize=16)
-def l2_bytes(device, other):
+def device_l2_bytes(device, other):
     """The device's L2 cache, read once (an online row's re-read hits it while the rows in flight fit);
     `other`: the interpreter's and another device's."""
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).L2_cache_size
     return other
-
-
-# --- a file run as a script (its __main__ block only: these start a process and exit)
-def check_device():
-    """Where `python <op>_triton.py` runs its self-check: the GPU, or, with no GPU driver, Triton's
-    interpreter -- the script run again with TRITON_INTERPRET=1, which must be on before the kernels are
-    decorated (this process exits with the child's status)."""
-    if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
-        sys.exit(subprocess.call([sys.executable, *sys.argv], env={**os.environ, "TRITON_INTERPRET": "1"}))
-    return "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
-
-
-def self_check(name, got, want, atol, rtol, what):
-    """A wrapper's results against the reference's (tensors or tuples): shapes, dtypes, values within
-    (atol, rtol); one line printed, exit 0 when they match, else 1."""
-    got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
-    ok = all(g.shape == w.shape and g.dtype == w.dtype and torch.allclose(g.float(), w.float(), rtol=rtol, atol=atol, equal_nan=True)
-             for g, w in zip(got, want))
-    error = max((g.float() - w.float()).abs().max().item() if g.shape == w.shape else float("inf") for g, w in zip(got, want))
-    device = got[0].device.type if got else "cpu"
-    print(f"{name}: {'ok' if ok else 'MISMATCH'} on {device}, {what}: max abs error {error:.3g} (atol {atol}, rtol {rtol})")
-    sys.exit(0 if ok else 1)

