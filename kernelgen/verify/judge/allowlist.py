@@ -113,6 +113,9 @@ NAMESPACES: dict[str, dict[str, str]] = {
     # cache, lean launch and layout arithmetic. Only this module, not `kernelgen` or its package: nothing
     # else of KernelGen is a kernel's to reach. Its table is its `__all__` (not the script-only helpers).
     "kernelgen.runtime.v1": {"*": "KernelGen's frozen host runtime"},
+    # `import kernelgen.runtime.v1` binds `kernelgen`: the path down to the runtime, and nothing beside it
+    "kernelgen": _rows("the path to the host runtime (a namespace)", "runtime"),
+    "kernelgen.runtime": _rows("the host runtime (a namespace)", "v1"),
 }
 
 # What `import X` / `from X import ...` may name: the namespaces that are modules.
