@@ -56,6 +56,11 @@ def test_the_runtime_imports_nothing_of_kernelgen():
             assert not [m for m in mods if m.startswith("kernelgen")], f"{path.name} imports {mods}"
 
 
+def test_the_llm_s_prompt_says_what_every_piece_does():
+    text = (ROOT / "templates" / "prompts" / "_runtime.md.j2").read_text(encoding="utf-8")
+    assert not [n for n in v1.__all__ if f"`{n}" not in text], "templates/prompts/_runtime.md.j2 misses a runtime name"
+
+
 def test_every_exported_name_exists_and_the_script_helpers_are_not_exported():
     assert all(callable(getattr(v1, n)) for n in v1.__all__)
     assert "check_device" not in dir(v1) and "self_check" not in dir(v1)  # the script's: kernelgen.runtime.script_v1
