@@ -3,7 +3,10 @@
 Writes `OP_DIR/<name>_op.py` (rendered from templates/export/), which registers the kernel as
 `torch.library.custom_op("kernelgen::<name>", mutates_args=())` with a fake implementation (the
 PyTorch reference run on fake tensors), so `torch.compile(fullgraph=True)` traces through it without
-a graph break and CUDA graphs capture it. The kernel file stays plain Triton and is imported by path.
+a graph break and CUDA graphs capture it. The kernel file is imported by path, as verified; it imports
+KernelGen's host runtime (kernelgen.runtime.v1), of which the module carries the pieces the kernel uses
+(kernelgen.runtime.inline), served to the kernel where KernelGen is not installed: both exports run on a
+machine with torch and triton alone.
 
 Only the verified bytes are exported: `<name>_triton.py` must be the best round's kernel.
 """
@@ -22,6 +25,7 @@ from kernelgen.fsutil import atomic_write, move_aside
 from kernelgen.opdir import OperatorDir, open_operator, operator_status
 from kernelgen.record.state import load_state
 from kernelgen.render import render
+from kernelgen.runtime.inline import inline, inline_imports, runtime_imports
 from kernelgen.spec import OperatorSpec
 
 MODULE_SUFFIX = "_op.py"
@@ -37,8 +41,11 @@ class ExportResult:
     unchanged: bool = False
 
 
-def module_source(spec: OperatorSpec, *, round_k: int, op_dir_expr: str) -> str:
-    """The exported module's text. `op_dir_expr`: Python for the folder holding the kernel files."""
+def module_source(spec: OperatorSpec, *, round_k: int, op_dir_expr: str, kernel_source: str = "") -> str:
+    """The exported module's text. `op_dir_expr`: Python for the folder holding the kernel files;
+    `kernel_source`: the kernel's, whose host runtime imports the module serves where KernelGen is missing."""
+    runtime = [{"module": imp.module, "names": list(imp.names), "code": inline(imp.module, imp.names).rstrip()}
+               for imp in runtime_imports(kernel_source)] if kernel_source else []
     params = [f"{i}: torch.Tensor" for i in spec.input_names]
     params += [f"{p.name}: {_PY_TYPES[p.type]} = {p.default!r}" for p in spec.params]
     call = spec.input_names + [f"{p.name}={p.name}" for p in spec.params]
@@ -47,7 +54,8 @@ def module_source(spec: OperatorSpec, *, round_k: int, op_dir_expr: str) -> str:
     description = " ".join((spec.description or f"KernelGen's {spec.name}").split()).replace('"""', "'''")
     return render("export/op_module.py.j2", name=spec.name, version=__version__, date=date.today().isoformat(),
                   round=round_k, op_dir=op_dir_expr, typed_params=", ".join(params), call_args=", ".join(call),
-                  call_example=", ".join(spec.input_names), return_type=returns, n_outputs=n_out, description=description)
+                  call_example=", ".join(spec.input_names), return_type=returns, n_outputs=n_out, description=description,
+                  runtime=runtime)
 
 
 def _verified_round(op: OperatorDir) -> int:
@@ -84,7 +92,8 @@ def export_operator(op_dir: str | Path, *, out: str | Path | None = None) -> Exp
         op_dir_expr = "Path(__file__).resolve().parent"
     else:
         op_dir_expr = f"Path({str(op.path.resolve())!r})  # the operator folder this module was exported from"
-    text = module_source(op.spec, round_k=round_k, op_dir_expr=op_dir_expr)
+    text = module_source(op.spec, round_k=round_k, op_dir_expr=op_dir_expr,
+                         kernel_source=op.file("triton").read_text(encoding="utf-8"))
     moved = None
     if path.is_file():
         if _same_but_date(path.read_text(encoding="utf-8"), text):
@@ -147,7 +156,7 @@ def export_kernelbench(op_dir: str | Path, *, out: str | Path | None = None) -> 
     if path.is_dir():
         path = path / f"{op.name}{KERNELBENCH_SUFFIX}"
     text = render("export/kernelbench_model_new.py.j2", name=op.name, version=__version__, date=date.today().isoformat(),
-                  round=round_k, kernel=_without_main(op.file("triton").read_text(encoding="utf-8")).rstrip(),
+                  round=round_k, kernel=inline_imports(_without_main(op.file("triton").read_text(encoding="utf-8"))).rstrip(),
                   problem=problem.rstrip(), forward_args=", ".join(forward), call_args=", ".join(calls))
     moved = None
     if path.is_file():

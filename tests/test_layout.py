@@ -7,6 +7,7 @@ counts as much as a top-level one."""
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 from pathlib import Path
 
@@ -238,17 +239,62 @@ def test_the_snapshots_are_read():
 
 
 @pytest.mark.parametrize("path", SNAPSHOTS, ids=lambda p: p.stem)
-def test_a_generated_file_defines_only_what_it_uses_kernels_first(path: Path):
-    """A generated file carries the helpers it calls and no other (the host runtime is included piece by
-    piece: templates/offline/_runtime.py.j2), and reads like Triton's tutorials: the kernels first."""
+def test_a_generated_file_defines_and_imports_only_what_it_uses_kernels_first(path: Path):
+    """A generated file carries the helpers it calls and no other, imports from KernelGen's host runtime
+    (kernelgen.runtime.v1: templates/offline/_runtime.py.j2) only the names it uses, and reads like
+    Triton's tutorials: the kernels first."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     unused = [d.name for d in defs if d.name not in used]
     assert not unused, f"{path.name} defines {unused} and never uses them"
+    bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    bound |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments) for a in [*n.posonlyargs, *n.args, *n.kwonlyargs,
+                                                                                    *filter(None, [n.vararg, n.kwarg])]}
+    bound |= {a.asname or a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+              for a in n.names} | {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    undefined = sorted(used - bound - set(dir(builtins)))
+    assert not undefined, f"{path.name} uses names it never defines or imports: {undefined}"
+    imported = [a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names]
+    assert not [n for n in imported if n not in used], f"{path.name} imports names it never uses"
+    assert any(isinstance(n, ast.ImportFrom) and n.module == "kernelgen.runtime.v1" for n in tree.body), \
+        f"{path.name} does not take its host runtime from kernelgen.runtime.v1"
     first = defs[0]
     assert isinstance(first, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in first.decorator_list), \
         f"{path.name} starts with {first.name}, not a @triton.jit kernel"
+
+
+BROADCAST_MAX_LINES = 120  # issue 41: the kernel first and readable, the host code it needs and no more
+
+
+def test_the_generated_broadcast_file_is_short():
+    path = PKG.parent / "tests" / "offline" / "snapshots" / "pointwise_broadcast.py"
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= BROADCAST_MAX_LINES, f"{path.name}: {lines} lines (at most {BROADCAST_MAX_LINES})"
+
+
+# Functions a snapshot may share byte for byte with another: the family's launch heuristics, rendered from the
+# generator's tuning constants (kernelgen.offline.launch, kernelgen.offline.stages.launch) and the file's own
+# knobs, which an optimization round rewrites in one file (a dispatch table, a new default); two files with the
+# same knobs render them alike. Everything else the files share comes from kernelgen.runtime.v1.
+PER_FILE = {"_launch_config", "_tile_config", "_split", "_matmul_config", "_conv_config", "_conv_launch"}
+
+
+def test_no_snapshot_repeats_another_s_host_code():
+    seen: dict[str, str] = {}
+    repeated = []
+    for path in SNAPSHOTS:
+        text = path.read_text(encoding="utf-8")
+        for node in ast.parse(text).body:
+            if not isinstance(node, (ast.FunctionDef, ast.ClassDef)) or node.name in PER_FILE:
+                continue
+            if any("jit" in ast.unparse(d) for d in getattr(node, "decorator_list", [])):
+                continue  # device code: each file's own kernels (one family's tiles look alike by design)
+            body = ast.get_source_segment(text, node) or ""
+            if body in seen and seen[body] != path.name:
+                repeated.append(f"{node.name} in {path.name} and {seen[body]}")
+            seen.setdefault(body, path.name)
+    assert not repeated, f"host code repeated across generated files (move it to kernelgen/runtime): {repeated}"
 
 
 # --- tests/ mirrors the package ---------------------------------------------------------------------------

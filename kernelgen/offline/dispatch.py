@@ -123,7 +123,7 @@ def wrapped(head: str, items: list[str], close: str, width: int = 100) -> str:
 
 def knobs_assignment(name: str, knobs: dict[str, KnobValue]) -> str:
     """`name = {...}`: the knobs a file's calls use, as a wrapped dict literal."""
-    return wrapped(f"{name} = {{", [f'"{k}": {literal(v)}' for k, v in knobs.items()], "}")
+    return wrapped(f"{name} = {{", [f'"{k}": {literal(v)}' for k, v in knobs.items()], "}", width=120)
 
 
 def table(routes_: list[Route], spec: OperatorSpec) -> list[dict]:

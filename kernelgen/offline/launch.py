@@ -108,7 +108,7 @@ def conv_tiles(knobs: Any, form: str, rows: int, cols: int, cin_g: int, taps: in
                one: bool = False) -> ConvTiles:
     """The generated file's convolution tiles at M=`rows` x N=`cols`, `cin_g` input channels per group,
     `taps` kernel positions, `grid_y` programs along the grid's second axis (groups x stride phases);
-    `one`: fp32 products taken as one TF32 product (the file's _conv_precision)."""
+    `one`: fp32 products taken as one TF32 product (kernelgen.runtime.v1.conv_precision)."""
     if form == "direct":
         bm, bn, bk, warps, stages, flat = 128, min(next_pow2(cols), 32), 16, 4, 2, False
     else:

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from kernelgen.offline.naming import Names
+from kernelgen.runtime import SCRIPT
 from kernelgen.spec import DTYPES, OperatorSpec, parse_init
 from kernelgen.spec.init import init_code
 
@@ -22,7 +23,7 @@ def main_context(spec: OperatorSpec, names: Names) -> dict[str, Any]:
     reference = (spec.reference or "").strip()
     return {"draws": draws, "args": names.inputs, "dtype": dtype, "atol": tol.atol, "rtol": tol.rtol,
             "case": ", ".join(f"{n} {list(case[n])}" for n in spec.input_names),
-            "reference": reference,
+            "reference": reference, "script": SCRIPT,
             # the file imports for the reference only what it names (kernelgen.spec.reference gives it math and F)
             "uses_math": re.search(r"\bmath\b", reference) is not None,
             "uses_f": re.search(r"\bF\b", reference) is not None}

@@ -85,7 +85,8 @@ class CaseCheck(_Model):
 class AccuracyResult(_Model):
     op: str
     kernel: str  # the kernel file checked, as named by the caller
-    kernel_sha256: str = ""  # of the exact bytes that were checked (and may be promoted)
+    kernel_sha256: str = ""  # of the exact bytes that were checked (and may be promoted), with the runtime's below
+    runtime: list[str] = []  # `<module> <sha256>` of each KernelGen host runtime module the kernel imports
     device: str
     interpreter: bool
     compiled: bool  # imported and defines the entry function

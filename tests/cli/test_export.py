@@ -48,9 +48,17 @@ def op(tmp_path, repo):
 # fullgraph=True is about — one graph, the custom op traced through its fake implementation —
 # without inductor's C++ compile of the surrounding ops (about a minute on a CI core); the slow test
 # below runs inductor too.
+NO_KERNELGEN = """
+class _NoKernelGen:  # as on a machine with torch and triton alone: any import of kernelgen fails
+    def find_spec(self, name, path=None, target=None):
+        if name == "kernelgen" or name.startswith("kernelgen."):
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked: the export must run without KernelGen)")
+sys.meta_path.insert(0, _NoKernelGen())
+"""
 CHECK = """
 import os, sys
 os.environ["TRITON_INTERPRET"] = "1"
+""" + NO_KERNELGEN + """
 import importlib.util, torch
 spec = importlib.util.spec_from_file_location("broadcast_op", sys.argv[1])
 mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
@@ -77,6 +85,7 @@ model = BiasAdd(33)
 with torch.inference_mode():
     x = torch.randn(2, 33)
     torch.testing.assert_close(torch.compile(model, fullgraph=True, backend=backend)(x), torch.relu(x + model.bias))
+assert not [m for m in sys.modules if m.startswith("kernelgen")]
 print("EXPORT-OK", backend)
 """
 
@@ -105,6 +114,44 @@ def test_exported_op_under_inductor(op, tmp_path):
     r = CliRunner().invoke(app, ["export", str(op.path), "--out", str(tmp_path)])  # outside the folder: imports by absolute path
     assert r.exit_code == 0, r.output
     _check(tmp_path / "broadcast_op.py", tmp_path, "inductor")
+
+
+STANDALONE = """
+import os, sys
+os.environ["TRITON_INTERPRET"] = "1"
+""" + NO_KERNELGEN + """
+import torch
+space = {"__name__": "standalone"}
+exec(compile(open(sys.argv[1]).read(), sys.argv[1], "exec"), space)
+exec(compile(open(sys.argv[2]).read(), sys.argv[2], "exec"), ref := {})
+torch.manual_seed(0)
+inputs = [torch.randn(s) for s in eval(sys.argv[3])]
+torch.testing.assert_close(space[sys.argv[4]](*inputs), ref[sys.argv[4]](*inputs), atol=1e-4, rtol=1e-4)
+assert not [m for m in sys.modules if m.startswith("kernelgen")]
+print("STANDALONE-OK")
+"""
+
+
+@pytest.mark.parametrize("family", ["broadcast", "softmax", "linear_bias_gelu", "sum_dim0", "conv2d_bias_relu"])
+def test_a_kernel_with_its_runtime_inlined_runs_without_kernelgen(family, repo, tmp_path):
+    """What the KernelBench export writes for its kernel (the file, its self-check left out, its runtime
+    import replaced by the runtime's own pieces): run where kernelgen cannot be imported, against the reference."""
+    from kernelgen.export import _without_main
+    from kernelgen.runtime.inline import inline_imports
+    from tests.support.conv_specs import ALL as CONV
+    from tests.support.nd_specs import ALL as ND
+
+    spec = {**ND, **CONV}.get(family) or load_spec(repo / "operator_specs" / f"{family}.yaml")
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(inline_imports(_without_main(generate_kernel(spec).source)))
+    assert "kernelgen" not in kernel.read_text().split("# --- kernelgen.runtime.v1")[0]
+    reference = tmp_path / "reference.py"
+    reference.write_text("import math\nimport torch\nimport torch.nn.functional as F\n" + spec.reference)
+    shapes = [list(spec.test_cases[0][i.name]) for i in spec.inputs]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-c", STANDALONE, str(kernel), str(reference), repr(shapes), spec.name],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert proc.returncode == 0 and "STANDALONE-OK" in proc.stdout, proc.stdout + proc.stderr[-3000:]
 
 
 def test_export_again_keeps_an_edited_module(op):

@@ -54,6 +54,7 @@ def test_generated_scripts_run_standalone_with_json(generated, tmp_path):
     record = json.loads(res.read_text())
     assert record["status"] == "ok" and record["accuracy"]["correct"] is True
     assert record["accuracy"]["kernel_sha256"] and record["accuracy"]["checks_expected"] == len(record["accuracy"]["checks"])
+    assert [r.split()[0] for r in record["accuracy"]["runtime"]] == ["kernelgen.runtime.script_v1", "kernelgen.runtime.v1"]
 
 
 def test_pytest_collects_and_runs_the_operator_folder(generated):

@@ -50,7 +50,7 @@ def test_system_prompt_states_the_rules_and_the_contract(spec):
     system = generation_messages(spec, CPU)[0]["content"]
     for needle in ("broadcast_triton.py", "broadcast(x, bias)", "triton.language", "no arithmetic in PyTorch",
                    "@triton.jit", "try/except", "baseline", "poisoned", "must not be modified", "fresh random inputs",
-                   "measured ceiling"):
+                   "measured ceiling", "`kernelgen.runtime.v1`", "`lean_launch(lean, key, aligned, n_tensors, *args)`"):
         assert needle in system, needle
 
 

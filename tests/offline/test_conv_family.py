@@ -169,11 +169,11 @@ def test_fp32_convolutions_take_one_tf32_product_where_pytorch_allows_it_on_an_n
         for conv_tf32, mm_tf32 in ((True, False), (False, True), (True, True), (False, False)):
             torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = conv_tf32, mm_tf32
             one = ("tf32", True)
-            assert module._conv_precision(torch.float32, cuda, None) == (one if conv_tf32 else ("tf32x3", False))
-            assert module._conv_precision(torch.float32, cpu, None) == ("ieee", False)
-            assert module._conv_precision(torch.float32, cuda, False) == ("tf32x3", False)
-            assert module._conv_precision(torch.float32, cpu, True) == (one if conv_tf32 else ("ieee", False))
-        assert module._conv_precision(torch.float16, cuda, None) == ("tf32", False)
+            assert module.conv_precision(torch.float32, cuda, None) == (one if conv_tf32 else ("tf32x3", False))
+            assert module.conv_precision(torch.float32, cpu, None) == ("ieee", False)
+            assert module.conv_precision(torch.float32, cuda, False) == ("tf32x3", False)
+            assert module.conv_precision(torch.float32, cpu, True) == (one if conv_tf32 else ("ieee", False))
+        assert module.conv_precision(torch.float16, cuda, None) == ("tf32", False)
     finally:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
 

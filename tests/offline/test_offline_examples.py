@@ -50,7 +50,7 @@ def test_generated_file_follows_the_rules(path: Path) -> None:
     spec = load_spec(path)
     src = generate_kernel(spec).source
     imports = {line.split()[1] for line in src.splitlines() if line.startswith(("import ", "from "))}
-    assert imports <= {"functools", "torch", "triton", "triton.language", "math", "typing"}
+    assert imports <= {"functools", "torch", "triton", "triton.language", "math", "typing", "kernelgen.runtime.v1"}
     assert src.index(f"def _{spec.name}_kernel(") < src.index(f"def {spec.name}({spec.signature}):")
     assert "try:" not in src and "tl.math.tanh" not in src
     start = src.index(f"def {spec.name}(")

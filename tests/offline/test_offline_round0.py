@@ -27,7 +27,7 @@ def test_a_50257_column_perf_case_gets_the_online_algorithm_on_an_l2_sized_grid(
         assert "round 0, from the analysis" in e.reason and "half a 50 MB L2" in e.reason
     short = [e for e in kern.dispatch if e.shapes["x"] == [16384, 4096]]
     assert short and all(e.knobs == {} for e in short)  # pinned to the heuristic: a 4096 row fits registers
-    assert "def _log_softmax_kernel_online_persistent(" in kern.source and "_l2_bytes(device)" in kern.source
+    assert "def _log_softmax_kernel_online_persistent(" in kern.source and "device_l2_bytes(device, " in kern.source
     assert "# float32, x [4096, 50257] (rows x cols 4096 x 50257): algorithm=\"online\"" in kern.source
 
     # every route is correct: a shape routed to the online entry, and one routed to the heuristic

@@ -121,7 +121,7 @@ def test_every_entry_exists_and_passes_in_a_kernel_file(namespace, name):
         # a module is a namespace (a table of its own), never a value whose attributes go unchecked
         assert f"{namespace}.{name}" in al.NAMESPACES or not inspect.ismodule(obj), f"{namespace}.{name} is a module"
     root = namespace.split(".")[0]
-    imports = "" if root in ("torch", "triton") else f"import {root}"
+    imports = "" if root in ("torch", "triton") else "import kernelgen.runtime.v1" if root == "kernelgen" else f"import {root}"
     if root == "__future__":
         return  # `from __future__ import annotations` is a statement of its own, checked below
     path = f"{namespace}.{name}"
@@ -262,7 +262,7 @@ def test_no_chain_of_admitted_names_reaches_the_worker_or_the_interpreter():
     else every public attribute but the escape ones), three steps deep, in a process with the worker's
     launch hooks installed: no module outside the tables (sys, gc, builtins, os, ...), no frame, code or
     generator, and nothing of kernelgen's but the launch hooks (plain functions, whose only attributes
-    are dunders)."""
+    are dunders) and the host runtime's pieces (kernelgen.runtime.v1), whose attributes are followed too."""
     import types
 
     from kernelgen.verify.record import launches
@@ -291,7 +291,8 @@ def test_no_chain_of_admitted_names_reaches_the_worker_or_the_interpreter():
                 bad.append(f"{where} is the module {value.__name__}")
             elif isinstance(value, (types.FrameType, types.CodeType, types.GeneratorType, types.TracebackType)):
                 bad.append(f"{where} is a {type(value).__name__}")
-            elif module.startswith("kernelgen") and not (module in hooks and inspect.isroutine(value)):
+            elif module.startswith("kernelgen") and not (module in hooks and inspect.isroutine(value)) \
+                    and module not in al.IMPORTABLE:  # kernelgen.runtime.v1's pieces: followed like any value
                 bad.append(f"{where} is kernelgen's {value!r}")
             else:
                 todo.append((where, value, depth + 1))
@@ -303,3 +304,28 @@ def _names(obj) -> set[str]:  # noqa: ANN001
         return set(dir(obj))
     except Exception:  # noqa: BLE001 - an object whose __dir__ fails offers no attribute to follow
         return set()
+
+
+# --- KernelGen's host runtime: the one module of kernelgen a kernel may import (issue 41) ------------------
+@pytest.mark.parametrize("imports,probe,code,says", [
+    ("from kernelgen.verify.judge import judge", "judge", "forbidden-import", "imports 'kernelgen.verify.judge'"),
+    ("import kernelgen.verify.worker.guard", "0", "forbidden-import", "imports 'kernelgen.verify.worker.guard'"),
+    ("from kernelgen.runtime import v1", "v1", "forbidden-import", "imports 'kernelgen.runtime'"),
+    ("from kernelgen.runtime.script_v1 import check_device", "check_device", "forbidden-import",
+     "imports 'kernelgen.runtime.script_v1'"),
+    ("import kernelgen", "kernelgen", "forbidden-import", "imports 'kernelgen'"),
+    ("import kernelgen.runtime.v1", "kernelgen.verify", "forbidden-api", "'verify' is not on the allowlist of kernelgen"),
+    ("import kernelgen.runtime.v1", "kernelgen.runtime.inline", "forbidden-api", "'inline' is not on the allowlist of kernelgen.runtime"),
+    ("from kernelgen.runtime.v1 import torch", "torch", "forbidden-api", "'torch' is not on the allowlist of kernelgen.runtime.v1"),
+    ("from kernelgen.runtime.v1 import new_plan", "new_plan.__globals__", "introspection", "__globals__"),
+])
+def test_a_kernel_reaches_kernelgen_only_through_its_runtime(imports, probe, code, says):
+    found = _uses(probe, imports)
+    assert any(c == code and says in m for c, m in found), found
+
+
+def test_an_honest_kernel_may_use_the_runtime():
+    assert _uses("new_plan({}, max, (1, 2)), keep_launch, lean_launch", "from kernelgen.runtime.v1 import keep_launch, "
+                 "lean_launch, new_plan") == []
+    assert _uses("rt.contiguous_strides((2, 3)), kernelgen.runtime.v1.contiguous_strides((2,))",
+                 "import kernelgen.runtime.v1\nimport kernelgen.runtime.v1 as rt") == []

@@ -17,6 +17,7 @@ from kernelgen.offline.frame.view import FrameView
 from kernelgen.offline.frontend.outputs import DtypeRule, FixedDtype, LikeInput, Promoted
 from kernelgen.offline.knobs import KnobsModel
 from kernelgen.offline.naming import Names
+from kernelgen.offline.runtime import RUNTIME_IMPORT, with_runtime_import
 from kernelgen.offline.selfcheck import main_context
 from kernelgen.render import render
 from kernelgen.spec import OperatorSpec
@@ -29,7 +30,7 @@ def dtype_expr(rule: DtypeRule, names: Names) -> str:
     if isinstance(rule, FixedDtype):
         return f"torch.{rule.dtype}"
     if isinstance(rule, Promoted):  # a helper in the file: torch.promote_types is an operator
-        return "_result_dtype(" + ", ".join(f"{names.inputs[i]}={names.inputs[i]}_dtype" for i in rule.indices) + ")"
+        return "result_dtype(" + ", ".join(f"{names.inputs[i]}={names.inputs[i]}_dtype" for i in rule.indices) + ")"
     table_ = ", ".join(f"torch.{k}: torch.{v}" for k, v in rule.by_case_dtype.items())
     return f"{{{table_}}}[{names.inputs[0]}_dtype]"
 
@@ -71,8 +72,7 @@ def host_context(spec: OperatorSpec, names: Names, view: FrameView, routes_: lis
             "params": params, "outputs": names.outputs, "returns_tuple": view.returns_tuple,
             "base_lines": knobs_assignment("_BASE", base.model_dump()),
             "dispatch": table(routes_, spec) if len(routes_) > 1 else [], "key_what": key_what,
-            "imports_functools": sm or l2, "interpreter_sms": INTERPRETER_SMS, "l2": l2,
-            "interpreter_l2": DEFAULT_L2_BYTES,
+            "l2": l2,
             "forms": forms, "copies": copies, "split": split, "like": copies, "pack": pack}
 
 
@@ -104,10 +104,11 @@ def frame_plan(spec: OperatorSpec, view: FrameView, names: Names, sizes: list[st
         outputs.append({"name": o, "shape": shape, "dtype": dtype_expr(info.dtype_rule, names)})
     return {"name": spec.name, "inputs": names.inputs, "same_dtype": [names.inputs[i] for i in view.same_dtype_inputs],
             "keep_last": keep_last, "route_dtype": route_dtype(spec), "dispatch": dispatch, "sm": sm, "l2": l2,
+            "interpreter_sms": INTERPRETER_SMS, "interpreter_l2": DEFAULT_L2_BYTES,
             "itemsize": itemsize, "sizes": sizes, "autotuned": autotuned, "split": split, "outputs": outputs,
             "out_dtypes": [f"{o}_dtype" for o in names.outputs],
-            "expanded": [f"_expanded({x}_shape, {x}_stride, shape)" for x in names.inputs],
-            "contiguous": [f"_expanded({x}_shape, _contiguous({x}_shape), shape)" for x in names.inputs],
+            "expanded": [f"expanded_strides({x}_shape, {x}_stride, shape)" for x in names.inputs],
+            "shapes": [f"{x}_shape" for x in names.inputs],
             "role_checks": role_checks(names, roles, used)}
 
 
@@ -127,8 +128,9 @@ def launch_forms(variants: list[dict], autotuned: str | None) -> list[dict]:
 def render_file(template: str, spec: OperatorSpec, view: FrameView, family: str, summary: str, knobs: KnobsModel,
                 names: Names, context: dict[str, Any]) -> str:
     """templates/offline/<template>.py.j2 around a family's context (the kernels, plan and host)."""
-    return render(
+    return with_runtime_import(render(
         f"offline/{template}.py.j2",
+        runtime_import=RUNTIME_IMPORT,
         name=spec.name,
         description=" ".join(spec.description.split()) or spec.name,
         family=family,
@@ -139,4 +141,4 @@ def render_file(template: str, spec: OperatorSpec, view: FrameView, family: str,
         promotes=any(isinstance(o.dtype_rule, Promoted) for o in view.outputs),
         main=main_context(spec, names),
         **context,
-    )
+    ))

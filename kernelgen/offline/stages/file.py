@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kernelgen.offline.dispatch import Route, knobs_assignment, table
 from kernelgen.offline.naming import Names
+from kernelgen.offline.runtime import RUNTIME_IMPORT, with_runtime_import
 from kernelgen.offline.selfcheck import main_context
 from kernelgen.offline.stages import host
 from kernelgen.offline.stages.analysis import StageAnalysis, route_input
@@ -37,8 +38,8 @@ def stage_file(spec: OperatorSpec, analysis: StageAnalysis, routes_: list[Route]
         seen.add(key)
         out_dtypes.append((host.DTYPE[key], [host.DTYPE[o] for o in outs]))
     ranks = [len(spec.test_cases[0][n]) for n in spec.input_names]
-    return render(
-        f"offline/{family}.py.j2",
+    return with_runtime_import(render(
+        f"offline/{family}.py.j2", runtime_import=RUNTIME_IMPORT,
         name=spec.name, description=" ".join(spec.description.split()) or spec.name,
         summary=summary or analysis.summary,
         knobs=", ".join(f"{k}={'auto' if v is None else v}" for k, v in knobs.model_dump().items()),
@@ -51,7 +52,7 @@ def stage_file(spec: OperatorSpec, analysis: StageAnalysis, routes_: list[Route]
         inputs=list(names.inputs), ranks=ranks, route=route, out_dtypes=out_dtypes,
         signature=spec.signature, config=CONFIG, main=main_context(spec, names), uses=uses,
         aligned=aligned(names.inputs),
-    )
+    ))
 
 
 def aligned(inputs: list[str]) -> str:

@@ -166,8 +166,8 @@ def check_accuracy(judge: Judge, kernel: KernelSource, *, seeds: tuple[int, ...]
     caller records it as the run's status."""
     spec, device = judge.spec, judge.device
     base = seed_base(spec, kernel.sha256) if base is None else base
-    result = AccuracyResult(op=spec.name, kernel=kernel.name, kernel_sha256=kernel.sha256, device=device.kind,
-                            interpreter=device.interpreter, compiled=False, correct=False, seeds=list(seeds),
+    result = AccuracyResult(op=spec.name, kernel=kernel.name, kernel_sha256=kernel.sha256, runtime=kernel.runtime,
+                            device=device.kind, interpreter=device.interpreter, compiled=False, correct=False, seeds=list(seeds),
                             input_seed_base=base, deciding_dtypes=list(spec.primary_dtypes), precision=precision_policy())
     static = static_problems(spec, kernel)
     if static:

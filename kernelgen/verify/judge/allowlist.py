@@ -109,6 +109,13 @@ NAMESPACES: dict[str, dict[str, str]] = {
     "itertools": _rows("loops over launch parameters", "product chain accumulate islice repeat count starmap "
                        "combinations permutations zip_longest"),
     "__future__": _rows("postponed annotations", "annotations"),
+    # KernelGen's own host runtime, frozen by version (kernelgen/runtime/v1.py): the generated files' plan
+    # cache, lean launch and layout arithmetic. Only this module, not `kernelgen` or its package: nothing
+    # else of KernelGen is a kernel's to reach. Its table is its `__all__` (not the script-only helpers).
+    "kernelgen.runtime.v1": {"*": "KernelGen's frozen host runtime"},
+    # `import kernelgen.runtime.v1` binds `kernelgen`: the path down to the runtime, and nothing beside it
+    "kernelgen": _rows("the path to the host runtime (a namespace)", "runtime"),
+    "kernelgen.runtime": _rows("the host runtime (a namespace)", "v1"),
 }
 
 # What `import X` / `from X import ...` may name: the namespaces that are modules.
@@ -116,7 +123,7 @@ IMPORTABLE = frozenset({
     "torch", "torch.cuda", "triton", "triton.language", "triton.language.math", "triton.language.extra",
     "triton.language.extra.libdevice", "triton.language.extra.cuda", "triton.language.extra.cuda.libdevice",
     "triton.tools", "triton.tools.tensor_descriptor", "math", "functools", "typing", "dataclasses", "itertools",
-    "__future__",
+    "__future__", "kernelgen.runtime.v1",
 })
 
 # Attribute names no value may be followed by: those of Python's frames, generators, coroutines,
@@ -164,8 +171,10 @@ def table(namespace: str) -> dict[str, str] | None:
 
 @functools.lru_cache(maxsize=None)
 def _every_public(namespace: str) -> dict[str, str]:
+    """Every public name of the module, or those of its `__all__` where it has one (the runtime's)."""
     module = importlib.import_module(namespace)
-    return {n: EVERY_PUBLIC for n in dir(module) if not n.startswith("_") and not inspect.ismodule(getattr(module, n))}
+    names = getattr(module, "__all__", None) or [n for n in dir(module) if not inspect.ismodule(getattr(module, n))]
+    return {n: NAMESPACES[namespace]["*"] for n in names if not n.startswith("_")}
 
 
 def where(namespace: str) -> str:

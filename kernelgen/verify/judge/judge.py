@@ -21,6 +21,7 @@ from kernelgen.devices import DeviceInfo
 from kernelgen.nodynamo import without_dynamo
 from kernelgen.spec import OperatorSpec, torch_dtype
 from kernelgen.verify.judge import compilecache
+from kernelgen.verify.judge.kernelkey import kernel_key, runtime_digests
 from kernelgen.verify.digest import digest, same_digest
 from kernelgen.verify.poison import Fill
 from kernelgen.verify.protocol import DTYPE_SIZES, OtherValue, Reply, TensorRef
@@ -50,7 +51,16 @@ class KernelSource:
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.source.encode("utf-8")).hexdigest()
+        """The key of every verdict and cache on this kernel: its bytes, and the bytes of each KernelGen host
+        runtime module it imports (kernelgen.runtime.v1), so that the same file under another runtime is
+        judged again. A file that imports none is keyed on its bytes alone, as before."""
+        return kernel_key(self.source)
+
+    @property
+    def runtime(self) -> list[str]:
+        """`<module> <sha256>` of each host runtime module the file imports (the judge records it)."""
+        return [f"{m} {d}" for m, d in runtime_digests(self.source)]
+
 
 
 def exact_reductions() -> None:

@@ -5,12 +5,11 @@ Family: matmul. Traced: matmul: mul(mul(add(mm(x, w), bias), 0.5), add(tanh(mul(
 Compute: 2*M*N*K FLOPs; memory: read a and b, write the M x N output once.
 Knobs: BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_warps=auto, num_stages=auto, autotune=False, pack=auto
 """
-
-import typing
-
 import torch
 import triton
 import triton.language as tl
+from kernelgen.runtime.v1 import (FramePlan, dot_precision, expanded_strides, keep_launch, kmajor_pack_2d, lean_launch,
+                                  new_plan, result_dtype)
 
 
 @triton.jit
@@ -83,64 +82,37 @@ def _linear_bias_gelu_kernel(
 def linear_bias_gelu(x, w, bias):
     """Same signature and results as the reference linear_bias_gelu; the wrapper only allocates, takes views and launches the kernel."""
     key = (x.shape, x.stride(), x.dtype, w.shape, w.stride(), w.dtype, bias.shape, bias.stride(), bias.dtype, x.device, torch.backends.cuda.matmul.allow_tf32)
-    plan = _PLANS.get(key) or _new_plan(key)  # the first call with this signature: analysed once
+    plan = _PLANS.get(key) or new_plan(_PLANS, _plan, key)  # the first call with this signature: analysed once
     if plan.packed != (None, None):  # fp32 operands the tensor cores must read K-major, 16-byte rows
-        x, w = _pack(plan.packed, x, w)
+        x, w = kmajor_pack_2d(plan.packed, x, w)
     out = torch.empty(plan.out_shapes[0], dtype=plan.out_dtypes[0], device=plan.device)
     aligned = not (x.data_ptr() | w.data_ptr() | bias.data_ptr()) & 15  # Triton specialises on 16-byte alignment
-    if not _lean(plan.lean, _linear_bias_gelu_kernel, aligned, 4, x, w, bias, out):
+    if not lean_launch(plan.lean, _linear_bias_gelu_kernel, aligned, 4, x, w, bias, out):
         compiled = _linear_bias_gelu_kernel[plan.grid](x, w, bias, out, *plan.sizes, **plan.meta)
-        _keep(plan.lean, _linear_bias_gelu_kernel, _linear_bias_gelu_kernel, compiled, plan.grid, plan.sizes, plan.meta, aligned, 4, x, w, bias, out)
+        keep_launch(plan.lean, _linear_bias_gelu_kernel, _linear_bias_gelu_kernel, compiled, plan.grid, plan.sizes, plan.meta, aligned, 4, x, w, bias, out)
     return out
 
 
-# --- the host path: each call signature (shapes, strides, dtypes, device) is analysed once into a _Plan;
-# later calls cost a dict lookup, the allocation and the launch: 2.3-3.5 us with Triton's launch mocked out
-# on a CPU (benchmarks/host_path.py), where re-analysing every call cost 6.4-11.8 us. _BASE: the knobs every
-# call uses (None: _launch_config's heuristic).
-_BASE = {"BLOCK_M": None, "BLOCK_N": None, "BLOCK_K": None, "GROUP_SIZE_M": 8, "num_warps": None,
-         "num_stages": None, "autotune": False, "pack": None}
-
-
-class _Plan(typing.NamedTuple):
-    """What every call with one signature needs, worked out once by _plan."""
-
-    kernel: typing.Any  # the kernel to launch (see linear_bias_gelu())
-    grid: typing.Any  # its grid: a tuple, or a function of an autotuned config
-    sizes: tuple  # the launch arguments after the tensors and scalar params: sizes and strides
-    meta: dict  # constexprs, num_warps, num_stages
-    out_shapes: tuple  # per output
-    out_dtypes: tuple
-    device: torch.device
-    packed: tuple  # per operand (x, w): None, or (transposed, K): copied K-major first (_pack)
-    lean: dict  # kernel -> its launch through Triton's launcher, once compiled (_keep)
-
-
-_PLANS = {}  # call signature -> _Plan
-
-
-def _new_plan(key):
-    """The plan of a signature seen for the first time, kept (at most 1024: shapes that keep changing)."""
-    if len(_PLANS) >= 1024:
-        _PLANS.clear()
-    plan = _PLANS[key] = _plan(*key)
-    return plan
+# --- the host path: a call signature is analysed once (_plan); _BASE: every call's knobs (None: _launch_config decides).
+_PLANS = {}  # call signature -> FramePlan
+_BASE = {"BLOCK_M": None, "BLOCK_N": None, "BLOCK_K": None, "GROUP_SIZE_M": 8, "num_warps": None, "num_stages": None,
+         "autotune": False, "pack": None}
 
 
 def _plan(x_shape, x_stride, x_dtype, w_shape, w_stride, w_dtype, bias_shape, bias_stride, bias_dtype, device, tf32=None):
     """The plan of one call signature: M, N, K and the strides, the route (the base knobs or the
     nearest dispatch entry), the tiles, the grid. `tf32`: PyTorch's matmul TF32 switch, in the key so
-    that a switch flipped between calls is followed (_precision reads it)."""
+    that a switch flipped between calls is followed (dot_precision reads it)."""
     M, K = x_shape
     stride_am, stride_ak = x_stride
     N = w_shape[1]
     stride_bk, stride_bn = w_stride
-    bias_strides = _expanded(bias_shape, bias_stride, (M, N))  # 0 where bias broadcasts
+    bias_strides = expanded_strides(bias_shape, bias_stride, (M, N))  # 0 where bias broadcasts
     knobs = _BASE
     upcast = device.type == "cpu" and x_dtype == torch.bfloat16  # interpreter workaround, see the kernel
-    precision = _precision(x_dtype, device, upcast)
+    precision = dot_precision(x_dtype, device, upcast)
     fp32 = x_dtype == torch.float32
-    # operands not K-major with 16-byte rows are copied so first (_pack: (transposed, K) each): fp32 ones
+    # operands not K-major with 16-byte rows are copied so first (kmajor_pack_2d: (transposed, K) each): fp32 ones
     # where pack is None (Hopper's wgmma reads 32-bit operands only K-major), any where it is True
     packed = tuple((mt, K) if (knobs["pack"] or (knobs["pack"] is None and fp32)) and not (sk == 1 and sr % 4 == 0) else None
                    for mt, sr, sk in ((False, stride_am, stride_ak), (True, stride_bn, stride_bk)))
@@ -154,44 +126,9 @@ def _plan(x_shape, x_stride, x_dtype, w_shape, w_stride, w_dtype, bias_shape, bi
     kernel, grid = _linear_bias_gelu_kernel, (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
     meta = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_SIZE_M=group, INPUT_PRECISION=precision, UPCAST=upcast,
                 num_warps=num_warps, num_stages=num_stages)
-    out_dtype = _result_dtype(x=x_dtype, bias=bias_dtype)
-    return _Plan(kernel, grid, sizes, meta, ((M, N),), (out_dtype,), device, packed, {})
-
-
-
-def _expanded(shape, stride, to):
-    """The strides `t.expand(to)` would have, for a tensor of this shape and stride: 0 where it broadcasts."""
-    lead = len(to) - len(shape)
-    if lead < 0 or any(d != 1 and d != t for d, t in zip(shape, to[lead:])):
-        raise ValueError(f"shape {tuple(shape)} does not broadcast to {tuple(to)}")
-    return (0,) * lead + tuple(0 if d == 1 and t != 1 else s for d, t, s in zip(shape, to[lead:], stride))
-
-
-def _precision(dtype, device, upcast):
-    """How tl.dot multiplies fp32: TF32 where PyTorch allows it for matmuls; else on NVIDIA GPUs three
-    TF32 products (tf32x3: the operands split into high and low TF32 parts, an error near fp32's, on
-    tensor cores: fp32 on the FMA units reaches ~60 TFLOP/s of an H100's ~500 TF32) and IEEE fp32
-    elsewhere (the interpreter, ROCm). 16-bit inputs ignore it."""
-    if dtype != torch.float32 or upcast:
-        return "ieee" if upcast else "tf32"
-    if device.type == "cuda" and torch.version.hip is None:
-        return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "tf32x3"
-    return "ieee"
-
-
-def _pack(packed, *operands):
-    """The operands copied as the plan says: each (transposed, K) one to [rows, K] with K contiguous
-    and rows padded to 16 bytes (the padding never read). Hopper's wgmma reads 32-bit operands only
-    K-major: fp32 products from b [K, N] row-major ran at a quarter of the rate (see _launch_config)."""
-    out = []
-    for t, how in zip(operands, packed):
-        if how is not None:
-            view = t.mT if how[0] else t
-            dst = torch.empty((view.shape[0], -(-how[1] // 4) * 4), dtype=t.dtype, device=t.device)
-            dst.narrow(1, 0, how[1]).copy_(view)
-            t = dst
-        out.append(t)
-    return out
+    out_dtype = result_dtype(x=x_dtype, bias=bias_dtype)
+    return FramePlan(kernel, grid, sizes, meta, ((M, N),), (out_dtype,), device, {},
+                     packed=packed)
 
 
 def _launch_config(M, N, K, fp32, kmajor, tf32, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_SIZE_M,
@@ -221,72 +158,12 @@ def _launch_config(M, N, K, fp32, kmajor, tf32, *, BLOCK_M, BLOCK_N, BLOCK_K, GR
     return BLOCK_M or bm, BLOCK_N or bn, BLOCK_K or bk, GROUP_SIZE_M, num_warps or warps, num_stages or stages
 
 
-def _result_dtype(**dtypes):
-    """The dtype PyTorch gives an op on tensors of these dtypes (torch.result_type) in plain Python:
-    torch.promote_types is an operator, and the wrapper runs none but views, allocations and the launch.
-    One dtype stays; mixed float dtypes give the widest, float16 with bfloat16 float32."""
-    first, *rest = dtypes.values()
-    if all(d == first for d in rest):
-        return first
-    if not all(d.is_floating_point for d in dtypes.values()):
-        got = ", ".join(f"{name}={d}" for name, d in dtypes.items())
-        raise ValueError(f"expected float tensors, got {got}; cast them to one float dtype first")
-    widest = max(dtypes.values(), key=lambda d: d.itemsize)
-    return torch.float32 if widest.itemsize == 2 else widest
-
-
-# --- the lean launch: after a plan's first call, each kernel goes straight to Triton's launcher, where
-# kernel[grid](...) binds and specialises every argument again (10-20 us for 10-20 arguments on an H100;
-# an empty launch takes 12.6). Launch hooks (proton) see the first launch only; CUPTI (nsys) sees all.
-def _lean(lean, key, aligned, n_tensors, *args):
-    """Launch `key`'s compiled kernel on the call's `args` through Triton's launcher; False, launching
-    nothing, until the plan's first call compiled it, or where the inputs are off 16-byte alignment or
-    the scalars after the tensors changed (what Triton specialised the compiled kernel on)."""
-    fast = lean.get(key)
-    if fast is None or not aligned:
-        return False
-    run, grid, function, packed, tail, params, device, current, stream = fast
-    if args[n_tensors:] != params or current() != device:
-        return False
-    run(*grid, stream(device), function, packed, None, None, None, *args, *tail)
-    return True
-
-
-def _keep(lean, key, kernel, compiled, grid, sizes, meta, aligned, n_tensors, *args):
-    """After a launch through kernel[grid](*args, *sizes, **meta): its compiled kernel kept for _lean, or
-    None where Triton's own launch stays (an autotuned kernel, a backend without a launcher class, a launcher
-    that takes its arguments in an order this file does not know). A None `compiled` (the interpreter, or a
-    launch the judge turned into a no-op) keeps nothing."""
-    if compiled is None or not aligned or key in lean:
-        return
-    lean[key] = None
-    backend = triton.runtime.driver.active
-    launcher = getattr(backend, "launcher_cls", None)
-    signature = getattr(getattr(compiled, "src", None), "signature", None)
-    if not isinstance(kernel, triton.JITFunction) or launcher is None or not isinstance(getattr(compiled, "run", None), launcher) \
-            or not isinstance(signature, dict):
-        return
-    names, given = list(kernel.arg_names), len(args) + len(sizes)
-    # what the launcher takes, in order: Triton 3.3+ every argument (constexprs too), 3.0-3.2 the rest
-    taken = [names[k] if isinstance(k, int) else k for k in signature]
-    if taken[:given] == names[:given] and all(k in meta for k in taken[given:]):
-        lean[key] = (compiled.run, (*grid, 1, 1)[:3], compiled.function, compiled.packed_metadata,
-                     (*sizes, *(meta[k] for k in taken[given:])), args[n_tensors:], backend.get_current_device(),
-                     backend.get_current_device, backend.get_current_stream)
-
-
 if __name__ == "__main__":
-    # `python linear_bias_gelu_triton.py`: the spec's first test case against its reference (copied below), on the GPU
-    # or in Triton's interpreter. KernelGen never runs this block: linear_bias_gelu_accuracy.py is the real check.
-    import os
-    import subprocess
-    import sys
+    # `python linear_bias_gelu_triton.py`: the spec's first case against its reference (the real check: linear_bias_gelu_accuracy.py)
+    from kernelgen.runtime.script_v1 import check_device, self_check
     import torch.nn.functional as F  # the spec's reference uses it
 
-    if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
-        # no GPU driver: run again in Triton's interpreter, which must be on before the kernels are decorated
-        sys.exit(subprocess.call([sys.executable, *sys.argv], env={**os.environ, "TRITON_INTERPRET": "1"}))
-    device = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
+    device = check_device()
 
     def reference(*args, **kwargs):  # the spec's reference, as written there
         def linear_bias_gelu(x, w, bias):
@@ -294,15 +171,8 @@ if __name__ == "__main__":
 
         return linear_bias_gelu(*args, **kwargs)
 
-    torch.manual_seed(0)
     x = torch.randn((64, 80)).to(device=device, dtype=torch.float16)
     w = torch.randn((80, 96)).to(device=device, dtype=torch.float16)
     bias = torch.randn((96,)).to(device=device, dtype=torch.float16)
     got, want = linear_bias_gelu(x, w, bias), reference(x, w, bias)
-    got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
-    atol, rtol = 0.01, 0.004  # the spec's tolerance for float16
-    ok = all(g.shape == w.shape and g.dtype == w.dtype and torch.allclose(g.float(), w.float(), rtol=rtol, atol=atol, equal_nan=True)
-             for g, w in zip(got, want))
-    error = max((g.float() - w.float()).abs().max().item() if g.shape == w.shape else float("inf") for g, w in zip(got, want))
-    print(f"linear_bias_gelu: {'ok' if ok else 'MISMATCH'} on {device}, float16, x [64, 80], w [80, 96], bias [96]: max abs error {error:.3g} (atol {atol}, rtol {rtol})")
-    sys.exit(0 if ok else 1)
+    self_check("linear_bias_gelu", got, want, 0.01, 0.004, "float16, x [64, 80], w [80, 96], bias [96]")  # the spec's tolerance for float16

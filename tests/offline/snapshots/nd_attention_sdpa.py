@@ -10,13 +10,14 @@ stages go through fp32 buffers.
 Knobs: MAX_SINGLE_PASS=auto, ROW_TILE=auto, num_warps=auto, BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_stages=auto, pack=auto, split=auto, SPLIT_PER_SM=auto
 """
 
-import functools
 import math
-import typing
 
 import torch
 import triton
 import triton.language as tl
+from kernelgen.runtime.v1 import (StagePlan, contiguous_strides, device_sm_count, dot_precision, keep_launch,
+                                  kmajor_pack, kmajor_packing, lean_launch, matmul_operand, new_plan, stage_layout,
+                                  tf32_switches)
 
 
 
@@ -334,8 +335,8 @@ def _sdpa_stage2_kernel(
 
 def sdpa(q, k, v):
     """Same signature and results as the reference sdpa; the wrapper only allocates, takes views and launches the kernels."""
-    call_key = (q.shape, q.stride(), q.dtype, k.shape, k.stride(), k.dtype, v.shape, v.stride(), v.dtype, q.device, _switches())
-    plan = _PLANS.get(call_key) or _new_plan(call_key)  # the first call with this signature: analysed once
+    call_key = (q.shape, q.stride(), q.dtype, k.shape, k.stride(), k.dtype, v.shape, v.stride(), v.dtype, q.device, tf32_switches())
+    plan = _PLANS.get(call_key) or new_plan(_PLANS, _plan, call_key)  # the first call with this signature: analysed once
     if plan.copies[0]:
         q = q.contiguous()
     if plan.copies[1]:
@@ -349,62 +350,37 @@ def sdpa(q, k, v):
     aligned = not (q.data_ptr() | k.data_ptr() | v.data_ptr()) & 15
     lhs, rhs = q, k
     if plan.packs[0] is not None:  # fp32 operands the tensor cores must read K-major, 16-byte rows
-        lhs, rhs = _pack(plan.packs[0], lhs, rhs)
-    if not _lean(plan.lean, 0, aligned, 3, lhs, rhs, t0):
+        lhs, rhs = kmajor_pack(plan.packs[0], lhs, rhs)
+    if not lean_launch(plan.lean, 0, aligned, 3, lhs, rhs, t0):
         compiled = _sdpa_stage0_kernel[plan.grids[0]](lhs, rhs, t0, *plan.args[0], **plan.metas[0])
-        _keep(plan.lean, 0, _sdpa_stage0_kernel, compiled, plan.grids[0], plan.args[0], plan.metas[0], aligned, 3, lhs, rhs, t0)
+        keep_launch(plan.lean, 0, _sdpa_stage0_kernel, compiled, plan.grids[0], plan.args[0], plan.metas[0], aligned, 3, lhs, rhs, t0)
     split = plan.splits[1]
     if split is None:
-        if not _lean(plan.lean, 1, aligned, 2, t0, t1):
+        if not lean_launch(plan.lean, 1, aligned, 2, t0, t1):
             compiled = _sdpa_stage1_kernel[plan.grids[1]](t0, t1, *plan.args[1], **plan.metas[1])
-            _keep(plan.lean, 1, _sdpa_stage1_kernel, compiled, plan.grids[1], plan.args[1], plan.metas[1], aligned, 2, t0, t1)
+            keep_launch(plan.lean, 1, _sdpa_stage1_kernel, compiled, plan.grids[1], plan.args[1], plan.metas[1], aligned, 2, t0, t1)
     else:  # Triton's own launch: the workspace comes after the plan's sizes
         ws = torch.empty(split[0], dtype=torch.float32, device=plan.device)
         for grid, meta in split[1]:
             _sdpa_stage1_split_kernel[grid](t0, t1, *plan.args[1], ws, *split[2], **meta)
     lhs, rhs = t1, v
     if plan.packs[2] is not None:  # fp32 operands the tensor cores must read K-major, 16-byte rows
-        lhs, rhs = _pack(plan.packs[2], lhs, rhs)
-    if not _lean(plan.lean, 2, aligned, 3, lhs, rhs, out):
+        lhs, rhs = kmajor_pack(plan.packs[2], lhs, rhs)
+    if not lean_launch(plan.lean, 2, aligned, 3, lhs, rhs, out):
         compiled = _sdpa_stage2_kernel[plan.grids[2]](lhs, rhs, out, *plan.args[2], **plan.metas[2])
-        _keep(plan.lean, 2, _sdpa_stage2_kernel, compiled, plan.grids[2], plan.args[2], plan.metas[2], aligned, 3, lhs, rhs, out)
+        keep_launch(plan.lean, 2, _sdpa_stage2_kernel, compiled, plan.grids[2], plan.args[2], plan.metas[2], aligned, 3, lhs, rhs, out)
     return out
 
 
 # --- the host path: each call signature (shapes, strides, dtypes, device) is analysed once into a
-# _Plan; later calls cost a dict lookup, the allocations and the launches.
+# StagePlan; later calls cost a dict lookup, the allocations and the launches.
 
 # The knobs every call uses (None: the heuristics below decide per shape).
-_KNOBS = {"MAX_SINGLE_PASS": None, "ROW_TILE": None, "num_warps": None, "BLOCK_M": None,
-          "BLOCK_N": None, "BLOCK_K": None, "GROUP_SIZE_M": 8, "num_stages": None, "pack": None,
-          "split": None, "SPLIT_PER_SM": None}
+_KNOBS = {"MAX_SINGLE_PASS": None, "ROW_TILE": None, "num_warps": None, "BLOCK_M": None, "BLOCK_N": None,
+          "BLOCK_K": None, "GROUP_SIZE_M": 8, "num_stages": None, "pack": None, "split": None, "SPLIT_PER_SM": None}
 
 
-class _Plan(typing.NamedTuple):
-    """What every call with one signature needs, worked out once by _plan."""
-
-    copies: tuple  # per input: True when it is copied contiguous first
-    out_shapes: tuple
-    out_dtypes: tuple
-    temp_shapes: tuple
-    grids: tuple  # per stage
-    args: tuple  # per stage: the launch arguments after the buffers and scalar params
-    metas: tuple  # per stage: constexprs, num_warps
-    splits: tuple  # per stage: None, or a split reduction's (workspace elements, ((grid, meta) per phase), (n_split, steps))
-    packs: tuple  # per stage: None, or how a matmul's fp32 operands are copied K-major first (_packing)
-    device: torch.device
-    lean: dict  # stage -> its launch through Triton's launcher, once compiled (_keep)
-
-
-_PLANS = {}  # call signature -> _Plan
-
-
-def _new_plan(key):
-    """The plan of a signature seen for the first time, kept (at most 1024: shapes that keep changing)."""
-    if len(_PLANS) >= 1024:
-        _PLANS.clear()
-    plan = _PLANS[key] = _plan(*key)
-    return plan
+_PLANS = {}  # call signature -> its StagePlan (new_plan)
 _INPUTS = ["q", "k", "v"]
 _OUT_DTYPES = {
     torch.float32: (torch.float32,),
@@ -412,10 +388,6 @@ _OUT_DTYPES = {
     torch.bfloat16: (torch.bfloat16,),
 }
 
-
-def _switches():
-    """PyTorch's TF32 switches for convolutions and matmuls: the precision of this file's fp32 products follows them."""
-    return torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
 
 
 def _plan(q_shape, q_stride, q_dtype, k_shape, k_stride, k_dtype, v_shape, v_stride, v_dtype, device, switches=None):
@@ -451,19 +423,19 @@ def _plan(q_shape, q_stride, q_dtype, k_shape, k_stride, k_dtype, v_shape, v_str
     temp_shapes = ((q_0*q_1, q_2, k_2), (q_0*q_1, q_2, k_2), )
     layouts = {"q": (q_shape, q_stride), "k": (k_shape, k_stride), "v": (v_shape, v_stride), }
     for name, shape in zip(["out"] + ["t0", "t1"], out_shapes + temp_shapes):
-        layouts[name] = (shape, _contiguous(shape))
+        layouts[name] = (shape, contiguous_strides(shape))
     big = max(math.prod(s) for s, _ in layouts.values()) >= 2**31
     copies = set()
     for _attempt in range(len(_INPUTS) + 1):
         bad = None
-        lay0 = _layout((q_0*q_1, q_2, k_2), [[0], [1], [2]], [("t0", (), (0, 1, 2))], layouts)
-        ops0 = [(b, _operand(layouts[b], steps, 1)) for b, steps, _ in [("q", (("reshape", (q_0*q_1, q_2, q_3)), ), ()), ("k", (("reshape", (q_0*q_1, k_2, q_3)), ("permute", (0, 2, 1)), ), ())]]
+        lay0 = stage_layout((q_0*q_1, q_2, k_2), [[0], [1], [2]], [("t0", (), (0, 1, 2))], layouts)
+        ops0 = [(b, matmul_operand(layouts[b], steps, 1)) for b, steps, _ in [("q", (("reshape", (q_0*q_1, q_2, q_3)), ), ()), ("k", (("reshape", (q_0*q_1, k_2, q_3)), ("permute", (0, 2, 1)), ), ())]]
         bad = bad or next((b for b, op in ops0 if op is None), None)
         bad = bad or lay0[2]
-        lay1 = _layout((q_0*q_1, q_2, k_2), [[0, 1], [2]], [("t0", (), (0, 1, 2)), ("t1", (), (0, 1, 2))], layouts)
+        lay1 = stage_layout((q_0*q_1, q_2, k_2), [[0, 1], [2]], [("t0", (), (0, 1, 2)), ("t1", (), (0, 1, 2))], layouts)
         bad = bad or lay1[2]
-        lay2 = _layout((q_0*q_1, q_2, q_3), [[0], [1], [2]], [("out", (("reshape", (q_0*q_1, q_2, q_3)), ), (0, 1, 2))], layouts)
-        ops2 = [(b, _operand(layouts[b], steps, 1)) for b, steps, _ in [("t1", (), ()), ("v", (("reshape", (q_0*q_1, k_2, q_3)), ), ())]]
+        lay2 = stage_layout((q_0*q_1, q_2, q_3), [[0], [1], [2]], [("out", (("reshape", (q_0*q_1, q_2, q_3)), ), (0, 1, 2))], layouts)
+        ops2 = [(b, matmul_operand(layouts[b], steps, 1)) for b, steps, _ in [("t1", (), ()), ("v", (("reshape", (q_0*q_1, k_2, q_3)), ), ())]]
         bad = bad or next((b for b, op in ops2 if op is None), None)
         bad = bad or lay2[2]
         if bad is None:
@@ -471,22 +443,22 @@ def _plan(q_shape, q_stride, q_dtype, k_shape, k_stride, k_dtype, v_shape, v_str
         if bad not in _INPUTS or bad in copies:
             raise AssertionError(f"sdpa: a buffer of its own ({bad}) has a layout the plan did not expect")
         copies.add(bad)  # a layout no stage can walk as merged dims: copied contiguous (same dtype)
-        layouts[bad] = (layouts[bad][0], _contiguous(layouts[bad][0]))
+        layouts[bad] = (layouts[bad][0], contiguous_strides(layouts[bad][0]))
     grids, args, metas, splits, packs = [], [], [], [], []
     # stage 0: matmul [q_0*q_1, q_2, k_2] with its epilogue
     sizes, acc, _ = lay0
     (a_off, a_sb, a_sm, a_sk), (b_off, b_sb, b_sk, b_sn) = [op for _, op in ops0]
     M, N, K = sizes[1], sizes[2], q_3
     fp32 = q_dtype == torch.float32
-    pack, ((a_off, a_sb, a_sm, a_sk), (b_off, b_sb, b_sn, b_sk)) = _packing(
+    pack, ((a_off, a_sb, a_sm, a_sk), (b_off, b_sb, b_sn, b_sk)) = kmajor_packing(
         sizes[:1], K, _KNOBS["pack"], (a_off, a_sb, a_sm, a_sk, M, fp32 and q_dtype == torch.float32, False),
         (b_off, b_sb, b_sn, b_sk, N, fp32 and k_dtype == torch.float32, True))
     packs.append(pack)
     kmajor = a_sk == 1 and b_sk == 1 and a_sm % 4 == 0 and b_sn % 4 == 0
-    bm, bn, bk, group, warps, stages = _matmul_config(M, N, K, fp32, kmajor, _precision(q_dtype, device) == "tf32")
+    bm, bn, bk, group, warps, stages = _matmul_config(M, N, K, fp32, kmajor, dot_precision(q_dtype, device) == "tf32")
     grids.append((triton.cdiv(M, bm) * triton.cdiv(N, bn), math.prod(sizes[:1])))
     args.append((float(q_3), *sizes, K, *a_sb, a_sm, a_sk, *b_sb, b_sk, b_sn, acc[0][1][0], acc[0][1][1], acc[0][1][2], ))
-    metas.append(dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_SIZE_M=group, PRECISION=_precision(q_dtype, device),
+    metas.append(dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_SIZE_M=group, PRECISION=dot_precision(q_dtype, device),
                       UPCAST=(device.type == "cpu" and q_dtype == torch.bfloat16) or q_dtype != k_dtype,
                       ROUND={"float16": 1, "bfloat16": 2}.get(str(q_dtype).removeprefix("torch."), 0),
                       I64=big, num_warps=warps, num_stages=stages))
@@ -496,7 +468,7 @@ def _plan(q_shape, q_stride, q_dtype, k_shape, k_stride, k_dtype, v_shape, v_str
     k_contig = acc[0][1][0] == 1
     meta, grid, split = _tile_config("reduce", sizes[0], math.prod(sizes[g] for g in []),
                                      sizes[1], math.prod(sizes[g] for g in []), k_contig,
-                                     False, 16, _sm_count(device))
+                                     False, 16, device_sm_count(device, 4, 4))
     meta["I64"] = big
     if split is not None:  # 3 launches on (kept blocks, n_split) grids: the partials, then combine and write
         n_split, steps, block = split
@@ -514,135 +486,21 @@ def _plan(q_shape, q_stride, q_dtype, k_shape, k_stride, k_dtype, v_shape, v_str
     (a_off, a_sb, a_sm, a_sk), (b_off, b_sb, b_sk, b_sn) = [op for _, op in ops2]
     M, N, K = sizes[1], sizes[2], k_2
     fp32 = q_dtype == torch.float32
-    pack, ((a_off, a_sb, a_sm, a_sk), (b_off, b_sb, b_sn, b_sk)) = _packing(
+    pack, ((a_off, a_sb, a_sm, a_sk), (b_off, b_sb, b_sn, b_sk)) = kmajor_packing(
         sizes[:1], K, _KNOBS["pack"], (a_off, a_sb, a_sm, a_sk, M, fp32 and torch.float32 == torch.float32, False),
         (b_off, b_sb, b_sn, b_sk, N, fp32 and v_dtype == torch.float32, True))
     packs.append(pack)
     kmajor = a_sk == 1 and b_sk == 1 and a_sm % 4 == 0 and b_sn % 4 == 0
-    bm, bn, bk, group, warps, stages = _matmul_config(M, N, K, fp32, kmajor, _precision(q_dtype, device) == "tf32")
+    bm, bn, bk, group, warps, stages = _matmul_config(M, N, K, fp32, kmajor, dot_precision(q_dtype, device) == "tf32")
     grids.append((triton.cdiv(M, bm) * triton.cdiv(N, bn), math.prod(sizes[:1])))
     args.append((*sizes, K, *a_sb, a_sm, a_sk, *b_sb, b_sk, b_sn, acc[0][1][0], acc[0][1][1], acc[0][1][2], ))
-    metas.append(dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_SIZE_M=group, PRECISION=_precision(q_dtype, device),
+    metas.append(dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_SIZE_M=group, PRECISION=dot_precision(q_dtype, device),
                       UPCAST=(device.type == "cpu" and q_dtype == torch.bfloat16) or torch.float32 != v_dtype,
                       ROUND={"float16": 1, "bfloat16": 2}.get(str(q_dtype).removeprefix("torch."), 0),
                       I64=big, num_warps=warps, num_stages=stages))
     splits.append(None)
-    return _Plan(tuple(n in copies for n in _INPUTS), out_shapes, _OUT_DTYPES[q_dtype], temp_shapes,
-                 tuple(grids), tuple(args), tuple(metas), tuple(splits), tuple(packs), device, {})
-
-
-def _contiguous(shape):
-    """The strides of a contiguous tensor of this shape."""
-    strides, step = [], 1
-    for d in reversed(shape):
-        strides.append(step)
-        step *= max(d, 1)
-    return tuple(reversed(strides))
-
-
-def _reshape_strides(shape, strides, new):
-    """The strides `new` has as a view of (shape, strides) -- PyTorch's rule for .view() -- or None
-    where a view is impossible (a copy would be needed)."""
-    if math.prod(shape) == 0:
-        return _contiguous(new)
-    out = [0] * len(new)
-    view_d = len(new) - 1
-    base = strides[-1] if strides else 1
-    tensor_numel, view_numel = 1, 1
-    for d in reversed(range(len(shape))):
-        tensor_numel *= shape[d]
-        if d == 0 or (shape[d - 1] != 1 and strides[d - 1] != tensor_numel * base):
-            while view_d >= 0 and (view_numel < tensor_numel or new[view_d] == 1):
-                out[view_d] = view_numel * base
-                view_numel *= new[view_d]
-                view_d -= 1
-            if view_numel != tensor_numel:
-                return None
-            if d > 0:
-                base = strides[d - 1]
-                tensor_numel, view_numel = 1, 1
-    return tuple(out) if view_d == -1 else None
-
-
-def _view(shape, strides, offset, steps):
-    """(shape, strides, element offset) of a buffer seen through view steps (the reference's views,
-    plus flips as negative strides), or None where a reshape cannot be a view of this layout."""
-    shape, strides = list(shape), list(strides)
-    for kind, arg in steps:
-        if kind == "reshape":
-            new = _reshape_strides(shape, strides, arg)
-            if new is None:
-                return None
-            shape, strides = list(arg), list(new)
-        elif kind == "expand":
-            lead = len(arg) - len(shape)
-            strides = [0] * lead + [0 if d == 1 and t != 1 else s for d, t, s in zip(shape, arg[lead:], strides)]
-            shape = list(arg)
-        elif kind == "permute":
-            shape, strides = [shape[p] for p in arg], [strides[p] for p in arg]
-        elif kind == "unsqueeze":
-            shape.insert(arg, 1)
-            strides.insert(arg, 1)
-        elif kind == "squeeze":
-            shape = [d for i, d in enumerate(shape) if i not in arg]
-            strides = [s for i, s in enumerate(strides) if i not in arg]
-        elif kind == "flip":
-            for d in arg:
-                offset += (shape[d] - 1) * strides[d]
-                strides[d] = -strides[d]
-        elif kind == "slice":
-            d, start, step, length = arg
-            offset += start * strides[d]
-            strides[d] *= step
-            shape[d] = length
-        elif kind == "select":
-            d, index = arg
-            offset += index * strides[d]
-            del shape[d], strides[d]
-        elif kind == "window":  # pooling windows: [.., L..] -> [.., out.., kernel..], overlapping reads
-            n, ks, ss, ds = arg
-            lead, size, st = len(shape) - n, shape[-n:], strides[-n:]
-            outs = [(size[i] - ds[i] * (ks[i] - 1) - 1) // ss[i] + 1 for i in range(n)]
-            shape = shape[:lead] + outs + list(ks)
-            strides = strides[:lead] + [st[i] * ss[i] for i in range(n)] + [st[i] * ds[i] for i in range(n)]
-    return tuple(shape), tuple(strides), offset
-
-
-def _layout(frame, groups, accesses, layouts):
-    """(per group its size, per access (offset, strides per group), None), or (.., None, buffer) for
-    a buffer whose layout cannot walk a group as one dim: the plan copies it contiguous and retries."""
-    sizes = tuple(math.prod(frame[d] for d in g) for g in groups)
-    out = []
-    for buffer, steps, fmap in accesses:
-        got = _view(*layouts[buffer], 0, steps)
-        if got is None:
-            return sizes, None, buffer
-        vshape, vstrides, offset = got
-        fs = [0] * len(frame)
-        for d, f in enumerate(fmap):
-            if f is not None and vshape[d] != 1:
-                fs[f] = vstrides[d]
-        gs = []
-        for g in groups:
-            dims = [d for d in g if frame[d] != 1]
-            if any(fs[a] != fs[b] * frame[b] for a, b in zip(dims, dims[1:])):
-                return sizes, None, buffer
-            gs.append(fs[dims[-1]] if dims else 0)
-        out.append((offset, tuple(gs)))
-    return sizes, out, None
-
-
-def _operand(layout, steps, batch):
-    """A matmul operand [batch.., rows, cols]: (offset, batch strides right-aligned to the output's
-    `batch` dims (0 where it broadcasts), row stride, column stride), or None where its view steps
-    cannot be walked on this layout."""
-    got = _view(*layout, 0, steps)
-    if got is None:
-        return None  # a reshape this layout cannot be viewed through: the plan copies the buffer contiguous
-    shape, strides, offset = got
-    lead = batch - (len(shape) - 2)
-    sb = (0,) * lead + tuple(0 if d == 1 else s for d, s in zip(shape[:-2], strides[:-2]))
-    return offset, sb, strides[-2], strides[-1]
+    return StagePlan(tuple(n in copies for n in _INPUTS), out_shapes, _OUT_DTYPES[q_dtype], temp_shapes,
+                     tuple(grids), tuple(args), tuple(metas), tuple(splits), tuple(packs), device, {})
 
 
 def _matmul_config(M, N, K, fp32, kmajor, tf32):
@@ -665,60 +523,6 @@ def _matmul_config(M, N, K, fp32, kmajor, tf32):
         bm, bn, bk, warps, stages = 64, 64, 32, 4, 4  # small outputs: enough programs to fill the SMs
     return (_KNOBS["BLOCK_M"] or bm, _KNOBS["BLOCK_N"] or bn, _KNOBS["BLOCK_K"] or bk, _KNOBS["GROUP_SIZE_M"],
             _KNOBS["num_warps"] or warps, _KNOBS["num_stages"] or stages)
-
-
-def _packing(batch, K, knob, *operands):
-    """Per matmul operand (offset, batch strides, row stride, K stride, rows, fp32, transposed): None,
-    or how _pack copies it to [batch.., rows, K] with K contiguous and rows padded to 16 bytes, where it
-    is not so already (pack None: fp32 operands, which Hopper's wgmma reads only K-major; True: any
-    dtype; False: none); with the strides the kernel then takes. A batch dim the operand broadcasts
-    along stays one copy (stride 0)."""
-    hows, strides = [], []
-    for off, sb, s_row, s_k, rows, fp32, mt in operands:
-        if (knob or (knob is None and fp32)) and not (s_k == 1 and s_row % 4 == 0):
-            size = [b if st else 1 for b, st in zip(batch, sb)]
-            kp = -(-K // 4) * 4
-            packed = _contiguous(size + [rows, kp])
-            hows.append((tuple(size) + ((K, rows) if mt else (rows, K)), tuple(sb) + ((s_k, s_row) if mt else (s_row, s_k)),
-                         off, mt, K))
-            strides.append((0, tuple(st if d != 1 else 0 for st, d in zip(packed[:-2], size)), kp, 1))
-        else:
-            hows.append(None)
-            strides.append((off, sb, s_row, s_k))
-    return (tuple(hows) if any(h is not None for h in hows) else None), strides
-
-
-def _pack(packed, *operands):
-    """The matmul operands copied as _packing says (the padding never read)."""
-    out = []
-    for t, how in zip(operands, packed):
-        if how is not None:
-            size, stride, offset, mt, k = how
-            view = t.as_strided(size, stride, t.storage_offset() + offset)
-            view = view.mT if mt else view
-            dst = torch.empty((*view.shape[:-1], -(-k // 4) * 4), dtype=t.dtype, device=t.device)
-            dst.narrow(-1, 0, k).copy_(view)
-            t = dst
-        out.append(t)
-    return out
-
-
-def _precision(dtype, device):
-    """fp32 products: TF32 where PyTorch allows it for matmuls, else three TF32 products (tf32x3,
-    error near fp32's) on NVIDIA GPUs, IEEE fp32 elsewhere."""
-    if dtype != torch.float32:
-        return "tf32"
-    if device.type == "cuda" and torch.version.hip is None:
-        return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "tf32x3"
-    return "ieee"
-
-
-@functools.lru_cache(maxsize=16)
-def _sm_count(device):
-    """The device's SM count, read once: a split reduction aims at SPLIT_PER_SM programs per SM."""
-    if device.type == "cuda":  # ROCm reports as CUDA too
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 4  # the interpreter runs one program at a time; another device: a small guess
 
 
 def _tile_config(kind, n_kt, n_ko, n_rt, n_ro, k_contig, one_pass, split_sm, sms):
@@ -784,58 +588,12 @@ def _split(kept, steps_all, block_k, block_r, sms, forced, per_sm):
     return n_split, steps, triton.next_power_of_2(n_split)
 
 
-# --- the lean launch: after a plan's first call, each kernel goes straight to Triton's launcher, where
-# kernel[grid](...) binds and specialises every argument again (10-20 us for 10-20 arguments on an H100;
-# an empty launch takes 12.6). Launch hooks (proton) see the first launch only; CUPTI (nsys) sees all.
-def _lean(lean, key, aligned, n_tensors, *args):
-    """Launch `key`'s compiled kernel on the call's `args` through Triton's launcher; False, launching
-    nothing, until the plan's first call compiled it, or where the inputs are off 16-byte alignment or
-    the scalars after the tensors changed (what Triton specialised the compiled kernel on)."""
-    fast = lean.get(key)
-    if fast is None or not aligned:
-        return False
-    run, grid, function, packed, tail, params, device, current, stream = fast
-    if args[n_tensors:] != params or current() != device:
-        return False
-    run(*grid, stream(device), function, packed, None, None, None, *args, *tail)
-    return True
-
-
-def _keep(lean, key, kernel, compiled, grid, sizes, meta, aligned, n_tensors, *args):
-    """After a launch through kernel[grid](*args, *sizes, **meta): its compiled kernel kept for _lean, or
-    None where Triton's own launch stays (an autotuned kernel, a backend without a launcher class, a launcher
-    that takes its arguments in an order this file does not know). A None `compiled` (the interpreter, or a
-    launch the judge turned into a no-op) keeps nothing."""
-    if compiled is None or not aligned or key in lean:
-        return
-    lean[key] = None
-    backend = triton.runtime.driver.active
-    launcher = getattr(backend, "launcher_cls", None)
-    signature = getattr(getattr(compiled, "src", None), "signature", None)
-    if not isinstance(kernel, triton.JITFunction) or launcher is None or not isinstance(getattr(compiled, "run", None), launcher) \
-            or not isinstance(signature, dict):
-        return
-    names, given = list(kernel.arg_names), len(args) + len(sizes)
-    # what the launcher takes, in order: Triton 3.3+ every argument (constexprs too), 3.0-3.2 the rest
-    taken = [names[k] if isinstance(k, int) else k for k in signature]
-    if taken[:given] == names[:given] and all(k in meta for k in taken[given:]):
-        lean[key] = (compiled.run, (*grid, 1, 1)[:3], compiled.function, compiled.packed_metadata,
-                     (*sizes, *(meta[k] for k in taken[given:])), args[n_tensors:], backend.get_current_device(),
-                     backend.get_current_device, backend.get_current_stream)
-
-
 if __name__ == "__main__":
-    # `python sdpa_triton.py`: the spec's first test case against its reference (copied below), on the GPU
-    # or in Triton's interpreter. KernelGen never runs this block: sdpa_accuracy.py is the real check.
-    import os
-    import subprocess
-    import sys
+    # `python sdpa_triton.py`: the spec's first case against its reference (the real check: sdpa_accuracy.py)
+    from kernelgen.runtime.script_v1 import check_device, self_check
     import torch.nn.functional as F  # the spec's reference uses it
 
-    if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
-        # no GPU driver: run again in Triton's interpreter, which must be on before the kernels are decorated
-        sys.exit(subprocess.call([sys.executable, *sys.argv], env={**os.environ, "TRITON_INTERPRET": "1"}))
-    device = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
+    device = check_device()
 
     def reference(*args, **kwargs):  # the spec's reference, as written there
         def sdpa(q, k, v):
@@ -843,15 +601,8 @@ if __name__ == "__main__":
 
         return sdpa(*args, **kwargs)
 
-    torch.manual_seed(0)
     q = torch.randn((2, 3, 17, 8)).to(device=device, dtype=torch.float32)
     k = torch.randn((2, 3, 17, 8)).to(device=device, dtype=torch.float32)
     v = torch.randn((2, 3, 17, 8)).to(device=device, dtype=torch.float32)
     got, want = sdpa(q, k, v), reference(q, k, v)
-    got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
-    atol, rtol = 0.0001, 0.0001  # the spec's tolerance for float32
-    ok = all(g.shape == w.shape and g.dtype == w.dtype and torch.allclose(g.float(), w.float(), rtol=rtol, atol=atol, equal_nan=True)
-             for g, w in zip(got, want))
-    error = max((g.float() - w.float()).abs().max().item() if g.shape == w.shape else float("inf") for g, w in zip(got, want))
-    print(f"sdpa: {'ok' if ok else 'MISMATCH'} on {device}, float32, q [2, 3, 17, 8], k [2, 3, 17, 8], v [2, 3, 17, 8]: max abs error {error:.3g} (atol {atol}, rtol {rtol})")
-    sys.exit(0 if ok else 1)
+    self_check("sdpa", got, want, 0.0001, 0.0001, "float32, q [2, 3, 17, 8], k [2, 3, 17, 8], v [2, 3, 17, 8]")  # the spec's tolerance for float32

@@ -8,13 +8,13 @@ stages go through fp32 buffers.
 Knobs: MAX_SINGLE_PASS=auto, ROW_TILE=auto, num_warps=auto, BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_stages=auto, pack=auto, split=auto, SPLIT_PER_SM=auto
 """
 
-import functools
 import math
-import typing
 
 import torch
 import triton
 import triton.language as tl
+from kernelgen.runtime.v1 import (StagePlan, contiguous_strides, device_sm_count, keep_launch, lean_launch, new_plan,
+                                  stage_layout)
 
 
 
@@ -141,7 +141,7 @@ def _mse_stage0_split_kernel(
 def mse(p, t):
     """Same signature and results as the reference mse; the wrapper only allocates, takes views and launches the kernels."""
     call_key = (p.shape, p.stride(), p.dtype, t.shape, t.stride(), t.dtype, p.device)
-    plan = _PLANS.get(call_key) or _new_plan(call_key)  # the first call with this signature: analysed once
+    plan = _PLANS.get(call_key) or new_plan(_PLANS, _plan, call_key)  # the first call with this signature: analysed once
     if plan.copies[0]:
         p = p.contiguous()
     if plan.copies[1]:
@@ -151,9 +151,9 @@ def mse(p, t):
     aligned = not (p.data_ptr() | t.data_ptr()) & 15
     split = plan.splits[0]
     if split is None:
-        if not _lean(plan.lean, 0, aligned, 3, p, t, out):
+        if not lean_launch(plan.lean, 0, aligned, 3, p, t, out):
             compiled = _mse_stage0_kernel[plan.grids[0]](p, t, out, *plan.args[0], **plan.metas[0])
-            _keep(plan.lean, 0, _mse_stage0_kernel, compiled, plan.grids[0], plan.args[0], plan.metas[0], aligned, 3, p, t, out)
+            keep_launch(plan.lean, 0, _mse_stage0_kernel, compiled, plan.grids[0], plan.args[0], plan.metas[0], aligned, 3, p, t, out)
     else:  # Triton's own launch: the workspace comes after the plan's sizes
         ws = torch.empty(split[0], dtype=torch.float32, device=plan.device)
         for grid, meta in split[1]:
@@ -162,45 +162,21 @@ def mse(p, t):
 
 
 # --- the host path: each call signature (shapes, strides, dtypes, device) is analysed once into a
-# _Plan; later calls cost a dict lookup, the allocations and the launches.
+# StagePlan; later calls cost a dict lookup, the allocations and the launches.
 
 # The knobs every call uses (None: the heuristics below decide per shape).
-_KNOBS = {"MAX_SINGLE_PASS": None, "ROW_TILE": None, "num_warps": None, "BLOCK_M": None,
-          "BLOCK_N": None, "BLOCK_K": None, "GROUP_SIZE_M": 8, "num_stages": None, "pack": None,
-          "split": None, "SPLIT_PER_SM": None}
+_KNOBS = {"MAX_SINGLE_PASS": None, "ROW_TILE": None, "num_warps": None, "BLOCK_M": None, "BLOCK_N": None,
+          "BLOCK_K": None, "GROUP_SIZE_M": 8, "num_stages": None, "pack": None, "split": None, "SPLIT_PER_SM": None}
 
 
-class _Plan(typing.NamedTuple):
-    """What every call with one signature needs, worked out once by _plan."""
-
-    copies: tuple  # per input: True when it is copied contiguous first
-    out_shapes: tuple
-    out_dtypes: tuple
-    temp_shapes: tuple
-    grids: tuple  # per stage
-    args: tuple  # per stage: the launch arguments after the buffers and scalar params
-    metas: tuple  # per stage: constexprs, num_warps
-    splits: tuple  # per stage: None, or a split reduction's (workspace elements, ((grid, meta) per phase), (n_split, steps))
-    packs: tuple  # per stage: None, or how a matmul's fp32 operands are copied K-major first (_packing)
-    device: torch.device
-    lean: dict  # stage -> its launch through Triton's launcher, once compiled (_keep)
-
-
-_PLANS = {}  # call signature -> _Plan
-
-
-def _new_plan(key):
-    """The plan of a signature seen for the first time, kept (at most 1024: shapes that keep changing)."""
-    if len(_PLANS) >= 1024:
-        _PLANS.clear()
-    plan = _PLANS[key] = _plan(*key)
-    return plan
+_PLANS = {}  # call signature -> its StagePlan (new_plan)
 _INPUTS = ["p", "t"]
 _OUT_DTYPES = {
     torch.float32: (torch.float32,),
     torch.float16: (torch.float16,),
     torch.bfloat16: (torch.bfloat16,),
 }
+
 
 
 def _plan(p_shape, p_stride, p_dtype, t_shape, t_stride, t_dtype, device):
@@ -221,26 +197,26 @@ def _plan(p_shape, p_stride, p_dtype, t_shape, t_stride, t_dtype, device):
     temp_shapes = ()
     layouts = {"p": (p_shape, p_stride), "t": (t_shape, t_stride), }
     for name, shape in zip(["out"] + [], out_shapes + temp_shapes):
-        layouts[name] = (shape, _contiguous(shape))
+        layouts[name] = (shape, contiguous_strides(shape))
     big = max(math.prod(s) for s, _ in layouts.values()) >= 2**31
     copies = set()
     for _attempt in range(len(_INPUTS) + 1):
         bad = None
-        lay0 = _layout((p_0, p_1), [[], [0, 1]], [("p", (), (0, 1)), ("t", (), (0, 1)), ("out", (), ())], layouts)
+        lay0 = stage_layout((p_0, p_1), [[], [0, 1]], [("p", (), (0, 1)), ("t", (), (0, 1)), ("out", (), ())], layouts)
         bad = bad or lay0[2]
         if bad is None:
             break
         if bad not in _INPUTS or bad in copies:
             raise AssertionError(f"mse: a buffer of its own ({bad}) has a layout the plan did not expect")
         copies.add(bad)  # a layout no stage can walk as merged dims: copied contiguous (same dtype)
-        layouts[bad] = (layouts[bad][0], _contiguous(layouts[bad][0]))
+        layouts[bad] = (layouts[bad][0], contiguous_strides(layouts[bad][0]))
     grids, args, metas, splits, packs = [], [], [], [], []
     # stage 0: sum over dims [0, 1] of [p_0, p_1]
     sizes, acc, _ = lay0
     k_contig = False
     meta, grid, split = _tile_config("reduce", sizes[0], math.prod(sizes[g] for g in []),
                                      sizes[1], math.prod(sizes[g] for g in []), k_contig,
-                                     True, 4, _sm_count(device))
+                                     True, 4, device_sm_count(device, 4, 4))
     meta["I64"] = big
     if split is not None:  # 2 launches on (kept blocks, n_split) grids: the partials, then combine and write
         n_split, steps, block = split
@@ -253,117 +229,8 @@ def _plan(p_shape, p_stride, p_dtype, t_shape, t_stride, t_dtype, device):
     grids.append(grid)
     args.append((float(p_0*p_1), *sizes, acc[0][1][1],  acc[1][1][1],  ))
     metas.append(meta)
-    return _Plan(tuple(n in copies for n in _INPUTS), out_shapes, _OUT_DTYPES[p_dtype], temp_shapes,
-                 tuple(grids), tuple(args), tuple(metas), tuple(splits), tuple(packs), device, {})
-
-
-def _contiguous(shape):
-    """The strides of a contiguous tensor of this shape."""
-    strides, step = [], 1
-    for d in reversed(shape):
-        strides.append(step)
-        step *= max(d, 1)
-    return tuple(reversed(strides))
-
-
-def _reshape_strides(shape, strides, new):
-    """The strides `new` has as a view of (shape, strides) -- PyTorch's rule for .view() -- or None
-    where a view is impossible (a copy would be needed)."""
-    if math.prod(shape) == 0:
-        return _contiguous(new)
-    out = [0] * len(new)
-    view_d = len(new) - 1
-    base = strides[-1] if strides else 1
-    tensor_numel, view_numel = 1, 1
-    for d in reversed(range(len(shape))):
-        tensor_numel *= shape[d]
-        if d == 0 or (shape[d - 1] != 1 and strides[d - 1] != tensor_numel * base):
-            while view_d >= 0 and (view_numel < tensor_numel or new[view_d] == 1):
-                out[view_d] = view_numel * base
-                view_numel *= new[view_d]
-                view_d -= 1
-            if view_numel != tensor_numel:
-                return None
-            if d > 0:
-                base = strides[d - 1]
-                tensor_numel, view_numel = 1, 1
-    return tuple(out) if view_d == -1 else None
-
-
-def _view(shape, strides, offset, steps):
-    """(shape, strides, element offset) of a buffer seen through view steps (the reference's views,
-    plus flips as negative strides), or None where a reshape cannot be a view of this layout."""
-    shape, strides = list(shape), list(strides)
-    for kind, arg in steps:
-        if kind == "reshape":
-            new = _reshape_strides(shape, strides, arg)
-            if new is None:
-                return None
-            shape, strides = list(arg), list(new)
-        elif kind == "expand":
-            lead = len(arg) - len(shape)
-            strides = [0] * lead + [0 if d == 1 and t != 1 else s for d, t, s in zip(shape, arg[lead:], strides)]
-            shape = list(arg)
-        elif kind == "permute":
-            shape, strides = [shape[p] for p in arg], [strides[p] for p in arg]
-        elif kind == "unsqueeze":
-            shape.insert(arg, 1)
-            strides.insert(arg, 1)
-        elif kind == "squeeze":
-            shape = [d for i, d in enumerate(shape) if i not in arg]
-            strides = [s for i, s in enumerate(strides) if i not in arg]
-        elif kind == "flip":
-            for d in arg:
-                offset += (shape[d] - 1) * strides[d]
-                strides[d] = -strides[d]
-        elif kind == "slice":
-            d, start, step, length = arg
-            offset += start * strides[d]
-            strides[d] *= step
-            shape[d] = length
-        elif kind == "select":
-            d, index = arg
-            offset += index * strides[d]
-            del shape[d], strides[d]
-        elif kind == "window":  # pooling windows: [.., L..] -> [.., out.., kernel..], overlapping reads
-            n, ks, ss, ds = arg
-            lead, size, st = len(shape) - n, shape[-n:], strides[-n:]
-            outs = [(size[i] - ds[i] * (ks[i] - 1) - 1) // ss[i] + 1 for i in range(n)]
-            shape = shape[:lead] + outs + list(ks)
-            strides = strides[:lead] + [st[i] * ss[i] for i in range(n)] + [st[i] * ds[i] for i in range(n)]
-    return tuple(shape), tuple(strides), offset
-
-
-def _layout(frame, groups, accesses, layouts):
-    """(per group its size, per access (offset, strides per group), None), or (.., None, buffer) for
-    a buffer whose layout cannot walk a group as one dim: the plan copies it contiguous and retries."""
-    sizes = tuple(math.prod(frame[d] for d in g) for g in groups)
-    out = []
-    for buffer, steps, fmap in accesses:
-        got = _view(*layouts[buffer], 0, steps)
-        if got is None:
-            return sizes, None, buffer
-        vshape, vstrides, offset = got
-        fs = [0] * len(frame)
-        for d, f in enumerate(fmap):
-            if f is not None and vshape[d] != 1:
-                fs[f] = vstrides[d]
-        gs = []
-        for g in groups:
-            dims = [d for d in g if frame[d] != 1]
-            if any(fs[a] != fs[b] * frame[b] for a, b in zip(dims, dims[1:])):
-                return sizes, None, buffer
-            gs.append(fs[dims[-1]] if dims else 0)
-        out.append((offset, tuple(gs)))
-    return sizes, out, None
-
-
-@functools.lru_cache(maxsize=16)
-def _sm_count(device):
-    """The device's SM count, read once: a split reduction aims at SPLIT_PER_SM programs per SM."""
-    if device.type == "cuda":  # ROCm reports as CUDA too
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 4  # the interpreter runs one program at a time; another device: a small guess
+    return StagePlan(tuple(n in copies for n in _INPUTS), out_shapes, _OUT_DTYPES[p_dtype], temp_shapes,
+                     tuple(grids), tuple(args), tuple(metas), tuple(splits), tuple(packs), device, {})
 
 
 def _tile_config(kind, n_kt, n_ko, n_rt, n_ro, k_contig, one_pass, split_sm, sms):
@@ -429,57 +296,11 @@ def _split(kept, steps_all, block_k, block_r, sms, forced, per_sm):
     return n_split, steps, triton.next_power_of_2(n_split)
 
 
-# --- the lean launch: after a plan's first call, each kernel goes straight to Triton's launcher, where
-# kernel[grid](...) binds and specialises every argument again (10-20 us for 10-20 arguments on an H100;
-# an empty launch takes 12.6). Launch hooks (proton) see the first launch only; CUPTI (nsys) sees all.
-def _lean(lean, key, aligned, n_tensors, *args):
-    """Launch `key`'s compiled kernel on the call's `args` through Triton's launcher; False, launching
-    nothing, until the plan's first call compiled it, or where the inputs are off 16-byte alignment or
-    the scalars after the tensors changed (what Triton specialised the compiled kernel on)."""
-    fast = lean.get(key)
-    if fast is None or not aligned:
-        return False
-    run, grid, function, packed, tail, params, device, current, stream = fast
-    if args[n_tensors:] != params or current() != device:
-        return False
-    run(*grid, stream(device), function, packed, None, None, None, *args, *tail)
-    return True
-
-
-def _keep(lean, key, kernel, compiled, grid, sizes, meta, aligned, n_tensors, *args):
-    """After a launch through kernel[grid](*args, *sizes, **meta): its compiled kernel kept for _lean, or
-    None where Triton's own launch stays (an autotuned kernel, a backend without a launcher class, a launcher
-    that takes its arguments in an order this file does not know). A None `compiled` (the interpreter, or a
-    launch the judge turned into a no-op) keeps nothing."""
-    if compiled is None or not aligned or key in lean:
-        return
-    lean[key] = None
-    backend = triton.runtime.driver.active
-    launcher = getattr(backend, "launcher_cls", None)
-    signature = getattr(getattr(compiled, "src", None), "signature", None)
-    if not isinstance(kernel, triton.JITFunction) or launcher is None or not isinstance(getattr(compiled, "run", None), launcher) \
-            or not isinstance(signature, dict):
-        return
-    names, given = list(kernel.arg_names), len(args) + len(sizes)
-    # what the launcher takes, in order: Triton 3.3+ every argument (constexprs too), 3.0-3.2 the rest
-    taken = [names[k] if isinstance(k, int) else k for k in signature]
-    if taken[:given] == names[:given] and all(k in meta for k in taken[given:]):
-        lean[key] = (compiled.run, (*grid, 1, 1)[:3], compiled.function, compiled.packed_metadata,
-                     (*sizes, *(meta[k] for k in taken[given:])), args[n_tensors:], backend.get_current_device(),
-                     backend.get_current_device, backend.get_current_stream)
-
-
 if __name__ == "__main__":
-    # `python mse_triton.py`: the spec's first test case against its reference (copied below), on the GPU
-    # or in Triton's interpreter. KernelGen never runs this block: mse_accuracy.py is the real check.
-    import os
-    import subprocess
-    import sys
+    # `python mse_triton.py`: the spec's first case against its reference (the real check: mse_accuracy.py)
+    from kernelgen.runtime.script_v1 import check_device, self_check
 
-    if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
-        # no GPU driver: run again in Triton's interpreter, which must be on before the kernels are decorated
-        sys.exit(subprocess.call([sys.executable, *sys.argv], env={**os.environ, "TRITON_INTERPRET": "1"}))
-    device = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
+    device = check_device()
 
     def reference(*args, **kwargs):  # the spec's reference, as written there
         def mse(p, t):
@@ -487,14 +308,7 @@ if __name__ == "__main__":
 
         return mse(*args, **kwargs)
 
-    torch.manual_seed(0)
     p = torch.randn((4, 9)).to(device=device, dtype=torch.float32)
     t = torch.randn((4, 9)).to(device=device, dtype=torch.float32)
     got, want = mse(p, t), reference(p, t)
-    got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
-    atol, rtol = 0.0001, 0.0001  # the spec's tolerance for float32
-    ok = all(g.shape == w.shape and g.dtype == w.dtype and torch.allclose(g.float(), w.float(), rtol=rtol, atol=atol, equal_nan=True)
-             for g, w in zip(got, want))
-    error = max((g.float() - w.float()).abs().max().item() if g.shape == w.shape else float("inf") for g, w in zip(got, want))
-    print(f"mse: {'ok' if ok else 'MISMATCH'} on {device}, float32, p [4, 9], t [4, 9]: max abs error {error:.3g} (atol {atol}, rtol {rtol})")
-    sys.exit(0 if ok else 1)
+    self_check("mse", got, want, 0.0001, 0.0001, "float32, p [4, 9], t [4, 9]")  # the spec's tolerance for float32

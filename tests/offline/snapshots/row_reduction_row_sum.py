@@ -5,12 +5,11 @@ Family: row_reduction. Traced: row_reduction: sum(x) over 1 input(s) (x[full])
 Memory traffic: each input is read once and each output written once (rows longer than the single-pass limit are re-read once per reduction pass), so the kernel is bound by bandwidth.
 Knobs: MAX_SINGLE_PASS=auto, LOOP_BLOCK=auto, ROW_TILE=auto, num_warps=auto, num_stages=auto, eviction=none, autotune=False, algorithm=auto, persistent=False
 """
-
-import typing
-
 import torch
 import triton
 import triton.language as tl
+from kernelgen.runtime.v1 import (FramePlan, expanded_strides, keep_launch, lean_launch, like_first_input, new_plan,
+                                  plan_frame)
 
 
 @triton.jit
@@ -57,110 +56,36 @@ def _row_sum_kernel(
 def row_sum(x):
     """Same signature and results as the reference row_sum; the wrapper only allocates, takes views and launches the kernel."""
     key = (x.shape, x.stride(), x.dtype, x.device)
-    plan = _PLANS.get(key) or _new_plan(key)  # the first call with this signature: analysed once
+    plan = _PLANS.get(key) or new_plan(_PLANS, _plan, key)  # the first call with this signature: analysed once
     if plan.copies:  # strides no 3-D frame can walk (rare): copied contiguous, or broadcasts materialised
         x, = (t.contiguous() if plan.copies == "contiguous" else t.expand(plan.shape).contiguous() for t in (x,))
-    # x's shape, dtype and contiguous layout: empty_like costs ~0.5 us less
     out = torch.empty_like(x) if plan.like[0] else torch.empty(plan.out_shapes[0], dtype=plan.out_dtypes[0], device=plan.device)
     aligned = not x.data_ptr() & 15  # Triton specialises on 16-byte alignment
-    if not _lean(plan.lean, _row_sum_kernel, aligned, 2, x, out):
+    if not lean_launch(plan.lean, _row_sum_kernel, aligned, 2, x, out):
         compiled = _row_sum_kernel[plan.grid](x, out, *plan.sizes, **plan.meta)
-        _keep(plan.lean, _row_sum_kernel, _row_sum_kernel, compiled, plan.grid, plan.sizes, plan.meta, aligned, 2, x, out)
+        keep_launch(plan.lean, _row_sum_kernel, _row_sum_kernel, compiled, plan.grid, plan.sizes, plan.meta, aligned, 2, x, out)
     return out
 
 
-# --- the host path: each call signature (shapes, strides, dtypes, device) is analysed once into a _Plan;
-# later calls cost a dict lookup, the allocation and the launch: 2.3-3.5 us with Triton's launch mocked out
-# on a CPU (benchmarks/host_path.py), where re-analysing every call cost 6.4-11.8 us. _BASE: the knobs every
-# call uses (None: _launch_config's heuristic).
-_BASE = {"MAX_SINGLE_PASS": None, "LOOP_BLOCK": None, "ROW_TILE": None, "num_warps": None,
-         "num_stages": None, "eviction": "none", "autotune": False, "algorithm": None,
-         "persistent": False}
-
-
-class _Plan(typing.NamedTuple):
-    """What every call with one signature needs, worked out once by _plan."""
-
-    kernel: typing.Any  # the kernel to launch (see row_sum())
-    grid: typing.Any  # its grid: a tuple, or a function of an autotuned config
-    sizes: tuple  # the launch arguments after the tensors and scalar params: sizes and strides
-    meta: dict  # constexprs, num_warps, num_stages
-    out_shapes: tuple  # per output
-    out_dtypes: tuple
-    like: tuple  # per output: torch.empty_like(x) gives it (x contiguous, same shape and dtype)
-    device: torch.device
-    copies: typing.Optional[str]  # None; "contiguous" or "materialise": how the inputs are copied first
-    shape: tuple  # the broadcast shape of the inputs
-    lean: dict  # kernel -> its launch through Triton's launcher, once compiled (_keep)
-
-
-_PLANS = {}  # call signature -> _Plan
-
-
-def _new_plan(key):
-    """The plan of a signature seen for the first time, kept (at most 1024: shapes that keep changing)."""
-    if len(_PLANS) >= 1024:
-        _PLANS.clear()
-    plan = _PLANS[key] = _plan(*key)
-    return plan
+# --- the host path: a call signature is analysed once (_plan); _BASE: every call's knobs (None: _launch_config decides).
+_PLANS = {}  # call signature -> FramePlan
+_BASE = {"MAX_SINGLE_PASS": None, "LOOP_BLOCK": None, "ROW_TILE": None, "num_warps": None, "num_stages": None,
+         "eviction": "none", "autotune": False, "algorithm": None, "persistent": False}
 
 
 def _plan(x_shape, x_stride, x_dtype, device):
-    """The plan of one call signature: the shape collapsed to the kernel's frame, the route (the
-    base knobs or the nearest dispatch entry), the kernel, its grid and launch constants."""
+    """One call signature's plan: its frame, route (base knobs or nearest dispatch entry), kernel, grid, constants."""
     shape = tuple(torch.broadcast_shapes(x_shape))
-    strides = (_expanded(x_shape, x_stride, shape),)
-    copies, frame = None, _frame(shape, strides, True)
-    if frame is None:  # past three dims: strided inputs copied contiguous once, broadcasts stay views
-        copies, strides = "contiguous", (_expanded(x_shape, _contiguous(x_shape), shape),)
-        frame = _frame(shape, strides, True)
-    if frame is None:  # interleaved broadcasts materialised, the last dim kept apart (per-row or per-column inputs stay so)
-        copies, strides = "materialise", (_contiguous(shape),) * 1
-        frame = _frame(shape, strides, True)
-    n_outer, n_inner, n_cols, strides = frame
+    strides = (expanded_strides(x_shape, x_stride, shape),)
+    copies, (n_outer, n_inner, n_cols, strides) = plan_frame(shape, strides, (x_shape,), True)
     n_rows = n_outer * n_inner
     knobs = _BASE
     out_dtype = x_dtype
     kernel, grid, meta, _ = _launch_config(n_rows, n_cols, None, **knobs)
     sizes = (n_rows, n_inner, n_cols, strides[0][0], strides[0][1], strides[0][2])
     out_shapes, out_dtypes = (shape[:-1],), (out_dtype,)
-    like = tuple(s == x_shape and d == x_dtype and copies is None and x_stride == _contiguous(x_shape)
-                 for s, d in zip(out_shapes, out_dtypes))
-    return _Plan(kernel, grid, sizes, meta, out_shapes, out_dtypes, like, device, copies, shape, {})
-
-
-def _frame(shape, strides, keep_last):
-    """`shape` and every tensor's strides in it as (n_outer, n_inner, n_cols, strides3), or None past three
-    dims: size-1 dims drop, neighbours every tensor walks as one dim merge (a contiguous tensor is one long
-    row, a bias [rows, n_cols]); keep_last keeps the last dim apart (it is reduced)."""
-    merged = []
-    for d, size in enumerate(shape):
-        st, last = tuple(s[d] for s in strides), keep_last and d == len(shape) - 1
-        if size == 1 and not last:
-            continue
-        if merged and not last and all(p == q * size for p, q in zip(merged[-1][1], st)):
-            merged[-1] = (merged[-1][0] * size, st)
-        else:
-            merged.append((size, st))
-    if len(merged) > 3:
-        return None
-    merged = [(1, (0,) * len(strides))] * (3 - len(merged)) + merged
-    return (*(size for size, _ in merged), tuple(zip(*(st for _, st in merged))))
-
-
-def _expanded(shape, stride, to):
-    """The strides `t.expand(to)` would have, for a tensor of this shape and stride: 0 where it broadcasts."""
-    lead = len(to) - len(shape)
-    return (0,) * lead + tuple(0 if d == 1 and t != 1 else s for d, t, s in zip(shape, to[lead:], stride))
-
-
-def _contiguous(shape):
-    """The strides of a contiguous tensor of this shape."""
-    strides, step = [], 1
-    for d in reversed(shape):
-        strides.append(step)
-        step *= max(d, 1)
-    return tuple(reversed(strides))
+    like = like_first_input(out_shapes, out_dtypes, x_shape, x_stride, x_dtype, copies)
+    return FramePlan(kernel, grid, sizes, meta, out_shapes, out_dtypes, device, {}, like, copies, shape)
 
 
 def _launch_config(n_rows, n_cols, sm_count, *, MAX_SINGLE_PASS, LOOP_BLOCK, ROW_TILE, num_warps,
@@ -185,57 +110,11 @@ def _launch_config(n_rows, n_cols, sm_count, *, MAX_SINGLE_PASS, LOOP_BLOCK, ROW
     return _row_sum_kernel, (triton.cdiv(n_rows, block_r),), meta, None
 
 
-# --- the lean launch: after a plan's first call, each kernel goes straight to Triton's launcher, where
-# kernel[grid](...) binds and specialises every argument again (10-20 us for 10-20 arguments on an H100;
-# an empty launch takes 12.6). Launch hooks (proton) see the first launch only; CUPTI (nsys) sees all.
-def _lean(lean, key, aligned, n_tensors, *args):
-    """Launch `key`'s compiled kernel on the call's `args` through Triton's launcher; False, launching
-    nothing, until the plan's first call compiled it, or where the inputs are off 16-byte alignment or
-    the scalars after the tensors changed (what Triton specialised the compiled kernel on)."""
-    fast = lean.get(key)
-    if fast is None or not aligned:
-        return False
-    run, grid, function, packed, tail, params, device, current, stream = fast
-    if args[n_tensors:] != params or current() != device:
-        return False
-    run(*grid, stream(device), function, packed, None, None, None, *args, *tail)
-    return True
-
-
-def _keep(lean, key, kernel, compiled, grid, sizes, meta, aligned, n_tensors, *args):
-    """After a launch through kernel[grid](*args, *sizes, **meta): its compiled kernel kept for _lean, or
-    None where Triton's own launch stays (an autotuned kernel, a backend without a launcher class, a launcher
-    that takes its arguments in an order this file does not know). A None `compiled` (the interpreter, or a
-    launch the judge turned into a no-op) keeps nothing."""
-    if compiled is None or not aligned or key in lean:
-        return
-    lean[key] = None
-    backend = triton.runtime.driver.active
-    launcher = getattr(backend, "launcher_cls", None)
-    signature = getattr(getattr(compiled, "src", None), "signature", None)
-    if not isinstance(kernel, triton.JITFunction) or launcher is None or not isinstance(getattr(compiled, "run", None), launcher) \
-            or not isinstance(signature, dict):
-        return
-    names, given = list(kernel.arg_names), len(args) + len(sizes)
-    # what the launcher takes, in order: Triton 3.3+ every argument (constexprs too), 3.0-3.2 the rest
-    taken = [names[k] if isinstance(k, int) else k for k in signature]
-    if taken[:given] == names[:given] and all(k in meta for k in taken[given:]):
-        lean[key] = (compiled.run, (*grid, 1, 1)[:3], compiled.function, compiled.packed_metadata,
-                     (*sizes, *(meta[k] for k in taken[given:])), args[n_tensors:], backend.get_current_device(),
-                     backend.get_current_device, backend.get_current_stream)
-
-
 if __name__ == "__main__":
-    # `python row_sum_triton.py`: the spec's first test case against its reference (copied below), on the GPU
-    # or in Triton's interpreter. KernelGen never runs this block: row_sum_accuracy.py is the real check.
-    import os
-    import subprocess
-    import sys
+    # `python row_sum_triton.py`: the spec's first case against its reference (the real check: row_sum_accuracy.py)
+    from kernelgen.runtime.script_v1 import check_device, self_check
 
-    if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
-        # no GPU driver: run again in Triton's interpreter, which must be on before the kernels are decorated
-        sys.exit(subprocess.call([sys.executable, *sys.argv], env={**os.environ, "TRITON_INTERPRET": "1"}))
-    device = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
+    device = check_device()
 
     def reference(*args, **kwargs):  # the spec's reference, as written there
         def row_sum(x):
@@ -244,13 +123,6 @@ if __name__ == "__main__":
 
         return row_sum(*args, **kwargs)
 
-    torch.manual_seed(0)
     x = torch.randn((32, 1000)).to(device=device, dtype=torch.float32)
     got, want = row_sum(x), reference(x)
-    got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
-    atol, rtol = 0.0001, 0.0001  # the spec's tolerance for float32
-    ok = all(g.shape == w.shape and g.dtype == w.dtype and torch.allclose(g.float(), w.float(), rtol=rtol, atol=atol, equal_nan=True)
-             for g, w in zip(got, want))
-    error = max((g.float() - w.float()).abs().max().item() if g.shape == w.shape else float("inf") for g, w in zip(got, want))
-    print(f"row_sum: {'ok' if ok else 'MISMATCH'} on {device}, float32, x [32, 1000]: max abs error {error:.3g} (atol {atol}, rtol {rtol})")
-    sys.exit(0 if ok else 1)
+    self_check("row_sum", got, want, 0.0001, 0.0001, "float32, x [32, 1000]")  # the spec's tolerance for float32
