@@ -3,10 +3,10 @@
     python benchmarks/lean_path.py [--calls 20000] [--specs broadcast gelu softmax ...]
 
 host_path.py mocks `JITFunction.run` to return None, so every call there takes Triton's own
-`kernel[grid](...)` path and the lean launch (templates/offline/_runtime.py.j2: _lean, _keep) never
+`kernel[grid](...)` path and the lean launch (kernelgen.runtime.v1: lean_launch, keep_launch) never
 engages. Here Triton's driver is a fake whose launcher does nothing, and each spec's kernel a JIT function
 whose launch returns a compiled kernel holding that launcher (as tests/offline/test_offline_lean_launch.py
-does), so after the first call every call goes through _lean: the plan lookup, the allocation, the
+does), so after the first call every call goes through lean_launch: the plan lookup, the allocation, the
 alignment test and the launcher call, which is what a GPU pays on every call after the first. The first
 test case of each spec, contiguous, float32; the best of 7 repeats of --calls calls. Compare two trees by
 running this script from each checkout on one machine, alternating.
@@ -65,7 +65,7 @@ def main() -> int:
         fn(*inputs)  # compiles (here: returns the fake) and keeps the lean launch
         plan = next(iter(module._PLANS.values()))
         if not any(plan.lean.values()):
-            print(f"{name:<24} no lean launch kept (the wrapper's launch order is unknown to _keep)")
+            print(f"{name:<24} no lean launch kept (the wrapper's launch order is unknown to keep_launch)")
             continue
         us = min(timeit.repeat(lambda: fn(*inputs), number=args.calls, repeat=7)) / args.calls * 1e6
         shapes = ", ".join(str(list(t.shape)) for t in inputs)
