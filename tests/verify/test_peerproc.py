@@ -92,11 +92,13 @@ def test_a_peer_whose_first_call_holds_the_device_too_long_is_skipped_and_the_ot
     _fake_peer_libraries(tmp_path)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setattr(peerproc, "PEER_WARMUP_S", 3.0)
-    # under FlagGems the reference is the peer: at the second shape it "autotunes" for ten minutes
+    # under FlagGems the reference is the peer: at the second shape it "autotunes" for ten minutes, printing as it
+    # goes (a library's own output on the child's stdout does not end its first call)
     spec = {"name": "soft", "description": "softmax over the last dim", "category": "softmax",
             "inputs": [{"name": "x"}], "outputs": [{"name": "out"}],
             "reference": ("def soft(x):\n    import sys, time\n    import torch\n"
-                          "    if x.shape[0] == 5 and getattr(sys.modules.get('flag_gems'), 'active', False):\n        time.sleep(600)\n"
+                          "    if x.shape[0] == 5 and getattr(sys.modules.get('flag_gems'), 'active', False):\n"
+                          "        print('autotuning 24 configs', flush=True)\n        time.sleep(600)\n"
                           "    return torch.softmax(x, -1)\n"),
             "dtypes": ["float32"], "test_cases": [{"x": [4, 8]}]}
     cases = [(0, {"x": [4, 8]}, "float32"), (1, {"x": [5, 8]}, "float32"), (2, {"x": [6, 8]}, "float32")]

@@ -168,8 +168,11 @@ class _Child:
             complete = data[:data.rfind(b"\n") + 1]
             done += len(complete)
             for line in complete.decode(errors="replace").splitlines():
-                event = _event(line)  # any other line ends a first call too (the case's answer)
-                warming = (event[1], time.monotonic()) if event is not None and event[0] == "warming" else None
+                event = _event(line)  # a case's answer ends a first call too; other output (a library's prints) does not
+                if event is not None:
+                    warming = (event[1], time.monotonic()) if event[0] == "warming" else None
+                elif line.startswith('{"case"'):
+                    warming = None
             if code is not None:
                 return code, ""
             if warming is not None and time.monotonic() - warming[1] > PEER_WARMUP_S:
