@@ -108,7 +108,7 @@ def test_writes_outside_the_scratch_folder_are_refused(tmp_path):
 
 
 def test_a_setsid_daemon_does_not_outlive_the_worker():
-    marker = "1234.56789"
+    marker = f"1234.{os.getpid()}"  # this process's own: the other start's run of this test may be alive beside it
     error, worker = attack(f"""
     import subprocess
     subprocess.Popen(["sleep", "{marker}"], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -191,18 +191,21 @@ def test_process_count_is_limited_where_a_cgroup_is_available():
 
 
 def test_a_hang_is_a_timeout_and_everything_it_started_dies():
+    # a duration of this test's own: the other way of starting workers runs this test at the same time in
+    # the other xdist process, and its sleep is alive while it waits for its own timeout
+    marker = f"4321.{os.getpid()}"
     worker = WorkerSession(CPU, arena_bytes=1 << 20, request_timeout_s=5)
     with pytest.raises(WorkerFailure) as e:
-        worker.request({"op": "load", "slot": "k", "entry": "op", "filename": "op_triton.py", "source": textwrap.dedent("""
+        worker.request({"op": "load", "slot": "k", "entry": "op", "filename": "op_triton.py", "source": textwrap.dedent(f"""
             import subprocess
-            subprocess.Popen(["sleep", "4321.5"])
+            subprocess.Popen(["sleep", "{marker}"])
             while True:
                 pass
             """)})
     assert e.value.status == "timeout" and "killed" in e.value.message
     time.sleep(0.5)
     ps = subprocess.run(["ps", "-eo", "stat,args"], capture_output=True, text=True).stdout
-    assert not [ln for ln in ps.splitlines() if "sleep 4321.5" in ln and not ln.startswith("Z")]
+    assert not [ln for ln in ps.splitlines() if f"sleep {marker}" in ln and not ln.startswith("Z")]
     assert not worker.scratch.exists()
 
 
