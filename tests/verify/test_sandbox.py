@@ -37,7 +37,7 @@ def how_workers_start(request, forked_workers):  # noqa: ANN001, ANN201
     try:
         yield request.param
     finally:
-        session.use_launcher(forked_workers.launch)
+        session.use_launcher(forked_workers.launch if forked_workers is not None else None)
 
 
 def attack(code: str, *, timeout_s: float = 60) -> tuple[str, WorkerSession]:
