@@ -168,11 +168,10 @@ class _Child:
             complete = data[:data.rfind(b"\n") + 1]
             done += len(complete)
             for line in complete.decode(errors="replace").splitlines():
-                event = _event(line)  # a case's answer ends a first call too; other output (a library's prints) does not
+                # "warm" follows every "warming" (the child says it in a finally); a library's own prints change nothing
+                event = _event(line)
                 if event is not None:
                     warming = (event[1], time.monotonic()) if event[0] == "warming" else None
-                elif line.startswith('{"case"'):
-                    warming = None
             if code is not None:
                 return code, ""
             if warming is not None and time.monotonic() - warming[1] > PEER_WARMUP_S:
@@ -183,7 +182,10 @@ class _Child:
                 self.kill()
                 self.timed_out = True
                 return -1, f"no answer within {PEER_TIMEOUT_S:.0f} s"
-            time.sleep(0.1)
+            try:  # back at once when it ends (its last lines are read above on the next pass)
+                self.proc.wait(timeout=0.1)
+            except subprocess.TimeoutExpired:
+                pass
 
     def collect(self, run: PeerRun) -> str | None:
         """Its lines into `run`; None when it finished, else the last error line it wrote."""
