@@ -61,8 +61,8 @@ def forked_workers():
     them for every command a user runs (kernelgen.verify.judge.forkserver), not a fresh Python each: every
     worker otherwise imports torch and Triton anew, ~3 s of CPU, several per `kernelgen new` (the judge's
     verdict tests: 143 -> 86 s). Commands a test runs as a subprocess (`python -m kernelgen ...`: the
-    batch, lifetime, interrupt tests) still start theirs fresh, as `--no-service` does, and the sandbox's attacks run both ways
-    (tests/verify/test_sandbox.py)."""
+    batch, lifetime, interrupt tests) still start theirs fresh, as `--no-service` does, and the sandbox's
+    attacks run both ways (tests/verify/test_sandbox.py)."""
     from kernelgen.devices import DeviceInfo
     from kernelgen.verify.judge import session
     from kernelgen.verify.judge.forkserver import ForkServer

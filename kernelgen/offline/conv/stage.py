@@ -44,11 +44,11 @@ def conv_launch(g: Graph, st: Stage, kernel: ConvKernel, knobs: StageKnobs, bind
 
 
 def one_tf32(fp32: bool, knob: bool | None) -> bool:
-    """Whether the file's convolutions take one TF32 product here, as kernelgen.runtime.v1.conv_precision decides: fp32
-    where the precision policy in force allows TF32 for convolutions (the judge sets cuDNN's switch from
-    it where the kernel runs; this process's own switch is PyTorch's default, whatever --precision said),
-    on an NVIDIA GPU (knob None) or anywhere (knob True). The file decides per call on its tensors'
-    device; this models the machine's default one."""
+    """Whether the file's convolutions take one TF32 product here, as kernelgen.runtime.v1.conv_precision
+    decides: fp32 where the precision policy in force allows TF32 for convolutions (the judge sets cuDNN's
+    switch from it where the kernel runs; this process's own switch is PyTorch's default, whatever
+    --precision said), on an NVIDIA GPU (knob None) or anywhere (knob True). The file decides per call on
+    its tensors' device; this models the machine's default one."""
     from kernelgen.precision import conv_tf32_enabled
 
     if not fp32 or knob is False or not conv_tf32_enabled():

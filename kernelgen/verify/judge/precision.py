@@ -6,7 +6,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from kernelgen.precision import CONV_ENV, MATMUL_ENV as ENV, PrecisionPolicy, conv_tf32_enabled, precision_policy
+from kernelgen.precision import CONV_ENV, ENV, PrecisionPolicy, conv_tf32_enabled, precision_policy
 
 
 @contextmanager
