@@ -98,6 +98,7 @@ class ConvTiles:
     cols: int  # N: output channels per group (direct: all of them)
     k: int  # input channels per group x taps
     programs: int  # the grid, both axes
+    pack_x: bool = False  # the input copied channels-last before the launch (PACK_X)
 
     @property
     def tiles(self) -> tuple[int, int, int, int, int, int]:
@@ -105,10 +106,11 @@ class ConvTiles:
 
 
 def conv_tiles(knobs: Any, form: str, rows: int, cols: int, cin_g: int, taps: int, grid_y: int, fp32: bool,
-               one: bool = False) -> ConvTiles:
+               one: bool = False, epilogue: bool = False) -> ConvTiles:
     """The generated file's convolution tiles at M=`rows` x N=`cols`, `cin_g` input channels per group,
     `taps` kernel positions, `grid_y` programs along the grid's second axis (groups x stride phases);
-    `one`: fp32 products taken as one TF32 product (kernelgen.runtime.v1.conv_precision)."""
+    `one`: fp32 products taken as one TF32 product (kernelgen.runtime.v1.conv_precision); `epilogue`: the
+    stage computes on the accumulator after the convolution (a bias, an activation)."""
     if form == "direct":
         bm, bn, bk, warps, stages, flat = 128, min(next_pow2(cols), 32), 16, 4, 2, False
     else:
@@ -128,6 +130,8 @@ def conv_tiles(knobs: Any, form: str, rows: int, cols: int, cin_g: int, taps: in
             big = bn >= 128 and rows >= 256 * 264
             bm, bn, warps = (256, 128, 8) if big else (128 if rows >= 128 * 264 else 64, 64, 4)
             bk, stages = 16, 4
+            if big and epilogue:  # 128 channels x 128 pixels where the stage computes on the accumulator
+                bm = 128
             if flat and cin_g * taps <= 32:  # one step of 32 over two of 16 (level 1's 59, K = 27)
                 bk = 32
         # one K step (few channels x taps, flattened): nothing to pipeline, and Triton 3.6 on an H100 got
@@ -137,5 +141,8 @@ def conv_tiles(knobs: Any, form: str, rows: int, cols: int, cin_g: int, taps: in
             stages = 1
     bm, bn, bk = knobs.BLOCK_M or bm, knobs.BLOCK_N or bn, knobs.BLOCK_K or bk
     warps, stages = knobs.num_warps or warps, knobs.num_stages or stages
+    pack_x = knobs.PACK_X if knobs.PACK_X is not None else (
+        one and form == "forward" and not flat and (bn <= 64 or taps >= 25))
     programs = cdiv(rows, bm) * cdiv(cols, bn) * grid_y
-    return ConvTiles(form, bm, bn, bk, knobs.GROUP_SIZE_M, warps, stages, flat, rows, cols, cin_g * taps, programs)
+    return ConvTiles(form, bm, bn, bk, knobs.GROUP_SIZE_M, warps, stages, flat, rows, cols, cin_g * taps, programs,
+                     pack_x)

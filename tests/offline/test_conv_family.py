@@ -240,9 +240,38 @@ def test_the_generated_tile_rule_is_the_one_the_generator_models(tmp_path):
                     # 3 x 9 taps: one flat K step; one: fp32 as one TF32 product (its own tiles)
                     for fp32, one, taps in ((False, False, 9), (True, False, 9), (True, False, 27), (True, False, 1),
                                             (True, True, 9), (True, True, 27), (True, True, 81)):
-                        made = module._conv_config(form, rows, cols, cin_g, fp32, one, False, taps)
-                        model = conv_tiles(knobs, form, rows, cols, cin_g, taps, 1, fp32, one)
-                        assert made == (*model.tiles, model.flat), (form, rows, cols, cin_g, fp32, one, taps)
+                        for epilogue in (False, True):
+                            made = module._conv_config(form, rows, cols, cin_g, fp32, one, False, taps, epilogue)
+                            model = conv_tiles(knobs, form, rows, cols, cin_g, taps, 1, fp32, one, epilogue)
+                            assert made == (*model.tiles, model.flat, model.pack_x), (form, rows, cols, cin_g, fp32,
+                                                                                      one, taps, epilogue)
+
+
+def test_round_0s_conv_tiles_follow_the_gpu_sweep():
+    """Round 0's choices at KernelBench's sizes, one TF32 product (H200 sweep, 2026-12-04): 256x128 where
+    nothing follows the convolution, 128x128 where an epilogue computes on the accumulator (level 2's 4:
+    x0.37 -> x0.85 of eager); the input packed channels-last at 64 channels per tile or 25+ taps (level 1's
+    62: 5x9 taps, 32 -> 64 channels) and not at 3x3 over 128 channels (level 1's 55), nor where K is
+    flattened (8 input channels), transposed, or with three TF32 products; a knob overrides either."""
+    from kernelgen.offline.conv.knobs import ConvKnobs
+    from kernelgen.offline.launch import conv_tiles
+
+    k = ConvKnobs()
+    l1_55 = conv_tiles(k, "forward", 8 * 510 * 1022, 128, 64, 9, 1, True, True)
+    l2_4 = conv_tiles(k, "forward", 64 * 254 * 254, 128, 64, 9, 1, True, True, epilogue=True)
+    l1_62 = conv_tiles(k, "forward", 8 * 508 * 504, 64, 32, 45, 1, True, True)
+    l1_56 = conv_tiles(k, "forward", 8 * 508 * 250, 128, 64, 35, 1, True, True)
+    assert (l1_55.block_m, l1_55.block_n, l1_55.pack_x) == (256, 128, False)
+    assert (l2_4.block_m, l2_4.block_n, l2_4.num_warps, l2_4.pack_x) == (128, 128, 8, False)
+    assert (l1_62.block_n, l1_62.pack_x) == (64, True) and l1_56.pack_x
+    flat = conv_tiles(k, "forward", 128 * 254 * 254, 64, 8, 9, 1, True, True)
+    assert flat.flat and not flat.pack_x
+    assert not conv_tiles(k, "transposed", 8 * 508 * 504, 64, 32, 45, 1, True, True).pack_x
+    assert not conv_tiles(k, "forward", 8 * 508 * 504, 64, 32, 45, 1, True, False).pack_x  # tf32x3: not swept
+    assert not conv_tiles(ConvKnobs(PACK_X=False), "forward", 8 * 508 * 504, 64, 32, 45, 1, True, True).pack_x
+    assert conv_tiles(ConvKnobs(PACK_X=True), "forward", 8 * 510 * 1022, 128, 64, 9, 1, True, True).pack_x
+    assert conv_tiles(ConvKnobs(BLOCK_M=256), "forward", 64 * 254 * 254, 128, 64, 9, 1, True, True,
+                      epilogue=True).block_m == 256
 
 
 def test_the_generators_model_takes_one_tf32_product_where_the_policy_in_force_allows_it(monkeypatch):

@@ -42,9 +42,10 @@ class ConvKnobs(KnobsModel):
     # the launch, where the kernel steps K along them. An NCHW input makes the K step a column of separate
     # loads, and Triton 3.6 compiles level 1's 55 (Conv2d 64->128, 8x512x1024) at 256x128 tiles to 255
     # registers and a 112-byte spill per thread, channels-last to 231 and none (sm_90, compiled on a CPU,
-    # 2026-11-28); the copy costs a read and a write of the input (1 GB there, ~0.7 ms on an H100). Not yet
-    # timed on a GPU: None keeps the input as it is until a sweep (benchmarks/conv_tune.py) decides; True packs
-    PACK_X: Optional[StrictBool] = candidates(None, True)
+    # 2026-11-28); the copy costs a read and a write of the input (1 GB there, ~0.7 ms on an H100). None: the
+    # file's heuristic from an H200 sweep (benchmarks/conv_tune.py, 2026-12-04: 10-13% faster at 64 channels
+    # per tile or 25+ taps, 0-5% slower at 3x3 taps over 128 channels); True packs; False never
+    PACK_X: Optional[StrictBool] = candidates(None, True, False)
     # the later stages, as the nd family's knobs of the same names
     MAX_SINGLE_PASS: Optional[Count] = candidates(None, 4096, 8192, 32768)
     ROW_TILE: Optional[Pow2] = candidates(None, 1024, 2048, 8192, 16384)

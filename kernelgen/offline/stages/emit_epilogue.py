@@ -47,3 +47,10 @@ def tile_epilogue(g: Graph, st: Stage, ps: list[Port], buffers: dict[str, Buffer
             val = f"{p.name}_val"
         L.append(f"tl.store({address(p)}, {val}.to({p.name}_ptr.dtype.element_ty), mask=mask)")
     return L
+
+
+def computes(g: Graph, st: Stage) -> bool:
+    """Whether the epilogue computes on the accumulator (a bias, an activation), not only stores it: its
+    values beside the accumulator's raise a tile's registers (kernelgen.offline.launch.conv_tiles)."""
+    return any(u != st.anchor and u not in st.loads and g[u].op not in ("view", "iota") and not is_scalar_leaf(g[u])
+               for u in st.values)

@@ -526,9 +526,9 @@ def _plan(x_shape, x_stride, x_dtype, w_shape, w_stride, w_dtype, b_shape, b_str
     sizes, acc, _ = lay0
     (x_shape, x_strides, x_off), (w_shape, w_strides, w_off) = [op for _, op in ops0]
     precision, round_tf32 = conv_precision(x_dtype, device, _KNOBS["tf32"])
-    grid, conv_sizes, meta = _conv_launch("forward", sizes, x_shape, w_shape, 1, ((1, 1), (0, 0), (1, 1)),
-                                          x_dtype == torch.float32, round_tf32, device.type == "cpu")
-    x_pack, x_strides, x_off = conv_packing("forward", meta.get("FLAT_K", False), x_shape, x_strides, x_off, _KNOBS["PACK_X"], "input")
+    grid, conv_sizes, meta, pack_x = _conv_launch("forward", sizes, x_shape, w_shape, 1, ((1, 1), (0, 0), (1, 1)),
+                                                  x_dtype == torch.float32, round_tf32, device.type == "cpu", True)
+    x_pack, x_strides, x_off = conv_packing("forward", meta.get("FLAT_K", False), x_shape, x_strides, x_off, pack_x, "input")
     w_pack, w_strides, w_off = conv_packing("forward", meta.get("FLAT_K", False), w_shape, w_strides, w_off, _KNOBS["PACK_W"])
     pack = (x_pack, w_pack)
     grids.append(grid)
@@ -624,13 +624,13 @@ def _split(kept, steps_all, block_k, block_r, sms, forced, per_sm):
     return n_split, steps, triton.next_power_of_2(n_split)
 
 
-def _conv_config(form, M, N, CIN_G, fp32, one, interpreted, taps):
-    """(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_SIZE_M, num_warps, num_stages, FLAT_K) of a convolution at M
-    output pixels x N output channels (a group's; the direct form: all of them) with CIN_G input
-    channels per group and `taps` kernel positions, `one`: fp32 taken as one TF32 product: the heuristic
-    below, where a knob is None. Under the CPU interpreter, which runs a program's ops one numpy call at
-    a time, up to 1024 pixels per program: a 3-D transposed convolution's smallest KernelBench case took
-    over 120 s at 64."""
+def _conv_config(form, M, N, CIN_G, fp32, one, interpreted, taps, epilogue):
+    """(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_SIZE_M, num_warps, num_stages, FLAT_K, PACK_X) of a convolution at
+    M output pixels x N output channels (a group's; the direct form: all of them) with CIN_G input
+    channels per group and `taps` kernel positions, `one`: fp32 taken as one TF32 product, `epilogue`:
+    the stage computes on the accumulator after the convolution: the heuristic below, where a knob is
+    None. Under the CPU interpreter, which runs a program's ops one numpy call at a time, up to 1024
+    pixels per program: a 3-D transposed convolution's smallest KernelBench case took over 120 s at 64."""
     if form == "direct":  # fp32 multiply-adds on 128 pixels x up to 32 channels, no tensor cores
         bm, bn, bk, warps, stages, flat = 128, min(triton.next_power_of_2(N), 32), 16, 4, 2, False
     else:
@@ -651,6 +651,11 @@ def _conv_config(form, M, N, CIN_G, fp32, one, interpreted, taps):
             big = bn >= 128 and M >= 256 * 264
             bm, bn, warps = (256, 128, 8) if big else (128 if M >= 128 * 264 else 64, 64, 4)
             bk, stages = 16, 4
+            if big and epilogue:
+                # an epilogue's values beside a 256x128 fp32 accumulator spill: level 2's 4 (Conv2d 64->128,
+                # Mish twice) x0.37 of eager at 256x128, x0.85 at 128x128; level 2's 1 (ReLU, a bias) x0.93 ->
+                # x1.07 (H200, 2026-12-04); level 1's convolutions, none after them, keep 256x128 (x0.68 vs 0.56 at 55)
+                bm = 128
             if flat and CIN_G * taps <= 32:  # level 1's 59 (K = 27): one step of 32 took 2.0 ms, two of 16 3.0
                 bk = 32
         # one K step (few channels x taps, flattened): nothing to pipeline, and Triton 3.6 on an H100 got
@@ -660,17 +665,26 @@ def _conv_config(form, M, N, CIN_G, fp32, one, interpreted, taps):
             stages = 1
     if interpreted:
         bm = min(triton.next_power_of_2(M), 1024)
-    return (_KNOBS["BLOCK_M"] or bm, _KNOBS["BLOCK_N"] or bn, _KNOBS["BLOCK_K"] or bk, _KNOBS["GROUP_SIZE_M"],
-            _KNOBS["num_warps"] or warps, _KNOBS["num_stages"] or stages, flat)
+    bn = _KNOBS["BLOCK_N"] or bn
+    # the input copied channels-last for a tap-loop forward convolution with one TF32 product, where a tile
+    # has 64 channels or fewer or the kernel 25 taps or more: level 1's 56 (5x7 taps) x0.56 -> x0.63 of eager,
+    # 62 and 80 (64 channels, 5x9) x0.45 -> x0.51 and x0.46 -> x0.52, level 2's 25 (64 channels) x1.29 -> x1.43;
+    # elsewhere the copy cost more than it saved (3x3 taps at 128 channels: level 1's 55, 63, level 2's 1, 4:
+    # 0-5% slower; H200, 2026-12-04, benchmarks/conv_tune.py)
+    pack_x = _KNOBS["PACK_X"] if _KNOBS["PACK_X"] is not None else (
+        one and form == "forward" and not flat and (bn <= 64 or taps >= 25))
+    return (_KNOBS["BLOCK_M"] or bm, bn, _KNOBS["BLOCK_K"] or bk, _KNOBS["GROUP_SIZE_M"],
+            _KNOBS["num_warps"] or warps, _KNOBS["num_stages"] or stages, flat, pack_x)
 
 
 _SPATIAL = {1: "L", 2: "HW", 3: "DHW"}  # the constexprs' suffixes per spatial dim
 
 
 
-def _conv_launch(form, sizes, x_shape, w_shape, groups, geometry, fp32, one, interpreted):
-    """A convolution stage's grid, its size arguments (input spatial sizes, channels per group) and
-    its constants; `sizes`: the output [N, C_out, spatial..]; `geometry`: (stride, padding, dilation)."""
+def _conv_launch(form, sizes, x_shape, w_shape, groups, geometry, fp32, one, interpreted, epilogue):
+    """A convolution stage's grid, its size arguments (input spatial sizes, channels per group), its
+    constants and whether its input is copied channels-last first; `sizes`: the output [N, C_out,
+    spatial..]; `geometry`: (stride, padding, dilation); `epilogue`: the stage computes after the convolution."""
     stride, pad, dil = geometry
     taps, outs = w_shape[2:], sizes[2:]
     cin_g, cout_g = x_shape[1] // groups, sizes[1] // groups
@@ -679,8 +693,8 @@ def _conv_launch(form, sizes, x_shape, w_shape, groups, geometry, fp32, one, int
     else:
         rows = sizes[0] * math.prod(outs)
     cols = sizes[1] if form == "direct" else cout_g
-    bm, bn, bk, group, warps, stages, flat = _conv_config(form, rows, cols, cin_g, fp32, one, interpreted,
-                                                          math.prod(taps))
+    bm, bn, bk, group, warps, stages, flat, pack_x = _conv_config(form, rows, cols, cin_g, fp32, one, interpreted,
+                                                                  math.prod(taps), epilogue)
     phases = math.prod(stride) if form == "transposed" else 1
     grid = (triton.cdiv(rows, bm) * triton.cdiv(cols, bn), 1 if form == "direct" else groups * phases)
     meta = dict(BLOCK_M=bm, BLOCK_N=bn, GROUP_SIZE_M=group, num_warps=warps, num_stages=stages)
@@ -695,7 +709,7 @@ def _conv_launch(form, sizes, x_shape, w_shape, groups, geometry, fp32, one, int
         meta["TAPS"] = math.prod(taps)
     if form == "forward":
         meta["FLAT_K"] = flat
-    return grid, (*x_shape[2:], cin_g, cout_g), meta
+    return grid, (*x_shape[2:], cin_g, cout_g), meta, pack_x
 
 
 if __name__ == "__main__":
