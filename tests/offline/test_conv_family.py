@@ -332,3 +332,35 @@ def test_the_input_copied_channels_last_gives_the_same_results(kind: str, tmp_pa
         run_guarded(getattr(module, spec.name), inputs)
         packs = [p for plan in module._PLANS.values() for p in plan.packs if p is not None]
         assert packs and all((p[0] is not None) == want for p in packs), (where, packs)
+
+
+@pytest.mark.parametrize("name, body, case, tiles, packed", [
+    # level 1's 55: a bare convolution, 3x3 over 128 channels: 256x128, the input as it is
+    ("kb_plain", "    return F.conv2d(x, w)", {"x": [8, 64, 512, 1024], "w": [128, 64, 3, 3]}, (256, 128, 8), False),
+    # level 2's 4: Mish twice after it: 128x128 (256x128 spilled: x0.37 -> x0.85 of eager on an H200)
+    ("kb_mish_mish", "    return F.mish(F.mish(F.conv2d(x, w)))", {"x": [64, 64, 256, 256], "w": [128, 64, 3, 3]},
+     (128, 128, 8), False),
+    # level 1's 62: 5x9 taps, 64 output channels: the input copied channels-last first
+    ("kb_5x9", "    return F.conv2d(x, w)", {"x": [8, 32, 512, 512], "w": [64, 32, 5, 9]}, (128, 64, 4), True),
+])
+def test_the_generated_file_plans_round_0s_gpu_tiles_at_kernelbench_sizes(name, body, case, tiles, packed, tmp_path):
+    """The generated file's own plan for a CUDA device at KernelBench's sizes (shapes only: nothing is
+    allocated or launched), where PyTorch allows TF32 for convolutions: the epilogue and packing rules
+    reach the launch, and the generator's model (stage_launches) says the same."""
+    from kernelgen.offline import route
+    from kernelgen.offline.conv.knobs import ConvKnobs
+    from kernelgen.offline.stages.launch import stage_launches
+    from tests.support.conv_specs import _spec
+
+    spec = _spec(name, "x w", body, [{n: [max(2, d // 64) if i >= 2 else d for i, d in enumerate(s)]
+                                      for n, s in case.items()}], dtypes=["float32"])
+    module = import_source(name, generate_kernel(spec, {}).source, tmp_path)
+    assert torch.backends.cudnn.allow_tf32  # PyTorch's default: one TF32 product on an NVIDIA GPU
+    metas = [torch.empty(case[n], device="meta") for n in spec.input_names]
+    args = [a for t in metas for a in (t.shape, t.stride(), torch.float32)]
+    plan = module._plan(*args, torch.device("cuda"))
+    meta = plan.metas[0]
+    assert (meta["BLOCK_M"], meta["BLOCK_N"], meta["num_warps"]) == tiles
+    assert (plan.packs[0][0] is not None) == packed
+    ct = stage_launches(route(spec).served.plan, ConvKnobs(tf32=True), case, spec.input_names, True)[0].conv
+    assert (ct.block_m, ct.block_n, ct.num_warps, ct.pack_x) == (*tiles, packed)
