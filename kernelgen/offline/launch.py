@@ -141,8 +141,8 @@ def conv_tiles(knobs: Any, form: str, rows: int, cols: int, cin_g: int, taps: in
             stages = 1
     bm, bn, bk = knobs.BLOCK_M or bm, knobs.BLOCK_N or bn, knobs.BLOCK_K or bk
     warps, stages = knobs.num_warps or warps, knobs.num_stages or stages
-    pack_x = knobs.PACK_X if knobs.PACK_X is not None else (
-        one and form == "forward" and not flat and (bn <= 64 or taps >= 25))
+    pack_x = form != "direct" and not flat and (knobs.PACK_X if knobs.PACK_X is not None else
+                                                 one and form == "forward" and (bn <= 64 or taps >= 25))
     programs = cdiv(rows, bm) * cdiv(cols, bn) * grid_y
     return ConvTiles(form, bm, bn, bk, knobs.GROUP_SIZE_M, warps, stages, flat, rows, cols, cin_g * taps, programs,
                      pack_x)

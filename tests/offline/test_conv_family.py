@@ -364,3 +364,26 @@ def test_the_generated_file_plans_round_0s_gpu_tiles_at_kernelbench_sizes(name, 
     assert (plan.packs[0][0] is not None) == packed
     ct = stage_launches(route(spec).served.plan, ConvKnobs(tf32=True), case, spec.input_names, True)[0].conv
     assert (ct.block_m, ct.block_n, ct.num_warps, ct.pack_x) == (*tiles, packed)
+
+
+def test_the_input_layout_is_a_setting_worth_timing_where_it_changes_the_launch():
+    """PACK_X keeps round 0's tile and changes the input's layout: where it flips what the file does it is
+    timed (it was pruned as "the base's tile: nothing to time" until the model carried the layout), and
+    where it changes nothing -- the heuristic already packs, or K is flattened -- it is not."""
+    spec = _spec_5x9()
+    shapes = {"x": [8, 32, 512, 512], "w": [64, 32, 5, 9]}
+    three = {p.value: p for p in prune(spec, "PACK_X", [None, True, False], {}, shapes, "float32", 132)}
+    assert three[True].kept and "channels-last" in three[True].reason
+    assert not three[False].kept and "same kernels" in three[False].reason
+    one = {p.value: p for p in prune(spec, "PACK_X", [None, True, False], {"tf32": True}, shapes, "float32", 132)}
+    assert one[False].kept and not one[True].kept  # one TF32 product: round 0 packs here already
+    flat = {p.value: p for p in prune(_spec_5x9(cin=3), "PACK_X", [None, True], {}, {"x": [8, 3, 512, 512],
+                                      "w": [64, 3, 5, 9]}, "float32", 132)}
+    assert not flat[True].kept  # K as (channel, tap) pairs: no channel step to make contiguous
+
+
+def _spec_5x9(cin: int = 32):
+    from tests.support.conv_specs import _spec
+
+    return _spec(f"kb_5x9_{cin}", "x w", "    return F.conv2d(x, w)", [{"x": [2, cin, 9, 12], "w": [64, cin, 5, 9]}],
+                 dtypes=["float32"])

@@ -53,11 +53,14 @@ def _conv_verdict(knob: str, value: Any, new: ConvTiles, old: ConvTiles, itemsiz
     if knob == "BLOCK_N" and new.block_n > max(16, next_pow2(new.cols)):
         return Pruned(value, False, f"BLOCK_N={new.block_n} over {new.cols} output channels a group: "
                                     f"{100 * (new.block_n - new.cols) // new.block_n}% of every tile is padding")
-    got = matmul_budget(knob, value, new.tiles, old.tiles, new.flat == old.flat, new.rows, new.cols, new.k, itemsize, sms)
+    # the same tile over another layout of the input (PACK_X) is another kernel to time, not the base's
+    same = new.flat == old.flat and new.pack_x == old.pack_x
+    got = matmul_budget(knob, value, new.tiles, old.tiles, same, new.rows, new.cols, new.k, itemsize, sms)
     if not got.kept:
         return got
     how = "(channel, tap) pairs" if new.flat else "a loop over taps"
-    return Pruned(value, True, f"{got.reason}; K={new.k} as {how}; {new.programs} programs with groups and stride phases")
+    layout = "; the input copied channels-last first" if new.pack_x else ""
+    return Pruned(value, True, f"{got.reason}; K={new.k} as {how}{layout}; {new.programs} programs with groups and stride phases")
 
 
 def prune_conv(case: StageCase, label: str, resolve: Callable[[Any], KnobsModel], knob: str, values: list,
@@ -111,5 +114,5 @@ def describe(launches: list[StageLaunch]) -> str:
             f"{c.form}, K={c.k} as {'(channel, tap) pairs' if c.flat else 'taps x channels'}"
         parts.append(f"stage {s.stage} (conv {c.rows}x{c.cols}, {how}): {c.block_m}x{c.block_n}"
                      f"{'' if c.form == 'direct' else 'x' + str(c.block_k)} tiles, {c.num_warps} warps, "
-                     f"{c.num_stages} stages, {c.programs} programs")
+                     f"{c.num_stages} stages, {c.programs} programs{', the input channels-last' if c.pack_x else ''}")
     return "; ".join(parts)

@@ -315,8 +315,8 @@ def _conv_config(form, M, N, CIN_G, fp32, one, interpreted, taps, epilogue):
     # 62 and 80 (64 channels, 5x9) x0.45 -> x0.51 and x0.46 -> x0.52, level 2's 25 (64 channels) x1.29 -> x1.43;
     # elsewhere the copy cost more than it saved (3x3 taps at 128 channels: level 1's 55, 63, level 2's 1, 4:
     # 0-5% slower; H200, 2026-12-04, benchmarks/conv_tune.py)
-    pack_x = _KNOBS["PACK_X"] if _KNOBS["PACK_X"] is not None else (
-        one and form == "forward" and not flat and (bn <= 64 or taps >= 25))
+    pack_x = form != "direct" and not flat and (_KNOBS["PACK_X"] if _KNOBS["PACK_X"] is not None else
+                                                 one and form == "forward" and (bn <= 64 or taps >= 25))
     return (_KNOBS["BLOCK_M"] or bm, bn, _KNOBS["BLOCK_K"] or bk, _KNOBS["GROUP_SIZE_M"],
             _KNOBS["num_warps"] or warps, _KNOBS["num_stages"] or stages, flat, pack_x)
 
