@@ -32,11 +32,7 @@ def half_made(root, repo, name="broadcast"):
 
 
 def slow_broadcast(root, repo):
-    """broadcast.yaml with 12 more test cases, so its check lasts 7-11 s instead of ~4 on a quiet 2-core
-    machine. CI's fresh clone at b9ade07 saw the example's own check end before a SIGINT sent 0.1 s after
-    the check's line (exit 0, 2026-12-04), while 14 SIGINTs sent 0-3.2 s into it here all stopped `new`
-    (exit 130): the race is the test's -- on a loaded machine its own process runs late -- so the check
-    now lasts long enough that a late signal still lands inside it."""
+    """broadcast.yaml with 12 more test cases: a check of 374 cases (7-11 s on 2 quiet cores), not 134 (~4 s)."""
     data = yaml.safe_load((repo / "operator_specs" / "broadcast.yaml").read_text())
     data["test_cases"] += [{"x": [3 + i, 17, 29 + i], "bias": [29 + i]} for i in range(12)]
     path = root / "spec" / "broadcast.yaml"
@@ -45,12 +41,32 @@ def slow_broadcast(root, repo):
     return path
 
 
+def _terminal_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # Python installs its KeyboardInterrupt handler over SIG_DFL
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _signal_masks(pid: int) -> str:
+    """The child's blocked and ignored signals as /proc says (SigBlk, SigIgn: hex bitmaps, SIGINT = bit 1)."""
+    try:
+        lines = open(f"/proc/{pid}/status").read().splitlines()
+    except OSError:
+        return "no /proc status"
+    return ", ".join(ln.replace("\t", " ") for ln in lines if ln.startswith(("SigBlk", "SigIgn", "SigCgt")))
+
+
 def test_ctrl_c_during_the_check_leaves_no_folder_and_the_same_command_runs_again(tmp_path, repo):
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "kernelgen", "new", str(slow_broadcast(tmp_path, repo)), "--out", str(out),
            "--backend", "offline", "--no-bench"]
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(repo))
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path)
+    # Ctrl-C as a terminal delivers it: SIGINT neither ignored nor blocked in `new`, whatever this test process
+    # inherited. Two fresh clones' suites (2026-12-04) saw `new` run its whole check through a SIGINT sent
+    # 0.1 s into it and exit 0, while 14 SIGINTs 0-3.2 s into the check, sent from a plain process, all
+    # stopped it (exit 130): the signal's disposition in the test's process is the suspect, so the child's
+    # is reset here and, should it still finish, its signal masks are part of the failure message.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path,
+                            preexec_fn=_terminal_sigint)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
     reader.start()
@@ -61,11 +77,12 @@ def test_ctrl_c_during_the_check_leaves_no_folder_and_the_same_command_runs_agai
         time.sleep(0.1)
     assert proc.poll() is None, "".join(lines)
     time.sleep(0.1)  # a moment into the check
+    masks = _signal_masks(proc.pid)
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=120)
     reader.join(timeout=10)
     text = " ".join("".join(lines).split())
-    assert proc.returncode == 130, text
+    assert proc.returncode == 130, f"{masks}: {text}"
     assert "interrupted: no operator folder was written" in text and "run the same command again" in text, text
     assert "Traceback" not in text
     assert list(out.iterdir()) == []  # no folder, and no staging folder either
