@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from kernelgen.offline.frontend import shapes as S
 from kernelgen.offline.frontend.ir import Graph
 from kernelgen.offline.stages.access import MOVES, Port, ports
-from kernelgen.offline.stages.emit_epilogue import tile_epilogue
+from kernelgen.offline.stages.emit_epilogue import computes, tile_epilogue
 from kernelgen.offline.stages.program import Buffer, Stage
 
 DIM_NAMES = {1: ("l",), 2: ("h", "w"), 3: ("d", "h", "w")}
@@ -47,6 +47,7 @@ class ConvKernel:
     moves: tuple[bool, bool]  # x, w: their views may move the start (an offset argument)
     sizes: list[int]
     params_used: list[str]
+    epilogue: bool  # the epilogue computes on the accumulator (its tiles: kernelgen.offline.launch.conv_tiles)
 
 
 def conv_form(g: Graph, st: Stage) -> str:
@@ -66,7 +67,7 @@ def conv_kernel(g: Graph, st: Stage, buffers: dict[str, Buffer], name: str) -> C
     used = sorted({g[u].attrs["name"] for u in st.values if g[u].op == "param"})
     sizes = [u for u in st.values if g[u].op == "size"]
     return ConvKernel(name, "conv", form, _params(g, st, ps, form, dims, moves, used, sizes), body, ps, dims, moves,
-                      sizes, used)
+                      sizes, used, computes(g, st))
 
 
 def _decompose(index: str, parts: list[tuple[str, str]], last: str) -> list[str]:

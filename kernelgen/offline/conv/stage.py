@@ -11,7 +11,6 @@ from kernelgen.offline.frontend.ir import Graph
 from kernelgen.offline.launch import ConvTiles, cdiv, conv_tiles
 from kernelgen.offline.conv.emit import ConvKernel, conv_kernel
 from kernelgen.offline.stages.anchors import AnchorKind
-from kernelgen.offline.stages.emit_epilogue import computes
 from kernelgen.offline.stages.host import access_literal, dtype_of, py, py_shape
 from kernelgen.offline.stages.launch import size_at
 from kernelgen.offline.stages.program import Access, Program, Stage, StageKnobs, StageLaunch
@@ -25,7 +24,7 @@ def conv_plan(g: Graph, prog: Program, st: Stage, k: ConvKernel) -> dict[str, An
             "operand_buffers": [o.buffer for o in st.operands],
             "operand_dtypes": [dtype_of(prog, o.buffer) for o in st.operands],
             "moves": list(k.moves), "form": k.form, "geometry": geometry, "conv_groups": py(a["groups"]),
-            "epilogue": computes(g, st)}
+            "epilogue": k.epilogue}
 
 
 def conv_launch(g: Graph, st: Stage, kernel: ConvKernel, knobs: StageKnobs, binding: dict[str, int], fp32: bool) -> StageLaunch:
@@ -42,7 +41,7 @@ def conv_launch(g: Graph, st: Stage, kernel: ConvKernel, knobs: StageKnobs, bind
     grid_y = 1 if form == "direct" else groups * (math.prod(stride) if form == "transposed" else 1)
     one = form != "direct" and one_tf32(fp32, getattr(knobs, "tf32", None))
     ct: ConvTiles = conv_tiles(knobs, form, rows, cols, x[1] // groups, math.prod(w[2:]), grid_y, fp32, one,
-                               computes(g, st))
+                               kernel.epilogue)
     return StageLaunch(st.id, "conv", tiles=ct.tiles, mnk=(ct.rows, ct.cols, ct.k), conv=ct)
 
 
