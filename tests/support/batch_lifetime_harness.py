@@ -12,11 +12,13 @@ services included: they are below it too).
 
 It prints one JSON line:
   {"rc", "stop_s", "left": [[pid, cmdline]...], "service": [[pid, cmdline]...], "late": [[pid, cmdline]...],
-   "seen": [[pid, parent, started_s, cmdline]...]}
+   "seen": [[pid, parent, started_s, last_seen_s, cmdline]...], "described": [{pid, cmd, state, parent, threads, rss_kb, wchan,
+   gone_after_s}...]}
 "stop_s": seconds from the signal to the batch's return; "service": a KernelGen service and the
 processes below it; "late": every process that started after the batch returned (of which none
-should exist); "seen": every process below the batch, its first parent seen and its start in seconds
-after the batch returned (negative: before). Then it kills whatever is left, so a failing test leaves
+should exist); "described": each left process as it was at SETTLE and how many seconds later it went
+(None: not within LINGER_S); "seen": every process below the batch, its first parent seen, its start and when it was last seen alive,
+in seconds after the batch returned (negative: before): how long the processes took to go, one by one. Then it kills whatever is left, so a failing test leaves
 nothing behind either.
 
     python tests/support/batch_lifetime_harness.py OUT SETTLE [--kill-when TEXT | --term-when TEXT] -- BATCH_ARGS...
@@ -37,6 +39,7 @@ from pathlib import Path
 PR_SET_CHILD_SUBREAPER = 36
 SERVICE = "kernelgen.verify.judge.service.daemon"
 WATCH_S = 0.1
+LINGER_S = 30  # after SETTLE, how long a left process is still watched (when it went, or that it did not)
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -72,6 +75,24 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def _describe(pid: int) -> dict:
+    """What a left process is doing, so a failure says whether it lives or is dying: its state (R, S, D;
+    a zombie is never listed), parent, threads, resident memory (None: its address space is gone, it is
+    inside exit), and where in the kernel it waits (wchan)."""
+    rest = _stat(str(pid)) or []
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        rss = next((int(ln.split()[1]) for ln in status.splitlines() if ln.startswith("VmRSS:")), None)
+    except OSError:
+        rss = None
+    try:
+        wchan = Path(f"/proc/{pid}/wchan").read_text().strip()
+    except OSError:
+        wchan = ""
+    return {"pid": pid, "cmd": _cmdline(pid), "state": rest[0] if rest else "?", "parent": int(rest[1]) if rest else None,
+            "threads": int(rest[17]) if len(rest) > 17 else None, "rss_kb": rss, "wchan": wchan}
+
+
 def _uptime() -> float:
     return float(Path("/proc/uptime").read_text().split()[0])
 
@@ -82,6 +103,7 @@ class Watch(threading.Thread):
     def __init__(self) -> None:
         super().__init__(name="watch", daemon=True)
         self.seen: dict[int, tuple[int, float, str]] = {}
+        self.last: dict[int, float] = {}  # pid -> when it was last seen alive (seconds since boot)
         self.done = threading.Event()
 
     def run(self) -> None:
@@ -92,7 +114,9 @@ class Watch(threading.Thread):
     def look(self) -> None:
         children = _children()
         parent = {c: p for p, cs in children.items() for c in cs}
+        now = _uptime()
         for pid in _below(os.getpid(), children):
+            self.last[pid] = now
             if pid in self.seen:  # a forked child shows its parent's command line until it execs its own
                 first, start, _ = self.seen[pid]
                 self.seen[pid] = (first, start, _cmdline(pid) or self.seen[pid][2])
@@ -158,14 +182,30 @@ def main() -> int:
     watch.done.set()
     watch.join()
     watch.look()
-    alive = _below(os.getpid())
-    services = [p for p in alive if SERVICE in _cmdline(p)]
-    of_services = set(services) | {d for s in services for d in _below(s)}
+    children = _children()  # at SETTLE: the verdict's moment
+    alive = _below(os.getpid(), children)
+    described = [_describe(p) for p in alive]
+    for d in described:
+        d["cmd"] = d["cmd"] or watch.seen.get(d["pid"], (0, 0, ""))[2]  # empty: exiting; say what it was
+    known = {d["pid"]: d["cmd"] for d in described}.get
+    services = [p for p in alive if SERVICE in known(p)]
+    of_services = set(services) | {d for s in services for d in _below(s, children)}
+    gone_after = {}
+    if alive:  # diagnosis only: how much longer each takes to go (the verdict is the SETTLE rule above)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < LINGER_S and len(gone_after) < len(alive):
+            _reap()
+            now = set(_below(os.getpid()))
+            gone_after.update({p: round(time.monotonic() - t0, 1) for p in alive if p not in now and p not in gone_after})
+            time.sleep(0.2)
+    for d in described:
+        d["gone_after_s"] = gone_after.get(d["pid"])
     seen = sorted(watch.seen.items(), key=lambda kv: kv[1][1])
-    print(json.dumps({"rc": rc, "stop_s": None if signalled is None else round(returned - signalled, 2), "left": [[p, _cmdline(p)] for p in alive if p not in of_services],
-                      "service": [[p, _cmdline(p)] for p in sorted(of_services)],
-                      "late": [[p, cmd] for p, (_, start, cmd) in seen if start > returned],
-                      "seen": [[p, parent, round(start - returned, 2), cmd] for p, (parent, start, cmd) in seen]}), flush=True)
+    print(json.dumps({"rc": rc, "stop_s": None if signalled is None else round(returned - signalled, 2), "left": [[p, known(p)] for p in alive if p not in of_services],
+                      "service": [[p, known(p)] for p in sorted(of_services)],
+                      "late": [[p, cmd] for p, (_, start, cmd) in seen if start > returned], "described": described,
+                      "seen": [[p, parent, round(start - returned, 2), round(watch.last.get(p, start) - returned, 2), cmd]
+                               for p, (parent, start, cmd) in seen]}), flush=True)
     for p in alive:
         try:
             os.kill(p, signal.SIGKILL)
