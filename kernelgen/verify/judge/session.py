@@ -108,7 +108,7 @@ def _exec_worker(launch: WorkerLaunch) -> subprocess.Popen:
     """A fresh Python process running the worker's bootstrap: what every worker was before the fork server."""
     cmd = [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-m", "kernelgen.verify.worker",
            "--socket", str(launch.sock_fd), "--handoff", str(launch.handoff_fd), "--device", launch.device,
-           "--policy", json.dumps(launch.policy)]
+           "--policy", json.dumps(launch.policy), "--parent", str(os.getpid())]
     return subprocess.Popen(cmd, cwd=launch.cwd, env=launch.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, pass_fds=(launch.sock_fd, launch.handoff_fd), start_new_session=True)
 

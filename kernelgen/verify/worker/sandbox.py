@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import os
 import resource
+import select
 import signal
 import struct
 from pathlib import Path
@@ -67,8 +68,14 @@ def landlock_abi() -> int:
 
 
 # --- steps, in the order the worker applies them ----------------------------------------------
-def die_with_parent(report: SandboxReport) -> None:
+def die_with_parent(report: SandboxReport, parent: int | None = None) -> None:
+    """SIGKILL when the process that started this one dies. `parent`: that process's pid, as it knew it
+    before the start. The request watches whatever parent this process has *when it asks*: one that died
+    in between (its judge or fork server killed as the worker was starting, as a SIGKILLed batch kills
+    them) left this process re-parented, and no signal would ever come: it exits now instead."""
     if _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+        if parent is not None and os.getppid() != parent:
+            os._exit(1)
         report.enforced.append("dies with the judge (PR_SET_PDEATHSIG)")
     else:  # pragma: no cover - Linux always has it
         report.missing.append(f"PR_SET_PDEATHSIG failed: {_errno_text()}")
@@ -101,8 +108,10 @@ def enter_namespaces(report: SandboxReport) -> bool:
         Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
     except OSError as e:  # pragma: no cover - unusual kernels
         report.missing.append(f"user namespace maps failed: {e.strerror}")
+    alive_r, alive_w = os.pipe()  # the outer process holds the write end until it dies
     pid = os.fork()
     if pid:  # the outer process: relay the status, leave nothing behind
+        os.close(alive_r)
         signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))
         while True:
             try:
@@ -112,7 +121,15 @@ def enter_namespaces(report: SandboxReport) -> bool:
                 continue
         code = os.waitstatus_to_exitcode(status)
         os._exit(code if code >= 0 else 128 - code)
+    os.close(alive_w)
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the outer process is this one's parent
+    # ...unless it died before the request: its parent is outside this namespace (getppid() reads 0 either
+    # way), so its end of the pipe says it: closed, and this process would outlive it
+    hung = select.poll()
+    hung.register(alive_r, select.POLLIN)
+    if hung.poll(0):
+        os._exit(1)
+    os.close(alive_r)
     if _libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0 or \
             _libc.mount(b"proc", b"/proc", b"proc", 0, None) != 0:
         report.missing.append(f"could not mount a /proc of its own ({_errno_text()}): a GPU driver may fail to start")
@@ -208,10 +225,11 @@ def _add_rule(ruleset: int, path: str, access: int, handled: int) -> None:
         os.close(fd)
 
 
-def apply(policy: SandboxPolicy) -> SandboxReport:
-    """Every step, in order; called once by the worker's bootstrap, before torch is imported."""
+def apply(policy: SandboxPolicy, parent: int | None = None) -> SandboxReport:
+    """Every step, in order; called once by the worker's bootstrap, before torch is imported. `parent`:
+    the pid of the process that started the worker (the judge, or its fork server)."""
     report = SandboxReport()
-    die_with_parent(report)
+    die_with_parent(report, parent)
     join_cgroups(policy.cgroups, report)
     if policy.namespaces:
         enter_namespaces(report)

@@ -283,10 +283,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--handoff", type=int, required=True, help="a socket the arena's fd comes through")
     p.add_argument("--policy", required=True, help="the sandbox policy, as JSON")
     p.add_argument("--device", required=True, choices=["cpu", "cuda", "npu"])
+    p.add_argument("--parent", type=int, default=None, help="the pid of the process that started it (it dies with that one)")
     args = p.parse_args(argv)
     policy_data = json.loads(args.policy)
     policy = SandboxPolicy(**{**policy_data, "scratch": Path(policy_data["scratch"])})
-    report = sandbox.apply(policy)  # forks into the PID namespace; only its first process returns here
+    report = sandbox.apply(policy, args.parent)  # forks into the PID namespace; only its first process returns here
     sock = socket.socket(fileno=args.socket)
     try:
         from importlib.metadata import version

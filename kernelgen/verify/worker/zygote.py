@@ -49,8 +49,10 @@ def preload(device: str) -> None:
     from kernelgen.verify.worker import guard, sandbox, server, tamper  # noqa: F401
 
 
-def _become_worker(req: SpawnRequest, fds: list[int], control: socket.socket, wakeup: tuple[int, int]) -> None:
-    """In the child: turn into the worker the request describes; never returns."""
+def _become_worker(req: SpawnRequest, fds: list[int], control: socket.socket, wakeup: tuple[int, int],
+                   parent: int) -> None:
+    """In the child: turn into the worker the request describes; never returns. `parent`: this fork
+    server's pid (the worker dies with it, or exits at once if it is gone already)."""
     code = 3
     try:
         signal.set_wakeup_fd(-1)
@@ -73,7 +75,7 @@ def _become_worker(req: SpawnRequest, fds: list[int], control: socket.socket, wa
         from kernelgen.verify.worker import server
 
         code = server.main(["--socket", "3", "--handoff", "4", "--device", req.device,
-                            "--policy", json.dumps(req.policy)])
+                            "--policy", json.dumps(req.policy), "--parent", str(parent)])
     except BaseException:  # noqa: BLE001 - the judge reads why from the worker's stderr
         try:
             traceback.print_exc()
@@ -153,9 +155,10 @@ class Zygote:
                 send(self.control, Spawned(tag=msg.tag, error=f"a request with {len(fds)} descriptors for "
                                            f"{msg.device} (this server forks {SPAWN_FDS} for {self.device})"))
                 return True
+            parent = os.getpid()
             pid = os.fork()
             if pid == 0:
-                _become_worker(msg, fds, self.control, self.wakeup)
+                _become_worker(msg, fds, self.control, self.wakeup, parent)
             self.children.add(pid)
             send(self.control, Spawned(tag=msg.tag, pid=pid))
         except SpawnError:
