@@ -80,3 +80,59 @@ def test_a_module_fixing_too_many_dims_is_built_again_at_shrunk_sizes(tmp_path):
     assert fn(*meta).shape == (16, 192, 256, 256)  # KernelBench's own module at the perf case
     with pytest.raises(ValueError, match="no Model built for parameters and buffers of shapes"):
         fn(*[torch.empty(s, device="meta") for s in ([2, 3, 4, 5], [3, 4, 5], [3, 4, 5])])
+
+
+# --- cases small in arithmetic too -------------------------------------------------------------------
+CONV_TRANSPOSE_3D = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, in_channels, out_channels, kernel_size):
+        super().__init__()
+        self.conv_transpose3d = nn.ConvTranspose3d(in_channels, out_channels, kernel_size, bias=False)
+
+    def forward(self, x):
+        return self.conv_transpose3d(x)
+
+batch_size = 16
+in_channels = 32
+out_channels = 16
+kernel_size = (3, 5, 7)
+depth_in = 16
+height_in = 32
+width_in = 64
+
+def get_inputs():
+    return [torch.rand(batch_size, in_channels, depth_in, height_in, width_in)]
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size]
+'''
+
+
+def _macs(spec, case) -> int:
+    from kernelgen.spec.kernelbench.extents import convolution_macs
+
+    fn = load_reference(spec)
+    return convolution_macs(lambda: fn(*[torch.empty(s, device="meta") for s in case.values()]))
+
+
+def test_a_convolution_case_is_small_in_multiply_adds_not_only_in_elements(tmp_path):
+    """KernelBench's level 1's 58: the channels reach get_init_inputs() and are held, and a batch of 16
+    counted as structural, so its case was x[16, 32, 16, 3, 5] -- 122,880 elements, 206 M multiply-adds,
+    74 s for one call of its kernel in the interpreter, and `kernelgen new` past 10 minutes on 2 cores.
+    Each case now keeps the channels and the kernel and goes under its multiply-add budget."""
+    from kernelgen.spec.kernelbench.shrink import WORK_BUDGETS
+
+    spec = derive_spec(write(tmp_path, CONV_TRANSPOSE_3D, "level1/58_conv_transposed_3D.py")).spec
+    assert spec.perf_cases[0]["x"] == [16, 32, 16, 32, 64]
+    assert _macs(spec, {"x": [16, 32, 16, 3, 5], "w": [32, 16, 3, 5, 7]}) > 2e8  # the case it had
+    assert len(spec.test_cases) == 2
+    for case, budget in zip(spec.test_cases, WORK_BUDGETS):
+        assert case["x"][1] == 32 and case["conv_transpose3d_weight"] == [32, 16, 3, 5, 7], case
+        assert min(case["x"]) >= 2, case  # never a size 1: the trace would take it for a constant
+        assert _macs(spec, case) <= budget, (case, _macs(spec, case))
+    assert spec.test_cases[0] != spec.test_cases[1]
+    x, w = draw_inputs(spec, spec.test_cases[0], "float32", 0, "cpu")
+    torch.testing.assert_close(load_reference(spec)(x, w), torch.nn.functional.conv_transpose3d(x, w))

@@ -25,7 +25,7 @@ from kernelgen import __version__
 from kernelgen.errors import ProblemFileError, SpecError
 from kernelgen.render import render
 from kernelgen.spec.kernelbench.checks import check_deterministic, runnable_dtypes
-from kernelgen.spec.kernelbench.extents import roomy
+from kernelgen.spec.kernelbench.extents import convolution_macs, roomy
 from kernelgen.spec.kernelbench.lift import Observation, ScalarInput, TensorInput, mutated, observe
 from kernelgen.spec.kernelbench.fixed import doubled, fixed_dims, held_names
 from kernelgen.spec.kernelbench.shrink import HARD_CAP, fitting_cases, ints, small_cases
@@ -120,6 +120,18 @@ def _fits(fn: Callable[..., Any], room: bool = False) -> Callable[[Observation],
         return True
 
     return fits
+
+
+def _work(fn: Callable[..., Any]) -> Callable[[Observation], int]:
+    """A case's arithmetic under the interpreter: its convolutions' multiply-adds (0 where it cannot be
+    run on meta tensors; `fits` decides those)."""
+    def work(obs: Observation) -> int:
+        try:
+            return convolution_macs(lambda: _meta_run(fn, obs))
+        except Exception:  # noqa: BLE001 - an op without a meta kernel: nothing counted
+            return 0
+
+    return work
 
 
 def _outputs(src: ProblemSource, fn: Callable[..., Any], perf: Observation) -> list[str]:
@@ -243,7 +255,7 @@ def _derive(src: ProblemSource, extra_dtypes: bool = True) -> DerivedSpec:
     held = held_names(src, perf, _fits(fn))
     # cases leaving every convolution room first; only where none does, any case that runs (a module
     # whose own sizes leave a convolution 1 wide)
-    cases = fitting_cases(src, perf, _fits(fn, room=True), held) or fitting_cases(src, perf, _fits(fn), held)
+    cases = fitting_cases(src, perf, _fits(fn, room=True), held, _work(fn)) or fitting_cases(src, perf, _fits(fn), held, _work(fn))
     fixed: dict[str, list[int]] = {}
     if cases:
         fixed = fixed_dims(src, perf, cases, held)

@@ -1,5 +1,5 @@
 """Whether a shrunk case leaves every convolution room: each spatial size of its input and output at
-least MIN_SPATIAL.
+least MIN_SPATIAL; and how much arithmetic its convolutions make (the interpreter's cost of a case).
 
 A convolution whose output is 1 wide makes the symbolic trace of the reference specialise that size:
 PyTorch guards Eq(height - kernel + 1, 1) and replaces the input's symbol with the kernel's, so the
@@ -12,6 +12,7 @@ dim is a constant to the trace), which a transposed convolution's shrunk input c
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 MIN_SPATIAL = 2  # PyTorch's symbolic shapes specialise sizes 0 and 1 only: 2 keeps every size a symbol
@@ -34,6 +35,29 @@ def convolution_shapes(run: Callable[[], Any]) -> list[tuple[tuple[int, ...], tu
     with Convolutions():
         run()
     return seen
+
+
+def convolution_macs(run: Callable[[], Any]) -> int:
+    """Multiply-adds of every aten.convolution `run` calls (on meta tensors): each output element takes
+    a group's input channels x the taps; a transposed one, each input element (its weight is [C_in,
+    C_out / groups, taps..])."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    total = 0
+
+    class Convolutions(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            nonlocal total
+            out = func(*args, **(kwargs or {}))
+            if func.overloadpacket is torch.ops.aten.convolution and isinstance(out, torch.Tensor):
+                x, w, transposed = args[0], args[1], bool(args[6])
+                total += (x if transposed else out).numel() * math.prod(w.shape[1:])
+            return out
+
+    with Convolutions():
+        run()
+    return total
 
 
 def roomy(run: Callable[[], Any]) -> bool:

@@ -48,6 +48,7 @@ class Observation:
     scalars: list[ScalarInput] = field(default_factory=list)  # forward's plain numbers: the spec's params
     forward: list[str] = field(default_factory=list)  # forward's arguments in order (tensors and scalars)
     schedules: bool = False  # the constructor reads numbers of a torch.linspace / logspace (built on the CPU)
+    overrides: dict[str, Any] = field(default_factory=dict)  # the sizes it was run at, where not the file's own
 
     @property
     def case(self) -> dict[str, list[int]]:
@@ -150,7 +151,7 @@ def observe(src: ProblemSource, overrides: dict[str, Any] | None = None) -> Obse
         plan = _plan(src, rec, t, f"Model's {kind} `{key}`")
         inputs.append(TensorInput(name, list(t.shape), _dtype_name(t), plan, key=key, kind=kind))
     return Observation(init=list(init), inputs=inputs, model=model, training=bool(model.training), scalars=scalars,
-                       forward=names, schedules=rec.schedules)
+                       forward=names, schedules=rec.schedules, overrides=dict(overrides or {}))
 
 
 def _scalar(src: ProblemSource, code: ProblemCode, name: str, i: int, value: bool | int | float) -> ScalarInput:

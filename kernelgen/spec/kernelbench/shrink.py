@@ -11,6 +11,12 @@ run again, so every shape computed from them follows (`bias_shape = (out_channel
   name that is not held has the same value. Where a held input alone is over the budget (a GroupNorm's
   8192x5 weight), the case is the smallest that fits: the interpreter's time grows with every input
   and output (a GEMM + GroupNorm took 53 s a call at x[181, 128] and its budget counting x alone).
+- The budget counts arithmetic too, where the caller counts it (a convolution's multiply-adds,
+  WORK_BUDGETS): channels reach get_init_inputs() and are held, batch-like sizes up to SMALL are kept, so
+  a case small in elements can still be large in work. Level 1's 58 (ConvTranspose3d 32->16, 3x5x7
+  taps) kept x[16, 32, 16, 3, 5]: 122,880 elements, 206 M multiply-adds a call, and its `kernelgen new`
+  ran past 10 minutes on 2 cores. Over the work budget, the sizes the case was run at go down one name
+  at a time, to 2 (never 1, as kept_dims_case), where the case still fits and does less work.
 - Each case is checked by the caller (the reference on meta tensors); a case over the budget is taken
   rather than none.
 - Where that finds none, the other sizes shrink name by name (kept_dims_case); where even that is too
@@ -37,6 +43,14 @@ HARD_CAP = 2_000_000  # never a test case above this: the interpreter would take
 # Never one row: a kernel traced at a size of 1 may treat the dim as a broadcast, and level 1's 40 was
 # refused at KernelBench's own batch (`x.shape[0] is 16; the reference needs 1 there`).
 KEPT_CAP = 9_000_000
+# The most multiply-adds of a case's convolutions, per case as BUDGETS. One call of round 0's kernel in the
+# interpreter (2 cores, 2026-12-05): level 1's 58 (transposed 3-D) at 206 M took 74 s, at 11 M (batch 2)
+# 7.5 s; its 72 (transposed 3-D, grouped) 39 M 34 s, 6.4 M 5.6 s; its 50 (forward 2-D) 203 M 5.3 s.
+# A transposed kernel loops over taps per stride phase on small tiles, so its seconds per multiply-add are
+# 10-30x a forward one's: the count ranks cases within a problem, it does not price them across forms.
+# `kernelgen new` runs each case about 40-50 times (seeds, dtypes, layouts)
+WORK_BUDGETS = (32_000_000, 8_000_000)
+Work = Callable[["Observation"], int]
 _BASES = (181, 127, 91, 63, 45, 31, 23, 17, 13, 9, 7, 5, 3)
 
 
@@ -109,21 +123,26 @@ def _draw_args(obs: Observation) -> set[int]:
     return {int(a) for t in obs.inputs if not t.key for a in t.init.args if isinstance(a, float) and a.is_integer()}
 
 
-def small_cases(src: ProblemSource, perf: Observation, fits: Callable[[Observation], bool], held: set[str]) -> list[Observation]:
+def small_cases(src: ProblemSource, perf: Observation, fits: Callable[[Observation], bool], held: set[str],
+                work: Work | None = None) -> list[Observation]:
     """Up to len(BUDGETS) small cases the reference runs on, each under its budget where one fits; the
-    names in `held` keep their size."""
+    names in `held` keep their size. `work`: a case's arithmetic, kept under WORK_BUDGETS as well."""
     values = free_values(src.sizes, held)
     kept = _kept(src.sizes)
     # the divisors each mapped size keeps: none first (odd sizes), then the structural ones
     tries = [{}, {v: kept for v in values}]
     wanted = [t.init for t in perf.inputs if not t.key]
     cases: list[Observation] = []
-    for offset, budget in enumerate(BUDGETS):
+    for offset, (budget, work_budget) in enumerate(zip(BUDGETS, WORK_BUDGETS)):
         found = None
         for divisors in tries:
-            found = search_case(src, perf, values, divisors, held, offset, budget, wanted, fits, [c.case for c in cases])
+            found = search_case(src, perf, values, divisors, held, offset, budget, wanted, fits, [c.case for c in cases],
+                                work=work, work_budget=work_budget)
             if found is not None:
                 break
+        if found is not None and work is not None and work(found) > work_budget:
+            found = lighter_case(src, found, held | set(_draw_names(src, perf)), wanted, fits, work, work_budget,
+                                 [c.case for c in cases])
         # a second case only if small, in the inputs it shrinks (a held weight costs both alike)
         if found is not None and (not cases or _biggest(found) <= max(budget, _unchanged(found, perf))):
             cases.append(found)
@@ -131,7 +150,8 @@ def small_cases(src: ProblemSource, perf: Observation, fits: Callable[[Observati
 
 
 def search_case(src: ProblemSource, perf: Observation, values: list[int], divisors: dict[int, set[int]], held: set[str],
-            offset: int, budget: int, wanted: list, fits: Callable[[Observation], bool], taken: list[dict]) -> Observation | None:
+                offset: int, budget: int, wanted: list, fits: Callable[[Observation], bool], taken: list[dict], *,
+                work: Work | None = None, work_budget: int = 0) -> Observation | None:
     over: Observation | None = None  # the smallest case that fits but exceeds the budget
     for base in _BASES:
         mapping = _mapping(values, divisors, set(), base, offset)
@@ -146,10 +166,43 @@ def search_case(src: ProblemSource, perf: Observation, values: list[int], diviso
             continue
         if not fits(obs):
             continue
-        if size <= budget:
+        if size <= budget and (work is None or work(obs) <= work_budget):
             return obs
         over = obs
     return over
+
+
+def _draw_names(src: ProblemSource, perf: Observation) -> list[str]:
+    """The names whose value sets how a forward input is drawn (randint's range): never shrunk alone."""
+    fixed = _draw_args(perf)
+    return [n for n, v in src.sizes.items() if set(ints(v)) & fixed]
+
+
+def lighter_case(src: ProblemSource, obs: Observation, held: set[str], wanted: list, fits: Callable[[Observation], bool],
+                 work: Work, work_budget: int, taken: list[dict]) -> Observation:
+    """`obs` with less arithmetic: from the sizes it was run at, each name not held whose size is one
+    number above 2 (the batch, a depth) set to 2 alone (3 where 2 repeats an earlier case) -- never 1: a
+    size-1 dim is a constant to the trace -- kept where the case still fits, draws its inputs as
+    KernelBench does, and does less work; the largest first, until the case is within `work_budget`."""
+    sizes = {**src.sizes, **obs.overrides}
+    best, cost = obs, work(obs)
+    names = sorted((n for n, v in sizes.items() if isinstance(v, int) and not isinstance(v, bool) and v > 2 and n not in held),
+                   key=lambda n: -sizes[n])
+    for name in names:
+        for to in (2, 3):  # 3 where 2 makes an earlier case again (a second case shaped as the first)
+            if cost <= work_budget or to >= sizes[name]:
+                break
+            try:
+                tried = observe(src, {**best.overrides, name: to})
+            except ProblemFileError:
+                continue
+            if tried.case in taken or [t.init for t in tried.inputs if not t.key] != wanted or not fits(tried):
+                continue
+            tried_cost = work(tried)
+            if tried_cost < cost:
+                best, cost = tried, tried_cost
+                break
+    return best
 
 
 def kept_dims_case(src: ProblemSource, perf: Observation, fits: Callable[[Observation], bool], held: set[str]) -> Observation | None:
@@ -199,10 +252,11 @@ def kept_dims_case(src: ProblemSource, perf: Observation, fits: Callable[[Observ
     return found if _biggest(found) <= KEPT_CAP and found is not perf else None
 
 
-def fitting_cases(src: ProblemSource, perf: Observation, fits: Callable[[Observation], bool], held: set[str]) -> list[Observation]:
+def fitting_cases(src: ProblemSource, perf: Observation, fits: Callable[[Observation], bool], held: set[str],
+                  work: Work | None = None) -> list[Observation]:
     """small_cases; where none fits (each above HARD_CAP), the kept-dims case. Not also where small_cases'
     first is merely over its budget (a case over it is better than one shrunk name by name)."""
-    cases = small_cases(src, perf, fits, held)
+    cases = small_cases(src, perf, fits, held, work)
     if cases:
         return cases
     kept = kept_dims_case(src, perf, fits, held)
