@@ -111,28 +111,75 @@ def get_init_inputs():
 '''
 
 
-def _macs(spec, case) -> int:
-    from kernelgen.spec.kernelbench.extents import convolution_macs
+def _work(spec, case):
+    from kernelgen.spec.kernelbench.extents import case_work
 
     fn = load_reference(spec)
-    return convolution_macs(lambda: fn(*[torch.empty(s, device="meta") for s in case.values()]))
+    return case_work(lambda: fn(*[torch.empty(s, device="meta") for s in case.values()]))
 
 
 def test_a_convolution_case_is_small_in_multiply_adds_not_only_in_elements(tmp_path):
     """KernelBench's level 1's 58: the channels reach get_init_inputs() and are held, and a batch of 16
     counted as structural, so its case was x[16, 32, 16, 3, 5] -- 122,880 elements, 206 M multiply-adds,
     74 s for one call of its kernel in the interpreter, and `kernelgen new` past 10 minutes on 2 cores.
-    Each case now keeps the channels and the kernel and goes under its multiply-add budget."""
+    Each case now keeps the channels and the kernel and goes under its budget of multiply-adds and of
+    the largest tensor an op makes."""
     from kernelgen.spec.kernelbench.shrink import WORK_BUDGETS
 
     spec = derive_spec(write(tmp_path, CONV_TRANSPOSE_3D, "level1/58_conv_transposed_3D.py")).spec
     assert spec.perf_cases[0]["x"] == [16, 32, 16, 32, 64]
-    assert _macs(spec, {"x": [16, 32, 16, 3, 5], "w": [32, 16, 3, 5, 7]}) > 2e8  # the case it had
+    before = _work(spec, {"x": [16, 32, 16, 3, 5], "w": [32, 16, 3, 5, 7]})  # the case it had
+    assert before.macs > 2e8 and before.largest > 3e5
     assert len(spec.test_cases) == 2
-    for case, budget in zip(spec.test_cases, WORK_BUDGETS):
+    for case, (macs, largest) in zip(spec.test_cases, WORK_BUDGETS):
         assert case["x"][1] == 32 and case["conv_transpose3d_weight"] == [32, 16, 3, 5, 7], case
         assert min(case["x"]) >= 2, case  # never a size 1: the trace would take it for a constant
-        assert _macs(spec, case) <= budget, (case, _macs(spec, case))
+        work = _work(spec, case)
+        assert work.macs <= macs and work.largest <= largest, (case, work)
     assert spec.test_cases[0] != spec.test_cases[1]
     x, w = draw_inputs(spec, spec.test_cases[0], "float32", 0, "cpu")
     torch.testing.assert_close(load_reference(spec)(x, w), torch.nn.functional.conv_transpose3d(x, w))
+
+
+POOLED = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, in_channels, out_channels, kernel_size, stride, padding, pool_kernel_size):
+        super().__init__()
+        self.conv_transpose = nn.ConvTranspose3d(in_channels, out_channels, kernel_size, stride=stride, padding=padding)
+        self.maxpool = nn.MaxPool3d(kernel_size=pool_kernel_size)
+        self.global_avg_pool = nn.AdaptiveAvgPool3d((1, 1, 1))
+
+    def forward(self, x):
+        return self.global_avg_pool(self.maxpool(self.conv_transpose(x) * 0.5))
+
+batch_size = 16
+in_channels = 3
+out_channels = 16
+depth, height, width = 16, 32, 32
+kernel_size = 3
+stride = 2
+padding = 1
+pool_kernel_size = 2
+
+def get_inputs():
+    return [torch.rand(batch_size, in_channels, depth, height, width)]
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size, stride, padding, pool_kernel_size]
+'''
+
+
+def test_a_lighter_case_never_pools_a_dim_down_to_one(tmp_path):
+    """Shrinking a pooled chain's input toward 2 would pool a dim to 1, which the trace takes for a
+    constant ('a trace that fixes x.shape[2] to 2', level 2's 96): no op of a case may make a size-1
+    dim where the case it was shrunk from had more, and the generator serves every case."""
+    from kernelgen.offline import route
+
+    spec = derive_spec(write(tmp_path, POOLED, "level2/1096_ConvTranspose3d_MaxPool.py")).spec
+    perf = _work(spec, spec.perf_cases[0])
+    for case in spec.test_cases:  # the global pool's 1x1x1 is the perf case's too
+        assert _work(spec, case).keeps_sizes_of(perf), (case, _work(spec, case).shapes, perf.shapes)
+    assert route(spec).family.name == "conv"

@@ -25,7 +25,7 @@ from kernelgen import __version__
 from kernelgen.errors import ProblemFileError, SpecError
 from kernelgen.render import render
 from kernelgen.spec.kernelbench.checks import check_deterministic, runnable_dtypes
-from kernelgen.spec.kernelbench.extents import convolution_macs, roomy
+from kernelgen.spec.kernelbench.extents import CaseWork, case_work, roomy
 from kernelgen.spec.kernelbench.lift import Observation, ScalarInput, TensorInput, mutated, observe
 from kernelgen.spec.kernelbench.fixed import doubled, fixed_dims, held_names
 from kernelgen.spec.kernelbench.shrink import HARD_CAP, fitting_cases, ints, small_cases
@@ -122,14 +122,14 @@ def _fits(fn: Callable[..., Any], room: bool = False) -> Callable[[Observation],
     return fits
 
 
-def _work(fn: Callable[..., Any]) -> Callable[[Observation], int]:
-    """A case's arithmetic under the interpreter: its convolutions' multiply-adds (0 where it cannot be
-    run on meta tensors; `fits` decides those)."""
-    def work(obs: Observation) -> int:
+def _work(fn: Callable[..., Any]) -> Callable[[Observation], CaseWork]:
+    """What a case asks of the interpreter (nothing counted where it cannot be run on meta tensors:
+    `fits` decides those)."""
+    def work(obs: Observation) -> CaseWork:
         try:
-            return convolution_macs(lambda: _meta_run(fn, obs))
-        except Exception:  # noqa: BLE001 - an op without a meta kernel: nothing counted
-            return 0
+            return case_work(lambda: _meta_run(fn, obs))
+        except Exception:  # noqa: BLE001 - an op without a meta kernel
+            return CaseWork(0, 0)
 
     return work
 

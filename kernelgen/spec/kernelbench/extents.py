@@ -1,5 +1,5 @@
 """Whether a shrunk case leaves every convolution room: each spatial size of its input and output at
-least MIN_SPATIAL; and how much arithmetic its convolutions make (the interpreter's cost of a case).
+least MIN_SPATIAL; and what a case asks of the interpreter (CaseWork).
 
 A convolution whose output is 1 wide makes the symbolic trace of the reference specialise that size:
 PyTorch guards Eq(height - kernel + 1, 1) and replaces the input's symbol with the kernel's, so the
@@ -13,6 +13,7 @@ dim is a constant to the trace), which a transposed convolution's shrunk input c
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Callable
 
 MIN_SPATIAL = 2  # PyTorch's symbolic shapes specialise sizes 0 and 1 only: 2 keeps every size a symbol
@@ -37,27 +38,52 @@ def convolution_shapes(run: Callable[[], Any]) -> list[tuple[tuple[int, ...], tu
     return seen
 
 
-def convolution_macs(run: Callable[[], Any]) -> int:
-    """Multiply-adds of every aten.convolution `run` calls (on meta tensors): each output element takes
-    a group's input channels x the taps; a transposed one, each input element (its weight is [C_in,
-    C_out / groups, taps..])."""
+@dataclass(frozen=True)
+class CaseWork:
+    """What one call of a case asks of the interpreter: its convolutions' multiply-adds, and the largest
+    tensor an op makes (a reduction stage after a convolution runs a program per row of it: level 2's 3,
+    ConvTranspose3d -> LayerNorm over 64 -> AvgPool, took 127 s a call at a 2.5M-element output)."""
+
+    macs: int
+    largest: int
+    shapes: tuple[tuple[int, ...], ...] = ()  # every tensor an op computes, in order
+
+    def keeps_sizes_of(self, other: CaseWork) -> bool:
+        """Whether no dim is 1 here that is larger in `other` (op by op): a size-1 dim is a constant to
+        the trace, and the kernel would then be made for this case alone (a 2-wide pooled input pools
+        to 1: level 2's 96, 'a trace that fixes x.shape[2] to 2')."""
+        return len(self.shapes) == len(other.shapes) and all(
+            len(a) == len(b) and not any(x <= 1 < y for x, y in zip(a, b)) for a, b in zip(self.shapes, other.shapes))
+
+
+def case_work(run: Callable[[], Any]) -> CaseWork:
+    """The CaseWork of `run` (on meta tensors). A convolution's output element takes a group's input
+    channels x the taps; a transposed one's input element does (its weight is [C_in, C_out / groups,
+    taps..]). Views make nothing, and a factory (the inputs' own allocation) computes nothing: neither counts."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
 
-    total = 0
+    macs = largest = 0
+    shapes: list[tuple[int, ...]] = []
 
-    class Convolutions(TorchDispatchMode):
+    class Count(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
-            nonlocal total
+            nonlocal macs, largest
             out = func(*args, **(kwargs or {}))
+            computed = any(isinstance(a, torch.Tensor) for a in tree_leaves((args, kwargs)))  # not a factory's
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if computed and isinstance(t, torch.Tensor) and not t._is_view():
+                    largest = max(largest, t.numel())
+                    shapes.append(tuple(t.shape))
             if func.overloadpacket is torch.ops.aten.convolution and isinstance(out, torch.Tensor):
                 x, w, transposed = args[0], args[1], bool(args[6])
-                total += (x if transposed else out).numel() * math.prod(w.shape[1:])
+                macs += (x if transposed else out).numel() * math.prod(w.shape[1:])
             return out
 
-    with Convolutions():
+    with Count():
         run()
-    return total
+    return CaseWork(macs, largest, tuple(shapes))
 
 
 def roomy(run: Callable[[], Any]) -> bool:

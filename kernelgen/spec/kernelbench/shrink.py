@@ -11,8 +11,8 @@ run again, so every shape computed from them follows (`bias_shape = (out_channel
   name that is not held has the same value. Where a held input alone is over the budget (a GroupNorm's
   8192x5 weight), the case is the smallest that fits: the interpreter's time grows with every input
   and output (a GEMM + GroupNorm took 53 s a call at x[181, 128] and its budget counting x alone).
-- The budget counts arithmetic too, where the caller counts it (a convolution's multiply-adds,
-  WORK_BUDGETS): channels reach get_init_inputs() and are held, batch-like sizes up to SMALL are kept, so
+- The budget counts work too, where the caller counts it (WORK_BUDGETS: a convolution's multiply-adds,
+  the largest tensor an op makes): channels reach get_init_inputs() and are held, batch-like sizes up to SMALL are kept, so
   a case small in elements can still be large in work. Level 1's 58 (ConvTranspose3d 32->16, 3x5x7
   taps) kept x[16, 32, 16, 3, 5]: 122,880 elements, 206 M multiply-adds a call, and its `kernelgen new`
   ran past 10 minutes on 2 cores. Over the work budget, the sizes the case was run at go down one name
@@ -29,6 +29,7 @@ import math
 from typing import Any, Callable
 
 from kernelgen.errors import ProblemFileError
+from kernelgen.spec.kernelbench.extents import CaseWork
 from kernelgen.spec.kernelbench.lift import Observation, observe
 from kernelgen.spec.kernelbench.source import ProblemSource, Size
 
@@ -43,14 +44,21 @@ HARD_CAP = 2_000_000  # never a test case above this: the interpreter would take
 # Never one row: a kernel traced at a size of 1 may treat the dim as a broadcast, and level 1's 40 was
 # refused at KernelBench's own batch (`x.shape[0] is 16; the reference needs 1 there`).
 KEPT_CAP = 9_000_000
-# The most multiply-adds of a case's convolutions, per case as BUDGETS. One call of round 0's kernel in the
-# interpreter (2 cores, 2026-12-05): level 1's 58 (transposed 3-D) at 206 M took 74 s, at 11 M (batch 2)
-# 7.5 s; its 72 (transposed 3-D, grouped) 39 M 34 s, 6.4 M 5.6 s; its 50 (forward 2-D) 203 M 5.3 s.
-# A transposed kernel loops over taps per stride phase on small tiles, so its seconds per multiply-add are
-# 10-30x a forward one's: the count ranks cases within a problem, it does not price them across forms.
-# `kernelgen new` runs each case about 40-50 times (seeds, dtypes, layouts)
-WORK_BUDGETS = (32_000_000, 8_000_000)
-Work = Callable[["Observation"], int]
+# What a case may ask of the interpreter, per case as BUDGETS: its convolutions' multiply-adds, and the
+# largest tensor an op makes. One call of round 0's kernel in the interpreter (2 cores, 2026-12-05): level
+# 1's 58 (transposed 3-D) at 206 M multiply-adds took 74 s, at 11 M (batch 2) 7.5 s; its 72 (transposed
+# 3-D, grouped) 39 M 34 s, 6.4 M 5.6 s; its 50 (forward 2-D) 203 M 5.3 s -- a transposed kernel loops over
+# taps per stride phase on small tiles, so the count ranks cases within a problem and does not price them
+# across forms. Level 2's 3 (ConvTranspose3d -> LayerNorm over 64 -> AvgPool) took 127 s a call at a
+# 2.5M-element output: its norm runs a program per row. `kernelgen new` runs each case 40-50 times.
+WORK_BUDGETS = ((32_000_000, 32_768), (8_000_000, 8_192))
+Work = Callable[["Observation"], CaseWork]
+
+
+def load(work: CaseWork, budget: tuple[int, int]) -> float:
+    """How far over its budget a case is (1.0: at it), by the larger of its two shares; 0 without a
+    convolution (other problems' cases are priced by BUDGETS' elements alone, as before this budget)."""
+    return max(work.macs / budget[0], work.largest / budget[1]) if work.macs else 0.0
 _BASES = (181, 127, 91, 63, 45, 31, 23, 17, 13, 9, 7, 5, 3)
 
 
@@ -126,7 +134,7 @@ def _draw_args(obs: Observation) -> set[int]:
 def small_cases(src: ProblemSource, perf: Observation, fits: Callable[[Observation], bool], held: set[str],
                 work: Work | None = None) -> list[Observation]:
     """Up to len(BUDGETS) small cases the reference runs on, each under its budget where one fits; the
-    names in `held` keep their size. `work`: a case's arithmetic, kept under WORK_BUDGETS as well."""
+    names in `held` keep their size. `work`: what a case asks of the interpreter, kept under WORK_BUDGETS too."""
     values = free_values(src.sizes, held)
     kept = _kept(src.sizes)
     # the divisors each mapped size keeps: none first (odd sizes), then the structural ones
@@ -140,7 +148,7 @@ def small_cases(src: ProblemSource, perf: Observation, fits: Callable[[Observati
                                 work=work, work_budget=work_budget)
             if found is not None:
                 break
-        if found is not None and work is not None and work(found) > work_budget:
+        if found is not None and work is not None and load(work(found), work_budget) > 1:
             found = lighter_case(src, found, held | set(_draw_names(src, perf)), wanted, fits, work, work_budget,
                                  [c.case for c in cases])
         # a second case only if small, in the inputs it shrinks (a held weight costs both alike)
@@ -151,7 +159,7 @@ def small_cases(src: ProblemSource, perf: Observation, fits: Callable[[Observati
 
 def search_case(src: ProblemSource, perf: Observation, values: list[int], divisors: dict[int, set[int]], held: set[str],
                 offset: int, budget: int, wanted: list, fits: Callable[[Observation], bool], taken: list[dict], *,
-                work: Work | None = None, work_budget: int = 0) -> Observation | None:
+                work: Work | None = None, work_budget: tuple[int, int] = (1, 1)) -> Observation | None:
     over: Observation | None = None  # the smallest case that fits but exceeds the budget
     for base in _BASES:
         mapping = _mapping(values, divisors, set(), base, offset)
@@ -166,7 +174,7 @@ def search_case(src: ProblemSource, perf: Observation, values: list[int], diviso
             continue
         if not fits(obs):
             continue
-        if size <= budget and (work is None or work(obs) <= work_budget):
+        if size <= budget and (work is None or load(work(obs), work_budget) <= 1):
             return obs
         over = obs
     return over
@@ -179,18 +187,20 @@ def _draw_names(src: ProblemSource, perf: Observation) -> list[str]:
 
 
 def lighter_case(src: ProblemSource, obs: Observation, held: set[str], wanted: list, fits: Callable[[Observation], bool],
-                 work: Work, work_budget: int, taken: list[dict]) -> Observation:
+                 work: Work, work_budget: tuple[int, int], taken: list[dict]) -> Observation:
     """`obs` with less arithmetic: from the sizes it was run at, each name not held whose size is one
     number above 2 (the batch, a depth) set to 2 alone (3 where 2 repeats an earlier case) -- never 1: a
-    size-1 dim is a constant to the trace -- kept where the case still fits, draws its inputs as
-    KernelBench does, and does less work; the largest first, until the case is within `work_budget`."""
+    size-1 dim is a constant to the trace, and no op may make one where `obs` had more -- kept where
+    the case still fits, draws its inputs as KernelBench does, and does less work; the largest first,
+    until the case is within `work_budget`."""
     sizes = {**src.sizes, **obs.overrides}
-    best, cost = obs, work(obs)
+    start = work(obs)
+    best, cost = obs, load(start, work_budget)
     names = sorted((n for n, v in sizes.items() if isinstance(v, int) and not isinstance(v, bool) and v > 2 and n not in held),
                    key=lambda n: -sizes[n])
     for name in names:
         for to in (2, 3):  # 3 where 2 makes an earlier case again (a second case shaped as the first)
-            if cost <= work_budget or to >= sizes[name]:
+            if cost <= 1 or to >= sizes[name]:
                 break
             try:
                 tried = observe(src, {**best.overrides, name: to})
@@ -198,8 +208,9 @@ def lighter_case(src: ProblemSource, obs: Observation, held: set[str], wanted: l
                 continue
             if tried.case in taken or [t.init for t in tried.inputs if not t.key] != wanted or not fits(tried):
                 continue
-            tried_cost = work(tried)
-            if tried_cost < cost:
+            tried_work = work(tried)
+            tried_cost = load(tried_work, work_budget)
+            if tried_cost < cost and tried_work.keeps_sizes_of(start):
                 best, cost = tried, tried_cost
                 break
     return best
@@ -260,5 +271,8 @@ def fitting_cases(src: ProblemSource, perf: Observation, fits: Callable[[Observa
     if cases:
         return cases
     kept = kept_dims_case(src, perf, fits, held)
+    if kept is not None and work is not None and load(work(kept), WORK_BUDGETS[0]) > 1:
+        kept = lighter_case(src, kept, held | set(_draw_names(src, perf)), [t.init for t in perf.inputs if not t.key],
+                            fits, work, WORK_BUDGETS[0], [])
     return [kept] if kept is not None else []
 
