@@ -49,9 +49,11 @@ KEPT_CAP = 9_000_000
 # 1's 58 (transposed 3-D) at 206 M multiply-adds took 74 s, at 11 M (batch 2) 7.5 s; its 72 (transposed
 # 3-D, grouped) 39 M 34 s, 6.4 M 5.6 s; its 50 (forward 2-D) 203 M 5.3 s -- a transposed kernel loops over
 # taps per stride phase on small tiles, so the count ranks cases within a problem and does not price them
-# across forms. Level 2's 3 (ConvTranspose3d -> LayerNorm over 64 -> AvgPool) took 127 s a call at a
-# 2.5M-element output: its norm runs a program per row. `kernelgen new` runs each case 40-50 times.
-WORK_BUDGETS = ((32_000_000, 32_768), (8_000_000, 8_192))
+# across forms. A pooling or norm stage runs a program per row of the convolution's output, ~10 ms each
+# in the interpreter: level 2's 3 (ConvTranspose3d -> LayerNorm over 64 -> AvgPool) took 127 s a call at
+# a 2.5M-element output, its 8 (Conv3d -> MaxPool -> global pool) 9.1 s at 14k (784 programs) and 2.7 s at
+# 4k. `kernelgen new` runs each case 40-50 times: about 5 s a call is what 10 minutes on 2 cores allow.
+WORK_BUDGETS = ((32_000_000, 8_192), (8_000_000, 2_048))
 Work = Callable[["Observation"], CaseWork]
 
 
@@ -189,7 +191,7 @@ def _draw_names(src: ProblemSource, perf: Observation) -> list[str]:
 def lighter_case(src: ProblemSource, obs: Observation, held: set[str], wanted: list, fits: Callable[[Observation], bool],
                  work: Work, work_budget: tuple[int, int], taken: list[dict]) -> Observation:
     """`obs` with less arithmetic: from the sizes it was run at, each name not held whose size is one
-    number above 2 (the batch, a depth) set to 2 alone (3 where 2 repeats an earlier case) -- never 1: a
+    number above 2 (the batch, a depth) set to 2 alone (else 3, 5 or half of it) -- never 1: a
     size-1 dim is a constant to the trace, and no op may make one where `obs` had more -- kept where
     the case still fits, draws its inputs as KernelBench does, and does less work; the largest first,
     until the case is within `work_budget`."""
@@ -199,7 +201,9 @@ def lighter_case(src: ProblemSource, obs: Observation, held: set[str], wanted: l
     names = sorted((n for n, v in sizes.items() if isinstance(v, int) and not isinstance(v, bool) and v > 2 and n not in held),
                    key=lambda n: -sizes[n])
     for name in names:
-        for to in (2, 3):  # 3 where 2 makes an earlier case again (a second case shaped as the first)
+        # 3 where 2 makes an earlier case again (a second case shaped as the first), 5 or half where a
+        # kernel or a pooling window needs more (level 2's 6: a 3x3x3 convolution, then two poolings)
+        for to in sorted({2, 3, 5, sizes[name] // 2}):
             if cost <= 1 or to >= sizes[name]:
                 break
             try:
