@@ -11,12 +11,13 @@ run again, so every shape computed from them follows (`bias_shape = (out_channel
   name that is not held has the same value. Where a held input alone is over the budget (a GroupNorm's
   8192x5 weight), the case is the smallest that fits: the interpreter's time grows with every input
   and output (a GEMM + GroupNorm took 53 s a call at x[181, 128] and its budget counting x alone).
-- The budget counts work too, where the caller counts it (WORK_BUDGETS: a convolution's multiply-adds,
-  the largest tensor an op makes): channels reach get_init_inputs() and are held, batch-like sizes up to SMALL are kept, so
-  a case small in elements can still be large in work. Level 1's 58 (ConvTranspose3d 32->16, 3x5x7
-  taps) kept x[16, 32, 16, 3, 5]: 122,880 elements, 206 M multiply-adds a call, and its `kernelgen new`
-  ran past 10 minutes on 2 cores. Over the work budget, the sizes the case was run at go down one name
-  at a time, to 2 (never 1, as kept_dims_case), where the case still fits and does less work.
+- A case with a convolution is budgeted in work too (WORK_BUDGETS: its multiply-adds, and the largest
+  tensor an op makes): channels reach get_init_inputs() and are held, batch-like sizes up to SMALL are
+  kept, so a case small in elements can still be large in work. Level 1's 58 (ConvTranspose3d 32->16,
+  3x5x7 taps) kept x[16, 32, 16, 3, 5]: 122,880 elements, 206 M multiply-adds a call, and its
+  `kernelgen new` ran past 10 minutes on 2 cores. Over the work budget, the sizes the case was run at go
+  down one name at a time (lighter_case: to 2, else 3, 5 or half; never 1, and no op may make a size-1
+  dim the case did not have), where the case still fits and does less work.
 - Each case is checked by the caller (the reference on meta tensors); a case over the budget is taken
   rather than none.
 - Where that finds none, the other sizes shrink name by name (kept_dims_case); where even that is too
@@ -61,6 +62,8 @@ def load(work: CaseWork, budget: tuple[int, int]) -> float:
     """How far over its budget a case is (1.0: at it), by the larger of its two shares; 0 without a
     convolution (other problems' cases are priced by BUDGETS' elements alone, as before this budget)."""
     return max(work.macs / budget[0], work.largest / budget[1]) if work.macs else 0.0
+
+
 _BASES = (181, 127, 91, 63, 45, 31, 23, 17, 13, 9, 7, 5, 3)
 
 
@@ -190,7 +193,7 @@ def _draw_names(src: ProblemSource, perf: Observation) -> list[str]:
 
 def lighter_case(src: ProblemSource, obs: Observation, held: set[str], wanted: list, fits: Callable[[Observation], bool],
                  work: Work, work_budget: tuple[int, int], taken: list[dict]) -> Observation:
-    """`obs` with less arithmetic: from the sizes it was run at, each name not held whose size is one
+    """`obs` with less work: from the sizes it was run at, each name not held whose size is one
     number above 2 (the batch, a depth) set to 2 alone (else 3, 5 or half of it) -- never 1: a
     size-1 dim is a constant to the trace, and no op may make one where `obs` had more -- kept where
     the case still fits, draws its inputs as KernelBench does, and does less work; the largest first,
