@@ -66,26 +66,30 @@ def run_python(argv: list[str], *, tree: Path | None = None, env: Mapping[str, s
     child_env = tree_env(tree, env)
     t0 = time.monotonic()
     pipe = None if echo else subprocess.PIPE
+    # a session of its own: Ctrl-C, or `timeout -s INT`'s signal to the group, reaches this script alone,
+    # which passes it on once (a batch told twice stops its stopping half-way) and waits for the child
     p = subprocess.Popen([sys.executable, *argv], env=child_env, cwd=cwd or tree or REPO, stdout=pipe,
-                         stderr=subprocess.STDOUT if pipe else None, text=True)
-    with _forwarding_sigterm(p) as stopped:
+                         stderr=subprocess.STDOUT if pipe else None, text=True, start_new_session=True)
+    with _forwarding_stops(p) as stopped:
         try:
             out, _ = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
             raise
-    if stopped:  # told to stop: the child (a batch: its workers, steps and services) has ended, now this script
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
+    if stopped:  # told to stop: the child (a batch: its workers, steps and services) has ended, now this script,
+        signal.signal(stopped[0], signal.SIG_DFL)  # by the same signal (a shell sees 130 for Ctrl-C), no traceback
+        os.kill(os.getpid(), stopped[0])
     return p.returncode, out or "", time.monotonic() - t0
 
 
 @contextlib.contextmanager
-def _forwarding_sigterm(p: subprocess.Popen) -> Iterator[list[int]]:
-    """SIGTERM passed to the child and waited for: under `timeout -s TERM`, this script used to die at
-    once while its batch still stopped its workers, so "the batch returned" came before the batch had
-    (issue 39: processes seen starting 8 s after the return). Yields the signals received."""
+def _forwarding_stops(p: subprocess.Popen) -> Iterator[list[int]]:
+    """SIGTERM and SIGINT passed to the child and waited for: under `timeout -s TERM`, this script used to
+    die at once while its batch still stopped its workers, so "the batch returned" came before the batch
+    had (issue 39: processes seen starting 8 s after the return); under Ctrl-C or `timeout -s INT` it
+    died of a KeyboardInterrupt traceback while the batch was still saying what it had saved
+    (2026-12-07, H100). Yields the signals received, in order."""
     got: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield got
@@ -96,11 +100,12 @@ def _forwarding_sigterm(p: subprocess.Popen) -> Iterator[list[int]]:
         if p.poll() is None:
             p.send_signal(signum)
 
-    previous = signal.signal(signal.SIGTERM, forward)
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield got
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def kernelgen(*args: str, tree: Path | None = None, env: Mapping[str, str] | None = None, cwd: Path | None = None,

@@ -160,3 +160,28 @@ def test_a_stopped_script_returns_only_after_the_command_it_runs(tmp_path):
     t0 = time.monotonic()
     assert proc.wait(timeout=30) == -signal.SIGTERM  # it still ends as told to, by the same signal
     assert done.is_file() and time.monotonic() - t0 >= 1.4  # after its child's own stop, not before
+
+
+def test_ctrl_c_reaches_the_command_once_and_the_script_ends_after_it_without_a_traceback(tmp_path):
+    """Ctrl-C (or `timeout -s INT`) signals the script's whole process group. On an H100 (2026-12-07)
+    benchmarks/kernelbench.py then died of a KeyboardInterrupt traceback while its batch was still
+    saying what it had saved. Its child now runs in a session of its own and gets the signal once,
+    from the script, which waits for it and then ends by the same signal."""
+    import signal
+    import time
+
+    done = tmp_path / "child-done"
+    child = (f"import signal, sys, time, pathlib\nseen = []\n"
+             f"def stop(s, f):\n    seen.append(s)\n    if len(seen) > 1: return\n    time.sleep(1.5)\n"
+             f"    pathlib.Path({str(done)!r}).write_text(str(len(seen)))\n    sys.exit(3)\n"
+             f"signal.signal(signal.SIGINT, stop)\nprint('up', flush=True)\ntime.sleep(60)\n")
+    script = (f"import sys\nsys.path.insert(0, {str(REPO / 'benchmarks')!r})\nfrom common import run_python\n"
+              f"run_python(['-c', {child!r}], echo=True)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    assert proc.stdout.readline().strip() == "up"
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground group
+    t0 = time.monotonic()
+    assert proc.wait(timeout=30) == -signal.SIGINT
+    assert time.monotonic() - t0 >= 1.4 and done.read_text() == "1"  # after the child's stop, told once
+    assert "Traceback" not in proc.stderr.read()
