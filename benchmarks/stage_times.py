@@ -9,8 +9,8 @@ OP_DIR: an operator folder as `kernelgen new` or `kernelgen batch` made it (spec
 the kept kernel). Per folder, on the GPU: the perf case's inputs drawn as the judge draws them (seed 0, on
 the device), the kernel and the reference (eager) called 3 times each, then --reps calls of each under
 torch.profiler (CUDA activity). One table per folder: each device kernel the call ran, its microseconds a
-call (its launches a call where it runs more than once) and its share of the call; the kernel's launches
-first, then eager's, each with its total. PyTorch's default precision policy (convolutions may use TF32)
+call (its launches a call where it runs more than once), its share of the call and, for a Triton kernel,
+its registers and spills; the kernel's launches first, then eager's, each with its total. PyTorch's default precision policy (convolutions may use TF32)
 unless KERNELGEN_PRECISION says otherwise in the environment, as for the judge.
 
 A developer's diagnosis, never a verdict: the judge's timings (`kernelgen bench`) are the numbers that
@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import load_entry, use_this_tree  # benchmarks/ is this script's folder, first on sys.path
+from common import load_module, use_this_tree  # benchmarks/ is this script's folder, first on sys.path
 
 WARMUP = 3  # calls before the profiled ones: compiles, the plan cache, cuDNN's algorithm choice
 
@@ -36,17 +36,18 @@ class Row:
     name: str  # the device kernel's name (a Triton launch: its @triton.jit function)
     us: float  # microseconds a call
     launches: float  # launches a call
+    facts: str = ""  # a Triton kernel's registers and spills, as ptxas left them
 
 
-def aggregate(kernels: list[tuple[str, float]], reps: int) -> list[Row]:
+def aggregate(kernels: list[tuple[str, float]], reps: int, facts: dict[str, str] | None = None) -> list[Row]:
     """(name, microseconds) per device kernel launched in `reps` calls -> one row per name, per call,
-    the longest first."""
+    the longest first; `facts`: what else is known of a kernel, by name."""
     total: dict[str, float] = defaultdict(float)
     count: dict[str, int] = defaultdict(int)
     for name, us in kernels:
         total[name] += us
         count[name] += 1
-    rows = [Row(n, total[n] / reps, count[n] / reps) for n in total]
+    rows = [Row(n, total[n] / reps, count[n] / reps, (facts or {}).get(n, "")) for n in total]
     return sorted(rows, key=lambda r: -r.us)
 
 
@@ -58,7 +59,7 @@ def table(title: str, rows: list[Row], width: int = 72) -> str:
         name = r.name if len(r.name) <= width else r.name[: width - 3] + "..."
         times = "" if abs(r.launches - 1) < 1e-9 else f"  x{r.launches:g}"
         share = r.us / whole if whole else 0.0
-        lines.append(f"  {name:<{width}} {r.us:>11,.1f} us {share:>6.1%}{times}")
+        lines.append(f"  {name:<{width}} {r.us:>11,.1f} us {share:>6.1%}{times}" + (f"  ({r.facts})" if r.facts else ""))
     if not rows:
         lines.append("  (no device kernel recorded)")
     return "\n".join(lines)
@@ -80,6 +81,26 @@ def device_kernels(fn, reps: int) -> list[tuple[str, float]]:  # noqa: ANN001 - 
     return [(e.name, e.time_range.elapsed_us()) for e in prof.events() if e.device_type == DeviceType.CUDA]
 
 
+def compiled_facts(module) -> dict[str, str]:  # noqa: ANN001 - a generated kernel's module
+    """Registers and spill bytes of each @triton.jit function of `module` compiled so far, by name: a
+    conv tile that spills (255 registers and 640-4,652 bytes of spill stores at Triton 3.9's sm_90a for
+    round 0's 128x128 and 256x128 tiles, ptxas -v on the CPU, 2026-12-07) is where to look first. Read from
+    Triton's per-device cache of compiled kernels (`device_caches`, Triton 3.x); empty where it is not there."""
+    import triton
+
+    facts: dict[str, str] = {}
+    for name, fn in vars(module).items():
+        if not isinstance(fn, triton.JITFunction):
+            continue
+        for cache in getattr(fn, "device_caches", {}).values():
+            kernels = cache[0] if isinstance(cache, tuple) else {}
+            for k in kernels.values():
+                regs, spills = getattr(k, "n_regs", None), getattr(k, "n_spills", None)
+                if regs is not None:
+                    facts[name] = f"{regs} registers, {spills or 0} B of local memory a thread: spills"
+    return facts
+
+
 def one(op_dir: Path, case: int, dtype: str, reps: int, device: str) -> str:
     """The two tables of one operator folder."""
     import torch
@@ -88,13 +109,15 @@ def one(op_dir: Path, case: int, dtype: str, reps: int, device: str) -> str:
     from kernelgen.verify.judge.precision import applied  # the switches the judge runs eager under
 
     spec = load_spec(op_dir / "spec.yaml")
-    kernel = load_entry(op_dir / f"{spec.name}_triton.py", spec.name)
+    module = load_module(op_dir / f"{spec.name}_triton.py", spec.name)
+    kernel = getattr(module, spec.name)
     reference = load_reference(spec)
     shapes = spec.effective_perf_cases[case]
     inputs = draw_inputs(spec, shapes, dtype, 0, device, on_device=True)
     params = spec.param_defaults
     with torch.no_grad(), applied():
-        mine = aggregate(device_kernels(lambda: kernel(*inputs, **params), reps), reps)
+        launched = device_kernels(lambda: kernel(*inputs, **params), reps)
+        mine = aggregate(launched, reps, compiled_facts(module))
         eager = aggregate(device_kernels(lambda: reference(*inputs, **params), reps), reps)
     size = " ".join(f"{n}{list(s)}" for n, s in shapes.items())
     ratio = sum(r.us for r in eager) / max(sum(r.us for r in mine), 1e-9)

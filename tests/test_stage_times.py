@@ -21,13 +21,14 @@ def test_on_the_cpu_it_says_a_gpu_is_needed_and_why(tmp_path):
 
 def test_the_table_is_per_call_longest_first_with_launch_counts_and_shares():
     """Two profiled calls: a conv launched once a call (3,000 us each), a norm launched twice a call
-    (500 us each): per call, the conv 3,000 us, the norm 1,000 us in 2 launches, 75% and 25%."""
+    (500 us each): per call, the conv 3,000 us, the norm 1,000 us in 2 launches, 75% and 25%; what is known
+    of a kernel's registers goes beside it."""
     child = (f"import sys\nsys.path.insert(0, {str(REPO / 'benchmarks')!r})\nimport stage_times as s\n"
              "events = [('conv', 3000.0), ('norm', 500.0), ('norm', 500.0)] * 2\n"
-             "print(s.table('kernel', s.aggregate(events, 2)))\nprint(s.table('eager', []))\n")
+             "print(s.table('kernel', s.aggregate(events, 2, {'conv': '255 registers'})))\nprint(s.table('eager', []))\n")
     out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120, check=True).stdout
     lines = out.splitlines()
     assert lines[0] == "kernel: 4,000.0 us a call, 3 launches"
-    assert lines[1].split() == ["conv", "3,000.0", "us", "75.0%"]
+    assert lines[1].split() == ["conv", "3,000.0", "us", "75.0%", "(255", "registers)"]
     assert lines[2].split() == ["norm", "1,000.0", "us", "25.0%", "x2"]
     assert lines[3] == "eager: 0.0 us a call, 0 launches" and "no device kernel recorded" in lines[4]
