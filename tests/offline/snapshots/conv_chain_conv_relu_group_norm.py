@@ -208,7 +208,7 @@ def _conv_relu_group_norm_stage1_kernel(
         v11 = tl.load(t0_ptr + t0_kb + t0_rb + kk[:, None] * t0_s1 + rr[None, :] * t0_s3, mask=mask, other=0).to(tl.float32)
         v12 = tl.sum(tl.where(mask, v11, 0.0), 1)[:, None]
         v14 = (v12 / c13)
-        cnt15 = tl.sum(mask.to(tl.float32), 1)[:, None]
+        cnt15 = tl.sum(rmask.to(tl.float32), 0)
         mean15 = tl.sum(tl.where(mask, v11, 0.0), 1)[:, None] / tl.maximum(cnt15, 1.0)
         dev15 = tl.where(mask, v11 - mean15, 0.0)
         v15 = tl.sum(dev15 * dev15, 1)[:, None] / (cnt15 - 0.0)
