@@ -130,7 +130,10 @@ def report(path: Path, *, arch: int, sms: int, dtype: str) -> tuple[str, list[St
     what = f"{spec.name}: " + " ".join(f"{n}{list(s)}" for n, s in case.items()) + f", {dtype}, sm_{arch}a, {sms} SMs"
     if not hasattr(plan, "metas"):
         return what, [StageReport(0, spec.name, (), "", note="one kernel, not a program of stages: not compiled here")]
-    jits = [getattr(module, n) for n in re.findall(r"@triton\.jit\ndef (\w+)", source) if not n.endswith("_split_kernel")]
+    # a stage's kernel by its name (helpers such as a scan's combine function are @triton.jit too)
+    staged = {int(m[1]): m[0] for m in (re.fullmatch(r"_\w+_stage(\d+)_kernel", n)
+                                         for n in re.findall(r"@triton\.jit\ndef (\w+)", source)) if m}
+    jits = [getattr(module, staged[i]) for i in sorted(staged)]
     stages = []
     for i, (fn, meta, sizes, grid, split) in enumerate(zip(jits, plan.metas, plan.args, plan.grids, plan.splits)):
         constants = {k: v for k, v in meta.items() if k in fn.arg_names}
