@@ -109,3 +109,26 @@ def test_a_peer_whose_first_call_holds_the_device_too_long_is_skipped_and_the_ot
     assert set(run.timings[(1, "float32")]) == set(run.timings[(2, "float32")]) == {"Liger-Kernel"}
     assert "FlagGems not timed on case 1 float32 or after it: its first call there (compiling and autotuning for " \
            "the shape) held the device over 3 s" in run.notes
+
+
+def test_a_peer_left_out_says_why_in_the_notes(tmp_path, monkeypatch):
+    """A peer whose output is not the reference's within the tolerance, or which raises, is no peer of the
+    operator there -- and the notes say so, with the numbers: on an H100 (2026-12-07) no FlagGems time came
+    back for level 1's 2-D forward convolutions and nothing said why."""
+    import os
+
+    _fake_peer_libraries(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    spec = {"name": "soft", "description": "softmax over the last dim", "category": "softmax",
+            "inputs": [{"name": "x"}], "outputs": [{"name": "out"}],
+            "reference": ("def soft(x):\n    import sys\n    import torch\n"
+                          "    gems = getattr(sys.modules.get('flag_gems'), 'active', False)\n"
+                          "    if gems and x.shape[0] == 5:\n        raise RuntimeError('no kernel for this shape')\n"
+                          "    return torch.softmax(x, -1) + (0.01 if gems else 0.0)\n"),
+            "dtypes": ["float32"], "test_cases": [{"x": [4, 8]}]}
+    cases = [(0, {"x": [4, 8]}, "float32"), (1, {"x": [5, 8]}, "float32")]
+    run = peer_timings(validate_spec_data(spec, run_reference=False), "cpu", cases, None)
+    assert set(run.timings[(0, "float32")]) == set(run.timings[(1, "float32")]) == {"Liger-Kernel"}
+    differs = [n for n in run.notes if n.startswith("FlagGems not a peer on case 0 float32: against eager's output")]
+    assert len(differs) == 1 and "max abs err 0.01" in differs[0] and "atol 0.0001" in differs[0], run.notes
+    assert "FlagGems could not run case 1 float32: RuntimeError: no kernel for this shape" in run.notes
