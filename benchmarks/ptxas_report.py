@@ -60,30 +60,26 @@ class StageReport:
                 f"shared {self.shared} B, {self.ptx_lines:,} lines of PTX")
 
 
-def _ptxas() -> Path:
-    """The ptxas of the Triton imported: the one its PTX version was made for (a newer ptxas where it ships one)."""
+def _ptxases() -> list[Path]:
+    """The ptxas binaries the imported Triton ships, in the order tried: its own (made for its PTX version),
+    then a newer one where it ships one; SystemExit where it has none (no NVIDIA backend)."""
     import triton
 
     folder = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
-    for name in ("ptxas", "ptxas-blackwell"):
-        if (folder / name).is_file():
-            return folder / name
-    raise SystemExit(f"ptxas_report: no ptxas under {folder}: this Triton has no NVIDIA backend")
+    found = [folder / name for name in ("ptxas", "ptxas-blackwell") if (folder / name).is_file()]
+    if not found:
+        raise SystemExit(f"ptxas_report: no ptxas under {folder}: this Triton has no NVIDIA backend")
+    return found
 
 
 def _assemble(ptx: str, arch: int) -> str:
     """`ptxas -v`'s report of `ptx`; a newer ptxas where the first refuses the PTX's version."""
-    import triton
-
-    folder = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "k.ptx"
         src.write_text(ptx)
         out = ""
-        for name in ("ptxas", "ptxas-blackwell"):
-            if not (folder / name).is_file():
-                continue
-            run = subprocess.run([str(folder / name), "-v", "--gpu-name", f"sm_{arch}a", str(src), "-o",
+        for ptxas in _ptxases():
+            run = subprocess.run([str(ptxas), "-v", "--gpu-name", f"sm_{arch}a", str(src), "-o",
                                   str(src.with_suffix(".cubin"))], capture_output=True, text=True)
             out = run.stderr
             if run.returncode == 0:
@@ -169,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     use_this_tree()
     import triton
 
-    print(f"Triton {triton.__version__} ({Path(triton.__file__).parent}), {_ptxas().name}", flush=True)
+    print(f"Triton {triton.__version__} ({Path(triton.__file__).parent}), {_ptxases()[0].name}", flush=True)
     marked = 0
     for path in args.specs:
         try:

@@ -67,9 +67,12 @@ def test_a_child_that_does_not_answer_in_time_leaves_its_cases_untimed_without_a
     assert [n for n in run.notes if n.startswith("peers not timed on case(s) 0 float32, 1 float32: no answer within 8 s")]
 
 
-def _fake_peer_libraries(root) -> None:
+def _fake_peer_libraries(root, monkeypatch) -> None:
     """Stand-ins for FlagGems (its `use_gems()` switch) and Liger-Kernel (its softmax), importable by the
-    peers' child: the real ones need a GPU."""
+    peers' child (first on its PYTHONPATH): the real ones need a GPU."""
+    import os
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
     (root / "flag_gems").mkdir()
     (root / "flag_gems" / "__init__.py").write_text(
         "import contextlib\nactive = False\n\n@contextlib.contextmanager\ndef use_gems():\n"
@@ -81,29 +84,30 @@ def _fake_peer_libraries(root) -> None:
         "import torch\n\nclass LigerSoftmaxFunction:\n    @staticmethod\n    def apply(x):\n        return torch.softmax(x, -1)\n")
 
 
+def _softmax_spec(reference: str):
+    """A softmax operator (Liger-Kernel's softmax is its peer) whose reference, run under FlagGems, is FlagGems'."""
+    return validate_spec_data({"name": "soft", "description": "softmax over the last dim", "category": "softmax",
+                               "inputs": [{"name": "x"}], "outputs": [{"name": "out"}], "reference": reference,
+                               "dtypes": ["float32"], "test_cases": [{"x": [4, 8]}]}, run_reference=False)
+
+
 def test_a_peer_whose_first_call_holds_the_device_too_long_is_skipped_and_the_others_are_timed(tmp_path, monkeypatch):
     """FlagGems autotuning a depthwise convolution held the device lock (shared) for minutes at its first
     call, and every check on that GPU queued behind it: past its budget it is stopped, named, and left out
     of the cases after; Liger-Kernel is still timed on every case."""
-    import os
-
     import kernelgen.verify.judge.peerproc as peerproc
 
-    _fake_peer_libraries(tmp_path)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    _fake_peer_libraries(tmp_path, monkeypatch)
     monkeypatch.setattr(peerproc, "PEER_WARMUP_S", 3.0)
     # under FlagGems the reference is the peer: at the second shape it "autotunes" for ten minutes, printing as it
     # goes (a library's own output on the child's stdout does not end its first call)
-    spec = {"name": "soft", "description": "softmax over the last dim", "category": "softmax",
-            "inputs": [{"name": "x"}], "outputs": [{"name": "out"}],
-            "reference": ("def soft(x):\n    import sys, time\n    import torch\n"
-                          "    if x.shape[0] == 5 and getattr(sys.modules.get('flag_gems'), 'active', False):\n"
-                          "        print('autotuning 24 configs', flush=True)\n        time.sleep(600)\n"
-                          "    return torch.softmax(x, -1)\n"),
-            "dtypes": ["float32"], "test_cases": [{"x": [4, 8]}]}
+    spec = _softmax_spec("def soft(x):\n    import sys, time\n    import torch\n"
+                         "    if x.shape[0] == 5 and getattr(sys.modules.get('flag_gems'), 'active', False):\n"
+                         "        print('autotuning 24 configs', flush=True)\n        time.sleep(600)\n"
+                         "    return torch.softmax(x, -1)\n")
     cases = [(0, {"x": [4, 8]}, "float32"), (1, {"x": [5, 8]}, "float32"), (2, {"x": [6, 8]}, "float32")]
     t0 = time.monotonic()
-    run = peer_timings(validate_spec_data(spec, run_reference=False), "cpu", cases, None)
+    run = peer_timings(spec, "cpu", cases, None)
     assert time.monotonic() - t0 < 60  # the budget, not the ten minutes (nor PEER_TIMEOUT_S)
     assert set(run.timings[(0, "float32")]) == {"FlagGems", "Liger-Kernel"}  # a quick first call: both timed
     assert set(run.timings[(1, "float32")]) == set(run.timings[(2, "float32")]) == {"Liger-Kernel"}
@@ -115,19 +119,13 @@ def test_a_peer_left_out_says_why_in_the_notes(tmp_path, monkeypatch):
     """A peer whose output is not the reference's within the tolerance, or which raises, is no peer of the
     operator there -- and the notes say so, with the numbers: on an H100 (2026-12-07) no FlagGems time came
     back for level 1's 2-D forward convolutions and nothing said why."""
-    import os
-
-    _fake_peer_libraries(tmp_path)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
-    spec = {"name": "soft", "description": "softmax over the last dim", "category": "softmax",
-            "inputs": [{"name": "x"}], "outputs": [{"name": "out"}],
-            "reference": ("def soft(x):\n    import sys\n    import torch\n"
-                          "    gems = getattr(sys.modules.get('flag_gems'), 'active', False)\n"
-                          "    if gems and x.shape[0] == 5:\n        raise RuntimeError('no kernel for this shape')\n"
-                          "    return torch.softmax(x, -1) + (0.01 if gems else 0.0)\n"),
-            "dtypes": ["float32"], "test_cases": [{"x": [4, 8]}]}
+    _fake_peer_libraries(tmp_path, monkeypatch)
+    spec = _softmax_spec("def soft(x):\n    import sys\n    import torch\n"
+                         "    gems = getattr(sys.modules.get('flag_gems'), 'active', False)\n"
+                         "    if gems and x.shape[0] == 5:\n        raise RuntimeError('no kernel for this shape')\n"
+                         "    return torch.softmax(x, -1) + (0.01 if gems else 0.0)\n")
     cases = [(0, {"x": [4, 8]}, "float32"), (1, {"x": [5, 8]}, "float32")]
-    run = peer_timings(validate_spec_data(spec, run_reference=False), "cpu", cases, None)
+    run = peer_timings(spec, "cpu", cases, None)
     assert set(run.timings[(0, "float32")]) == set(run.timings[(1, "float32")]) == {"Liger-Kernel"}
     differs = [n for n in run.notes if n.startswith("FlagGems not a peer on case 0 float32: against eager's output")]
     assert len(differs) == 1 and "max abs err 0.01" in differs[0] and "atol 0.0001" in differs[0], run.notes
