@@ -35,6 +35,7 @@ class TileKernel:
     helpers: tuple[str, ...] = ()  # the file's @triton.jit helpers it calls ("_prod")
     split: Optional[SplitKernel] = None  # reduce stages: the form that shares a kept block's reduction
     one_pass: bool = False  # a reduce stage that reads its elements once (one level, no write pass)
+    flat: bool = False  # two or more kept groups: a FLAT form, the tile flat over all of them
 
 
 def tile_kernel(g: Graph, st: Stage, buffers: dict[str, Buffer], name: str) -> TileKernel:
@@ -58,7 +59,8 @@ def tile_kernel(g: Graph, st: Stage, buffers: dict[str, Buffer], name: str) -> T
                       params_used=sorted({g[u].attrs["name"] for u in st.values if g[u].op == "param"}),
                       levels=max(em.level.values(), default=0), helpers=tuple(sorted(em.helpers)), split=split,
                       one_pass=st.kind == "reduce" and max(em.level.values(), default=0) == 1 and
-                      not any(p.store and em.space(p.value) == "full" for p in em.ports))
+                      not any(p.store and em.space(p.value) == "full" for p in em.ports),
+                      flat=em.flat)
 
 
 def _pointwise_body(em: TileEmitter) -> None:
@@ -94,5 +96,7 @@ def _params(em: TileEmitter) -> list[tuple[str, str]]:
         out.append(("BLOCK_R: tl.constexpr", "reduced elements per step (the last reduced group)"))
     if st.kind == "reduce":
         out.append(("SINGLE: tl.constexpr", "True: the reduced elements fit one block and are read once"))
+    if em.flat:
+        out.append(("FLAT: tl.constexpr", "True: BLOCK_K positions flat over all kept groups (a short tiled group)"))
     out.append(("I64: tl.constexpr", "64-bit offsets (a buffer of 2**31 elements or more)"))
     return out

@@ -115,6 +115,7 @@ def context(g: Graph, prog: Program, input_names: list[str], kernels: list[Stage
             "ports": [{"name": p.name, "buffer": p.buffer, "groups": p.groups, "offset": p.offset} for p in k.ports],
             "sizes": [size_value(g, u) for u in k.sizes], "params": k.params_used,
             "what": describe(g, st, anchors), "anchored": st.kind in anchors, "split": getattr(k, "split", None), "one_pass": getattr(k, "one_pass", False),
+            "flat": getattr(k, "flat", False),
             "split_sm": split_per_sm(getattr(k, "split", None)),
         }
         if st.kind == "matmul":

@@ -35,7 +35,8 @@ from kernelgen.offline.launch import Launch, cdiv, default_warps, matmul_tiles, 
 # two) and from 1M elements (below, ~4 MB of fp32 takes a few microseconds on one wave anyway).
 CONFIG = {"single": 16384, "tile": 4096, "scan": 1024, "single_kept": 256, "contig_kept": 128, "contig_min": 32,
           "split_per_sm": 4, "split_per_sm_writes": 16, "split_min_steps": 8, "split_tile": 8192,
-          "split_min_elems": 1 << 20, "split_below": 2}
+          "split_min_elems": 1 << 20, "split_below": 2,
+          "flat_below": 32}
 SINGLE_KEPT = CONFIG["single_kept"]
 CONTIGUOUS_KEPT = CONFIG["contig_kept"]
 
@@ -97,6 +98,18 @@ def split_count(kept: int, steps_all: int, block_k: int, block_r: int, sms: int,
     return cdiv(steps_all, steps), steps
 
 
+def flat(n_kt: int, n_ko: int, big: bool) -> bool:
+    """The generated plan's FLAT choice for a stage that has the form: a tiled kept group under
+    flat_below positions beside other kept positions, and no buffer of 2**31 elements or more."""
+    return not big and n_ko > 1 and n_kt < CONFIG["flat_below"]
+
+
+def _big(analysis: StageAnalysis, binding: dict[str, int]) -> bool:
+    """Whether a buffer reaches 2**31 elements at the case (the generated plan's `big`: 64-bit offsets)."""
+    return max((math.prod(size_at(d, binding) for d in b.shape) for b in analysis.program.buffers.values()),
+               default=0) >= 2**31
+
+
 def _binding(analysis: StageAnalysis, shapes: dict[str, list[int]], input_names: list[str]) -> dict[str, int]:
     """Each dimension symbol of the trace -> its size at the case."""
     return {name: shapes[input_names[i]][d] for name, (i, d) in analysis.traced.graph.symbols.items()}
@@ -131,6 +144,7 @@ def stage_launches(analysis: StageAnalysis, knobs: StageKnobs, shapes: dict[str,
                    fp32: bool, sms: int = 132) -> list[StageLaunch]:
     """Every stage's launch under `knobs` at the case `shapes` (input name -> shape)."""
     binding = _binding(analysis, shapes, input_names)
+    big = _big(analysis, binding)
     out = []
     for st, kernel in zip(analysis.program.stages, analysis.kernels):
         sizes = _group_sizes(st, binding)
@@ -145,8 +159,12 @@ def stage_launches(analysis: StageAnalysis, knobs: StageKnobs, shapes: dict[str,
             continue
         assert isinstance(kernel, TileKernel)
         kt, rt = kernel.k_groups[-1], kernel.r_groups[-1] if kernel.r_groups else None
-        launch = tile_config(knobs, st.kind, sizes[kt], math.prod(sizes[g] for g in kernel.k_groups[:-1]),
-                             sizes[rt] if rt is not None else 1, math.prod(sizes[g] for g in kernel.r_groups[:-1]),
-                             _k_contig(analysis, st, kernel, binding), kernel.one_pass, split_per_sm(kernel.split), sms)
+        n_kt, n_ko = sizes[kt], math.prod(sizes[g] for g in kernel.k_groups[:-1])
+        k_contig = _k_contig(analysis, st, kernel, binding)
+        if kernel.flat and flat(n_kt, n_ko, big):
+            n_kt, n_ko, k_contig = n_kt * n_ko, 1, False
+        launch = tile_config(knobs, st.kind, n_kt, n_ko, sizes[rt] if rt is not None else 1,
+                             math.prod(sizes[g] for g in kernel.r_groups[:-1]), k_contig, kernel.one_pass,
+                             split_per_sm(kernel.split), sms)
         out.append(StageLaunch(st.id, st.kind, launch=launch))
     return out

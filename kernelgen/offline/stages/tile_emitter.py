@@ -3,7 +3,9 @@ out, emit_reduce.py and emit_split.py write the reductions' passes): how a progr
 addresses and masks, which space each value lives in, and the statements of its values.
 
 A program owns BLOCK_K positions of the frame's last kept group (`kk`) and one position of every
-other kept group (decomposed from the program id, once); a reduction loops over the reduced groups,
+other kept group (decomposed from the program id, once); with FLAT (a stage of two or more kept
+groups whose tiled one is short: a pooled row, a kept dim of size 1) its BLOCK_K positions run flat
+over all the kept groups instead, each lane decomposing its own; a reduction loops over the reduced groups,
 BLOCK_R elements of the last one at a time (`rr`), the others one at a time (`ro`). Values live in
 three spaces: full ([BLOCK_K, BLOCK_R]: per element), row ([BLOCK_K, 1]: per kept position, after a
 reduction or loaded once) and scalar.
@@ -34,6 +36,7 @@ class TileEmitter:
             k_groups.append(wide[-1])
         self.k_groups = k_groups
         self.two_d = st.kind in ("reduce", "scan")
+        self.flat = len(k_groups) > 1  # the kernel has a FLAT form (the host picks it per case)
         self.level = self._levels()
         self.helpers: set[str] = set()  # the file's @triton.jit helpers the kernel calls ("_prod")
         self.lines: list[str] = []
@@ -184,6 +187,34 @@ class TileEmitter:
         L = self.lines
         kt = self.k_groups[-1]
         L.append("pid = tl.program_id(0)")
+        if not self.flat:
+            self._by_program(L, kt)
+            return
+        # A tiled group of a few positions (level 2's 35 pools [5, 128, 3, 3] to [5, 128, 1, 1]: 640
+        # programs of one lane each, ~5 ms a program in Triton's interpreter, ~3.5 s a call) leaves the
+        # tile's lanes idle: FLAT spreads BLOCK_K lanes over every kept group. Each lane's position is
+        # decomposed by % and //, so its loads are not provably contiguous (the host takes FLAT only
+        # below a 32-position tiled group, where that costs little), and a masked tail lane still lands
+        # inside every group (its stores are masked). Never with I64: the host keeps big buffers by program.
+        L.append("if FLAT:  # BLOCK_K positions flat over all kept groups, each lane its own")
+        sub: list[str] = []
+        sub.append("kf = pid * BLOCK_K + tl.arange(0, BLOCK_K)")
+        sub.append("kmask = kf < " + " * ".join(f"n{gi}" for gi in self.k_groups))
+        sub.append(f"kk = kf % n{kt}")
+        sub.append(f"rest = kf // n{kt}")
+        col = "[:, None]" if self.two_d else ""
+        for gi in reversed(self.k_groups[:-1]):
+            sub.append(f"k{gi} = (rest % n{gi}){col}")
+            sub.append(f"rest = rest // n{gi}")
+        self._kb_terms(sub)
+        L.extend("    " + line for line in sub)
+        L.append("else:")
+        sub = []
+        self._by_program(sub, kt)
+        L.extend("    " + line for line in sub)
+
+    def _by_program(self, L: list[str], kt: int) -> None:
+        """BLOCK_K positions of the tiled group; one position of every other, from the program id."""
         L.append(f"num_kb = tl.cdiv(n{kt}, BLOCK_K)")
         L.append("kb = pid % num_kb")
         if self.k_groups[:-1]:
@@ -191,15 +222,19 @@ class TileEmitter:
             for gi in reversed(self.k_groups[:-1]):
                 L.append(f"k{gi} = (rest % n{gi}).to(tl.int64)")
                 L.append(f"rest = rest // n{gi}")
-            for p in self.ports:
-                terms = [p.term(gi, f"k{gi}") for gi in self.k_groups[:-1]]
-                terms = [t for t in terms if t]
-                if terms:
-                    L.append(f"{p.name}_kb = " + " + ".join(terms))
+            self._kb_terms(L)
         L.append("kk = kb * BLOCK_K + tl.arange(0, BLOCK_K)")
         L.append(f"kmask = kk < n{kt}")
         L.append("if I64:  # a buffer of 2**31 elements or more: offsets in 64 bits")
         L.append("    kk = kk.to(tl.int64)")
+
+    def _kb_terms(self, L: list[str]) -> None:
+        """Each access's offset along the kept groups other than the tiled one."""
+        for p in self.ports:
+            terms = [p.term(gi, f"k{gi}") for gi in self.k_groups[:-1]]
+            terms = [t for t in terms if t]
+            if terms:
+                L.append(f"{p.name}_kb = " + " + ".join(terms))
 
     def r_outer(self, depth: int) -> None:
         """The decomposition of `ro` over the outer reduced groups, and each access's offset there."""

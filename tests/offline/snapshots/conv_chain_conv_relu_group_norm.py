@@ -177,20 +177,31 @@ def _conv_relu_group_norm_stage1_kernel(
     BLOCK_K: tl.constexpr,  # kept positions per program (the last kept group)
     BLOCK_R: tl.constexpr,  # reduced elements per step (the last reduced group)
     SINGLE: tl.constexpr,  # True: the reduced elements fit one block and are read once
+    FLAT: tl.constexpr,  # True: BLOCK_K positions flat over all kept groups (a short tiled group)
     I64: tl.constexpr,  # 64-bit offsets (a buffer of 2**31 elements or more)
 ):
     pid = tl.program_id(0)
-    num_kb = tl.cdiv(n1, BLOCK_K)
-    kb = pid % num_kb
-    rest = pid // num_kb
-    k0 = (rest % n0).to(tl.int64)
-    rest = rest // n0
-    t0_kb = k0 * t0_s0
-    out_kb = k0 * out_s0
-    kk = kb * BLOCK_K + tl.arange(0, BLOCK_K)
-    kmask = kk < n1
-    if I64:  # a buffer of 2**31 elements or more: offsets in 64 bits
-        kk = kk.to(tl.int64)
+    if FLAT:  # BLOCK_K positions flat over all kept groups, each lane its own
+        kf = pid * BLOCK_K + tl.arange(0, BLOCK_K)
+        kmask = kf < n0 * n1
+        kk = kf % n1
+        rest = kf // n1
+        k0 = (rest % n0)[:, None]
+        rest = rest // n0
+        t0_kb = k0 * t0_s0
+        out_kb = k0 * out_s0
+    else:
+        num_kb = tl.cdiv(n1, BLOCK_K)
+        kb = pid % num_kb
+        rest = pid // num_kb
+        k0 = (rest % n0).to(tl.int64)
+        rest = rest // n0
+        t0_kb = k0 * t0_s0
+        out_kb = k0 * out_s0
+        kk = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+        kmask = kk < n1
+        if I64:  # a buffer of 2**31 elements or more: offsets in 64 bits
+            kk = kk.to(tl.int64)
     if SINGLE:
         ro = 0
         rest_r = ro
@@ -310,22 +321,33 @@ def _conv_relu_group_norm_stage1_split_kernel(
     steps,  # BLOCK_R steps per program
     BLOCK_K: tl.constexpr,  # kept positions per program (the last kept group)
     BLOCK_R: tl.constexpr,  # reduced elements per step (the last reduced group)
+    FLAT: tl.constexpr,  # True: BLOCK_K positions flat over all kept groups (a short tiled group)
     PHASE: tl.constexpr,  # 1..1: a level's partials; 2: combine and write
     SPLIT_BLOCK: tl.constexpr,  # n_split rounded up to a power of two
     I64: tl.constexpr,  # 64-bit offsets (a buffer of 2**31 elements or more)
 ):
     pid = tl.program_id(0)
-    num_kb = tl.cdiv(n1, BLOCK_K)
-    kb = pid % num_kb
-    rest = pid // num_kb
-    k0 = (rest % n0).to(tl.int64)
-    rest = rest // n0
-    t0_kb = k0 * t0_s0
-    out_kb = k0 * out_s0
-    kk = kb * BLOCK_K + tl.arange(0, BLOCK_K)
-    kmask = kk < n1
-    if I64:  # a buffer of 2**31 elements or more: offsets in 64 bits
-        kk = kk.to(tl.int64)
+    if FLAT:  # BLOCK_K positions flat over all kept groups, each lane its own
+        kf = pid * BLOCK_K + tl.arange(0, BLOCK_K)
+        kmask = kf < n0 * n1
+        kk = kf % n1
+        rest = kf // n1
+        k0 = (rest % n0)[:, None]
+        rest = rest // n0
+        t0_kb = k0 * t0_s0
+        out_kb = k0 * out_s0
+    else:
+        num_kb = tl.cdiv(n1, BLOCK_K)
+        kb = pid % num_kb
+        rest = pid // num_kb
+        k0 = (rest % n0).to(tl.int64)
+        rest = rest // n0
+        t0_kb = k0 * t0_s0
+        out_kb = k0 * out_s0
+        kk = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+        kmask = kk < n1
+        if I64:  # a buffer of 2**31 elements or more: offsets in 64 bits
+            kk = kk.to(tl.int64)
     sid = tl.program_id(1)  # this program's share of the reduced elements
     wk = pid * BLOCK_K + tl.arange(0, BLOCK_K)  # the kept positions' place in the workspace
     kp = tl.num_programs(0) * BLOCK_K
@@ -541,11 +563,16 @@ def _plan(x_shape, x_stride, x_dtype, w_shape, w_stride, w_dtype, b_shape, b_str
     packs.append(pack)
     # stage 1: sum, var over dims [2, 3] of [x_0, 2, w_0 // 2, (1 + x_2 + ((-1)*w_2))*(1 + x_3 + ((-1)*w_3))]
     sizes, acc, _ = lay1
+    n_kt, n_ko = sizes[1], math.prod(sizes[g] for g in [0])
     k_contig = acc[0][1][1] == 1
-    meta, grid, split = _tile_config("reduce", sizes[1], math.prod(sizes[g] for g in [0]),
+    flat = not big and n_ko > 1 and n_kt < 32  # a short tiled group: the tile flat over all kept groups
+    if flat:
+        n_kt, n_ko, k_contig = n_kt * n_ko, 1, False
+    meta, grid, split = _tile_config("reduce", n_kt, n_ko,
                                      sizes[3], math.prod(sizes[g] for g in [2]), k_contig,
                                      False, 16, device_sm_count(device, 4, 4))
     meta["I64"] = big
+    meta["FLAT"] = flat
     if split is not None:  # 2 launches on (kept blocks, n_split) grids: the partials, then combine and write
         n_split, steps, block = split
         phase_meta = {k: v for k, v in meta.items() if k != "SINGLE"}

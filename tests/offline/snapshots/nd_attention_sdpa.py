@@ -465,8 +465,9 @@ def _plan(q_shape, q_stride, q_dtype, k_shape, k_stride, k_dtype, v_shape, v_str
     splits.append(None)
     # stage 1: max, sum over dims [2] of [q_0*q_1, q_2, k_2]
     sizes, acc, _ = lay1
+    n_kt, n_ko = sizes[0], math.prod(sizes[g] for g in [])
     k_contig = acc[0][1][0] == 1
-    meta, grid, split = _tile_config("reduce", sizes[0], math.prod(sizes[g] for g in []),
+    meta, grid, split = _tile_config("reduce", n_kt, n_ko,
                                      sizes[1], math.prod(sizes[g] for g in []), k_contig,
                                      False, 16, device_sm_count(device, 4, 4))
     meta["I64"] = big

@@ -310,8 +310,9 @@ def _plan(x_shape, x_stride, x_dtype, w_shape, w_stride, w_dtype, b_shape, b_str
     splits.append(None)
     # stage 1: sum over dims [0] of [x_0, w_0]
     sizes, acc, _ = lay1
+    n_kt, n_ko = sizes[1], math.prod(sizes[g] for g in [])
     k_contig = acc[0][1][1] == 1
-    meta, grid, split = _tile_config("reduce", sizes[1], math.prod(sizes[g] for g in []),
+    meta, grid, split = _tile_config("reduce", n_kt, n_ko,
                                      sizes[0], math.prod(sizes[g] for g in []), k_contig,
                                      True, 4, device_sm_count(device, 4, 4))
     meta["I64"] = big

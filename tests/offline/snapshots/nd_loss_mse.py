@@ -213,8 +213,9 @@ def _plan(p_shape, p_stride, p_dtype, t_shape, t_stride, t_dtype, device):
     grids, args, metas, splits, packs = [], [], [], [], []
     # stage 0: sum over dims [0, 1] of [p_0, p_1]
     sizes, acc, _ = lay0
+    n_kt, n_ko = sizes[0], math.prod(sizes[g] for g in [])
     k_contig = False
-    meta, grid, split = _tile_config("reduce", sizes[0], math.prod(sizes[g] for g in []),
+    meta, grid, split = _tile_config("reduce", n_kt, n_ko,
                                      sizes[1], math.prod(sizes[g] for g in []), k_contig,
                                      True, 4, device_sm_count(device, 4, 4))
     meta["I64"] = big

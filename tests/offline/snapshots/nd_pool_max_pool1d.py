@@ -34,22 +34,35 @@ def _max_pool1d_stage0_kernel(
     t0_s0,  # t0: element stride along group 0
     t0_s2,
     BLOCK_K: tl.constexpr,  # kept positions per program (the last kept group)
+    FLAT: tl.constexpr,  # True: BLOCK_K positions flat over all kept groups (a short tiled group)
     I64: tl.constexpr,  # 64-bit offsets (a buffer of 2**31 elements or more)
 ):
     pid = tl.program_id(0)
-    num_kb = tl.cdiv(n2, BLOCK_K)
-    kb = pid % num_kb
-    rest = pid // num_kb
-    k1 = (rest % n1).to(tl.int64)
-    rest = rest // n1
-    k0 = (rest % n0).to(tl.int64)
-    rest = rest // n0
-    x_kb = k0 * x_s0
-    t0_kb = k0 * t0_s0
-    kk = kb * BLOCK_K + tl.arange(0, BLOCK_K)
-    kmask = kk < n2
-    if I64:  # a buffer of 2**31 elements or more: offsets in 64 bits
-        kk = kk.to(tl.int64)
+    if FLAT:  # BLOCK_K positions flat over all kept groups, each lane its own
+        kf = pid * BLOCK_K + tl.arange(0, BLOCK_K)
+        kmask = kf < n0 * n1 * n2
+        kk = kf % n2
+        rest = kf // n2
+        k1 = (rest % n1)
+        rest = rest // n1
+        k0 = (rest % n0)
+        rest = rest // n0
+        x_kb = k0 * x_s0
+        t0_kb = k0 * t0_s0
+    else:
+        num_kb = tl.cdiv(n2, BLOCK_K)
+        kb = pid % num_kb
+        rest = pid // num_kb
+        k1 = (rest % n1).to(tl.int64)
+        rest = rest // n1
+        k0 = (rest % n0).to(tl.int64)
+        rest = rest // n0
+        x_kb = k0 * x_s0
+        t0_kb = k0 * t0_s0
+        kk = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+        kmask = kk < n2
+        if I64:  # a buffer of 2**31 elements or more: offsets in 64 bits
+            kk = kk.to(tl.int64)
     v1 = tl.load(x_ptr + x_kb + kk * x_s2, mask=kmask, other=0).to(tl.float32)
     tl.store(t0_ptr + t0_off + t0_kb + kk * t0_s2, v1.to(t0_ptr.dtype.element_ty), mask=kmask)
 
@@ -64,21 +77,33 @@ def _max_pool1d_stage1_kernel(
     t0_s0,  # t0: element stride along group 0
     t0_s2,
     BLOCK_K: tl.constexpr,  # kept positions per program (the last kept group)
+    FLAT: tl.constexpr,  # True: BLOCK_K positions flat over all kept groups (a short tiled group)
     I64: tl.constexpr,  # 64-bit offsets (a buffer of 2**31 elements or more)
 ):
     pid = tl.program_id(0)
-    num_kb = tl.cdiv(n2, BLOCK_K)
-    kb = pid % num_kb
-    rest = pid // num_kb
-    k1 = (rest % n1).to(tl.int64)
-    rest = rest // n1
-    k0 = (rest % n0).to(tl.int64)
-    rest = rest // n0
-    t0_kb = k0 * t0_s0
-    kk = kb * BLOCK_K + tl.arange(0, BLOCK_K)
-    kmask = kk < n2
-    if I64:  # a buffer of 2**31 elements or more: offsets in 64 bits
-        kk = kk.to(tl.int64)
+    if FLAT:  # BLOCK_K positions flat over all kept groups, each lane its own
+        kf = pid * BLOCK_K + tl.arange(0, BLOCK_K)
+        kmask = kf < n0 * n1 * n2
+        kk = kf % n2
+        rest = kf // n2
+        k1 = (rest % n1)
+        rest = rest // n1
+        k0 = (rest % n0)
+        rest = rest // n0
+        t0_kb = k0 * t0_s0
+    else:
+        num_kb = tl.cdiv(n2, BLOCK_K)
+        kb = pid % num_kb
+        rest = pid // num_kb
+        k1 = (rest % n1).to(tl.int64)
+        rest = rest // n1
+        k0 = (rest % n0).to(tl.int64)
+        rest = rest // n0
+        t0_kb = k0 * t0_s0
+        kk = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+        kmask = kk < n2
+        if I64:  # a buffer of 2**31 elements or more: offsets in 64 bits
+            kk = kk.to(tl.int64)
     tl.store(t0_ptr + t0_off + t0_kb + kk * t0_s2, (tl.zeros([BLOCK_K], tl.float32) + -float("inf")).to(t0_ptr.dtype.element_ty), mask=kmask)
 
 
@@ -92,21 +117,33 @@ def _max_pool1d_stage2_kernel(
     t0_s0,  # t0: element stride along group 0
     t0_s2,
     BLOCK_K: tl.constexpr,  # kept positions per program (the last kept group)
+    FLAT: tl.constexpr,  # True: BLOCK_K positions flat over all kept groups (a short tiled group)
     I64: tl.constexpr,  # 64-bit offsets (a buffer of 2**31 elements or more)
 ):
     pid = tl.program_id(0)
-    num_kb = tl.cdiv(n2, BLOCK_K)
-    kb = pid % num_kb
-    rest = pid // num_kb
-    k1 = (rest % n1).to(tl.int64)
-    rest = rest // n1
-    k0 = (rest % n0).to(tl.int64)
-    rest = rest // n0
-    t0_kb = k0 * t0_s0
-    kk = kb * BLOCK_K + tl.arange(0, BLOCK_K)
-    kmask = kk < n2
-    if I64:  # a buffer of 2**31 elements or more: offsets in 64 bits
-        kk = kk.to(tl.int64)
+    if FLAT:  # BLOCK_K positions flat over all kept groups, each lane its own
+        kf = pid * BLOCK_K + tl.arange(0, BLOCK_K)
+        kmask = kf < n0 * n1 * n2
+        kk = kf % n2
+        rest = kf // n2
+        k1 = (rest % n1)
+        rest = rest // n1
+        k0 = (rest % n0)
+        rest = rest // n0
+        t0_kb = k0 * t0_s0
+    else:
+        num_kb = tl.cdiv(n2, BLOCK_K)
+        kb = pid % num_kb
+        rest = pid // num_kb
+        k1 = (rest % n1).to(tl.int64)
+        rest = rest // n1
+        k0 = (rest % n0).to(tl.int64)
+        rest = rest // n0
+        t0_kb = k0 * t0_s0
+        kk = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+        kmask = kk < n2
+        if I64:  # a buffer of 2**31 elements or more: offsets in 64 bits
+            kk = kk.to(tl.int64)
     tl.store(t0_ptr + t0_off + t0_kb + kk * t0_s2, (tl.zeros([BLOCK_K], tl.float32) + -float("inf")).to(t0_ptr.dtype.element_ty), mask=kmask)
 
 
@@ -127,22 +164,35 @@ def _max_pool1d_stage3_kernel(
     BLOCK_K: tl.constexpr,  # kept positions per program (the last kept group)
     BLOCK_R: tl.constexpr,  # reduced elements per step (the last reduced group)
     SINGLE: tl.constexpr,  # True: the reduced elements fit one block and are read once
+    FLAT: tl.constexpr,  # True: BLOCK_K positions flat over all kept groups (a short tiled group)
     I64: tl.constexpr,  # 64-bit offsets (a buffer of 2**31 elements or more)
 ):
     pid = tl.program_id(0)
-    num_kb = tl.cdiv(n2, BLOCK_K)
-    kb = pid % num_kb
-    rest = pid // num_kb
-    k1 = (rest % n1).to(tl.int64)
-    rest = rest // n1
-    k0 = (rest % n0).to(tl.int64)
-    rest = rest // n0
-    t0_kb = k0 * t0_s0
-    out_kb = k0 * out_s0
-    kk = kb * BLOCK_K + tl.arange(0, BLOCK_K)
-    kmask = kk < n2
-    if I64:  # a buffer of 2**31 elements or more: offsets in 64 bits
-        kk = kk.to(tl.int64)
+    if FLAT:  # BLOCK_K positions flat over all kept groups, each lane its own
+        kf = pid * BLOCK_K + tl.arange(0, BLOCK_K)
+        kmask = kf < n0 * n1 * n2
+        kk = kf % n2
+        rest = kf // n2
+        k1 = (rest % n1)[:, None]
+        rest = rest // n1
+        k0 = (rest % n0)[:, None]
+        rest = rest // n0
+        t0_kb = k0 * t0_s0
+        out_kb = k0 * out_s0
+    else:
+        num_kb = tl.cdiv(n2, BLOCK_K)
+        kb = pid % num_kb
+        rest = pid // num_kb
+        k1 = (rest % n1).to(tl.int64)
+        rest = rest // n1
+        k0 = (rest % n0).to(tl.int64)
+        rest = rest // n0
+        t0_kb = k0 * t0_s0
+        out_kb = k0 * out_s0
+        kk = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+        kmask = kk < n2
+        if I64:  # a buffer of 2**31 elements or more: offsets in 64 bits
+            kk = kk.to(tl.int64)
     if SINGLE:
         ro = 0
         rest_r = ro
@@ -198,24 +248,37 @@ def _max_pool1d_stage3_split_kernel(
     steps,  # BLOCK_R steps per program
     BLOCK_K: tl.constexpr,  # kept positions per program (the last kept group)
     BLOCK_R: tl.constexpr,  # reduced elements per step (the last reduced group)
+    FLAT: tl.constexpr,  # True: BLOCK_K positions flat over all kept groups (a short tiled group)
     PHASE: tl.constexpr,  # 1..1: a level's partials; 2: combine and write
     SPLIT_BLOCK: tl.constexpr,  # n_split rounded up to a power of two
     I64: tl.constexpr,  # 64-bit offsets (a buffer of 2**31 elements or more)
 ):
     pid = tl.program_id(0)
-    num_kb = tl.cdiv(n2, BLOCK_K)
-    kb = pid % num_kb
-    rest = pid // num_kb
-    k1 = (rest % n1).to(tl.int64)
-    rest = rest // n1
-    k0 = (rest % n0).to(tl.int64)
-    rest = rest // n0
-    t0_kb = k0 * t0_s0
-    out_kb = k0 * out_s0
-    kk = kb * BLOCK_K + tl.arange(0, BLOCK_K)
-    kmask = kk < n2
-    if I64:  # a buffer of 2**31 elements or more: offsets in 64 bits
-        kk = kk.to(tl.int64)
+    if FLAT:  # BLOCK_K positions flat over all kept groups, each lane its own
+        kf = pid * BLOCK_K + tl.arange(0, BLOCK_K)
+        kmask = kf < n0 * n1 * n2
+        kk = kf % n2
+        rest = kf // n2
+        k1 = (rest % n1)[:, None]
+        rest = rest // n1
+        k0 = (rest % n0)[:, None]
+        rest = rest // n0
+        t0_kb = k0 * t0_s0
+        out_kb = k0 * out_s0
+    else:
+        num_kb = tl.cdiv(n2, BLOCK_K)
+        kb = pid % num_kb
+        rest = pid // num_kb
+        k1 = (rest % n1).to(tl.int64)
+        rest = rest // n1
+        k0 = (rest % n0).to(tl.int64)
+        rest = rest // n0
+        t0_kb = k0 * t0_s0
+        out_kb = k0 * out_s0
+        kk = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+        kmask = kk < n2
+        if I64:  # a buffer of 2**31 elements or more: offsets in 64 bits
+            kk = kk.to(tl.int64)
     sid = tl.program_id(1)  # this program's share of the reduced elements
     wk = pid * BLOCK_K + tl.arange(0, BLOCK_K)  # the kept positions' place in the workspace
     kp = tl.num_programs(0) * BLOCK_K
@@ -336,11 +399,16 @@ def _plan(x_shape, x_stride, x_dtype, device):
     grids, args, metas, splits, packs = [], [], [], [], []
     # stage 0: pointwise over [x_0, x_1, 1, x_2]
     sizes, acc, _ = lay0
+    n_kt, n_ko = sizes[2], math.prod(sizes[g] for g in [0, 1])
     k_contig = acc[0][1][2] == 1
-    meta, grid, split = _tile_config("pointwise", sizes[2], math.prod(sizes[g] for g in [0, 1]),
+    flat = not big and n_ko > 1 and n_kt < 32  # a short tiled group: the tile flat over all kept groups
+    if flat:
+        n_kt, n_ko, k_contig = n_kt * n_ko, 1, False
+    meta, grid, split = _tile_config("pointwise", n_kt, n_ko,
                                      1, math.prod(sizes[g] for g in []), k_contig,
                                      False, 0, device_sm_count(device, 4, 4))
     meta["I64"] = big
+    meta["FLAT"] = flat
     splits.append(split)
     packs.append(None)
     grids.append(grid)
@@ -348,11 +416,16 @@ def _plan(x_shape, x_stride, x_dtype, device):
     metas.append(meta)
     # stage 1: pointwise over [x_0, x_1, 1, 2]
     sizes, acc, _ = lay1
+    n_kt, n_ko = sizes[2], math.prod(sizes[g] for g in [0, 1])
     k_contig = acc[0][1][2] == 1
-    meta, grid, split = _tile_config("pointwise", sizes[2], math.prod(sizes[g] for g in [0, 1]),
+    flat = not big and n_ko > 1 and n_kt < 32  # a short tiled group: the tile flat over all kept groups
+    if flat:
+        n_kt, n_ko, k_contig = n_kt * n_ko, 1, False
+    meta, grid, split = _tile_config("pointwise", n_kt, n_ko,
                                      1, math.prod(sizes[g] for g in []), k_contig,
                                      False, 0, device_sm_count(device, 4, 4))
     meta["I64"] = big
+    meta["FLAT"] = flat
     splits.append(split)
     packs.append(None)
     grids.append(grid)
@@ -360,11 +433,16 @@ def _plan(x_shape, x_stride, x_dtype, device):
     metas.append(meta)
     # stage 2: pointwise over [x_0, x_1, 1, 2]
     sizes, acc, _ = lay2
+    n_kt, n_ko = sizes[2], math.prod(sizes[g] for g in [0, 1])
     k_contig = acc[0][1][2] == 1
-    meta, grid, split = _tile_config("pointwise", sizes[2], math.prod(sizes[g] for g in [0, 1]),
+    flat = not big and n_ko > 1 and n_kt < 32  # a short tiled group: the tile flat over all kept groups
+    if flat:
+        n_kt, n_ko, k_contig = n_kt * n_ko, 1, False
+    meta, grid, split = _tile_config("pointwise", n_kt, n_ko,
                                      1, math.prod(sizes[g] for g in []), k_contig,
                                      False, 0, device_sm_count(device, 4, 4))
     meta["I64"] = big
+    meta["FLAT"] = flat
     splits.append(split)
     packs.append(None)
     grids.append(grid)
@@ -372,11 +450,16 @@ def _plan(x_shape, x_stride, x_dtype, device):
     metas.append(meta)
     # stage 3: max over dims [4, 5] of [x_0, x_1, 1, (-2) + (x_2 // 2), 1, 4]
     sizes, acc, _ = lay3
+    n_kt, n_ko = sizes[2], math.prod(sizes[g] for g in [0, 1])
     k_contig = acc[0][1][2] == 1
-    meta, grid, split = _tile_config("reduce", sizes[2], math.prod(sizes[g] for g in [0, 1]),
+    flat = not big and n_ko > 1 and n_kt < 32  # a short tiled group: the tile flat over all kept groups
+    if flat:
+        n_kt, n_ko, k_contig = n_kt * n_ko, 1, False
+    meta, grid, split = _tile_config("reduce", n_kt, n_ko,
                                      sizes[4], math.prod(sizes[g] for g in [3]), k_contig,
                                      True, 4, device_sm_count(device, 4, 4))
     meta["I64"] = big
+    meta["FLAT"] = flat
     if split is not None:  # 2 launches on (kept blocks, n_split) grids: the partials, then combine and write
         n_split, steps, block = split
         phase_meta = {k: v for k, v in meta.items() if k != "SINGLE"}

@@ -191,8 +191,9 @@ def _plan(x_shape, x_stride, x_dtype, device):
     grids, args, metas, splits, packs = [], [], [], [], []
     # stage 0: sum over dims [0] of [x_0, x_1]
     sizes, acc, _ = lay0
+    n_kt, n_ko = sizes[1], math.prod(sizes[g] for g in [])
     k_contig = acc[0][1][1] == 1
-    meta, grid, split = _tile_config("reduce", sizes[1], math.prod(sizes[g] for g in []),
+    meta, grid, split = _tile_config("reduce", n_kt, n_ko,
                                      sizes[0], math.prod(sizes[g] for g in []), k_contig,
                                      True, 4, device_sm_count(device, 4, 4))
     meta["I64"] = big

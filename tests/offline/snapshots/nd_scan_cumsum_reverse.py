@@ -117,8 +117,9 @@ def _plan(x_shape, x_stride, x_dtype, device):
     grids, args, metas, splits, packs = [], [], [], [], []
     # stage 0: sum scan along dim 1 of [x_0, x_1]
     sizes, acc, _ = lay0
+    n_kt, n_ko = sizes[0], math.prod(sizes[g] for g in [])
     k_contig = acc[0][1][0] == 1
-    meta, grid, split = _tile_config("scan", sizes[0], math.prod(sizes[g] for g in []),
+    meta, grid, split = _tile_config("scan", n_kt, n_ko,
                                      sizes[1], math.prod(sizes[g] for g in []), k_contig,
                                      False, 0, device_sm_count(device, 4, 4))
     meta["I64"] = big
