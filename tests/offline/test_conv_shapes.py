@@ -79,6 +79,36 @@ def test_a_pooled_size_of_one_where_traced_follows_the_input(tmp_path: Path) -> 
     _chain(FAST, tmp_path)
 
 
+def test_short_pooled_rows_share_programs(tmp_path: Path) -> None:
+    """Level 2's 35 in small (Conv2d 3x3 -> HardSwish -> MaxPool2d(2) -> Mish): x 5x5 pools 3x3 to 1x1,
+    one kept position per pooled row. The pooling stage's tile runs flat over the batch, channels and
+    rows (FLAT): cdiv(kept positions, BLOCK_K) programs, where one program per row took ~3.5 s a call in
+    Triton's interpreter (640 of them) and `kernelgen new` did not finish in 10 minutes. Right at every
+    case, the ones where rows are long enough to tile by program included."""
+    import math
+
+    import torch
+
+    from tests.support.offline_check import import_source
+    from kernelgen.offline import generate_kernel
+
+    body = "F.mish(F.max_pool2d(F.hardswish(F.conv2d(x, w, b) - 0.5), 2))"
+    cases = [{"x": [5, 6, 5, 5], "w": [16, 6, 3, 3], "b": [16]}, {"x": [2, 6, 7, 7], "w": [16, 6, 3, 3], "b": [16]}]
+    spec = _spec("kb35_small", "x w b", body, cases)
+    module = import_source(spec.name, generate_kernel(spec, {}).source, tmp_path)
+    launches = {}
+    for case in cases + [{"x": [1, 6, 70, 70], "w": [16, 6, 3, 3], "b": [16]}]:
+        args = [a for n in ("x", "w", "b") for t in [torch.empty(case[n])] for a in (t.shape, t.stride(), t.dtype)]
+        plan = module._plan(*args, torch.device("cpu"))
+        pool = next(i for i, m in enumerate(plan.metas) if "FLAT" in m)
+        launches[case["x"][-1]] = (plan.metas[pool]["FLAT"], plan.metas[pool]["BLOCK_K"], plan.grids[pool][0])
+    n, c = 5, 16  # 5x5 -> conv 3x3 -> pooled 1x1: 80 kept positions
+    flat, block_k, programs = launches[5]
+    assert flat and block_k > 1 and programs == math.ceil(n * c / block_k) < n * c, launches
+    assert launches[70][0] is False, launches  # rows of 34: a program per row, its loads contiguous
+    check_kernel(spec, tmp_path, cases=cases + [{"x": [1, 6, 70, 70], "w": [16, 6, 3, 3], "b": [16]}])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in CHAINS if n != FAST])
 def test_pooled_sizes_follow_the_input(name: str, tmp_path: Path) -> None:

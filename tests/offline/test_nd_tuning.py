@@ -77,14 +77,14 @@ def test_matmul_stage_budgets() -> None:
 
 
 @pytest.mark.parametrize("name", ["sum_dim0", "mean12", "max_dim1", "rms_channels", "group_norm3", "cumsum_reverse",
-                                  "linear_leaky_sum", "bmm", "mse", "batch_norm_train"])
+                                  "linear_leaky_sum", "bmm", "mse", "batch_norm_train", "max_pool2d", "avg_pool2d"])
 @pytest.mark.parametrize("knobs", [{}, {"MAX_SINGLE_PASS": 4096, "ROW_TILE": 1024, "num_warps": 2, "BLOCK_N": 64},
                                    {"split": True, "ROW_TILE": 64, "SPLIT_PER_SM": 2}], ids=str)
 def test_launch_model_matches_the_generated_file(name: str, knobs: dict, tmp_path: Path) -> None:
     spec = ALL[name]
     module = import_source(spec.name, generate_kernel(spec, knobs).source, tmp_path)
     analysis = route(spec).served.plan
-    seen = set()
+    seen, flats = set(), set()
     for case in spec.test_cases + [{n: [d * 37 for d in s] for n, s in spec.test_cases[0].items()}]:
         inputs = [torch.empty(case[n]) for n in spec.input_names]
         plan = module._plan(*[a for t in inputs for a in (t.shape, t.stride(), t.dtype)], torch.device("cpu"))
@@ -102,8 +102,11 @@ def test_launch_model_matches_the_generated_file(name: str, knobs: dict, tmp_pat
             assert meta.get("SINGLE", la.path == "single") == (la.path == "single")
             assert (split is not None) == (la.path == "split"), (name, case)
             seen.add(la.path)
+            flats.add(meta.get("FLAT"))
     if knobs.get("split") and name not in ("cumsum_reverse", "linear_leaky_sum", "bmm"):
         assert "split" in seen, name  # the forced split reaches every stage with a split form
+    if name.endswith("pool2d"):  # 2x3x20x21 pools to rows of 10: the tile runs flat; x37, rows of 369 do not
+        assert flats == {True, False}, (name, flats)
 
 
 def test_a_dispatch_table_routes_each_shape_and_every_route_is_right(tmp_path: Path) -> None:
