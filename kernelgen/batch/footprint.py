@@ -21,8 +21,10 @@ run's peak (its upcast inputs included), an operator holds at once, on its one G
                kernel's partials, a split-K's partial sums); the recording worker (I + 2 O) releases
                its copy before the replay worker takes one, so the two are not counted together
                (kernelgen.verify.judge.devicememory); a check holds I + 2 O;
-- the peers:   P + O in a process of their own (their inputs and the reference's outputs, the peer's
-               outputs), timed beside the judge's work (kernelgen.verify.judge.peerproc) -- or, where
+- the peers:   P + O + P64 / 8 in a process of their own (their inputs and the reference's outputs, the
+               peer's outputs, and for a peer off eager by more than the tolerance the truth it is then
+               judged by, its budget an eighth of the float64 run's: kernelgen.verify.judge.peerproc),
+               timed beside the judge's work (kernelgen.verify.judge.peerproc) -- or, where
                a case's inputs take 4 GiB or more (LATE_PEERS_BYTES), after the kernel's timings, when
                the judge has let its case go: then the larger of the two counts, not their sum;
 - the baselines timed ahead (kernelgen.batch.ahead), where the batch times them: P + O in a
@@ -123,9 +125,11 @@ def check_need(reference: Any, spec: Any, case: dict[str, list[int]], dtype: str
 
 
 def ahead_need(reference: Any, spec: Any, case: dict[str, list[int]], dtype: str) -> int:
-    """Bytes the baselines' process holds while it times one perf case (see the module's docstring)."""
+    """Bytes the baselines' process, or its peers' child, holds while it times one perf case (see the
+    module's docstring): the peers' terms, P + O + P64 / 8 (the baselines' own process computes no
+    truth: for it the estimate errs high by P64 / 8)."""
     e = _run(reference, spec, case, dtype, upcast=False)
-    return e.peak + e.outputs
+    return e.peak + e.outputs + _truth(reference, spec, case, dtype, e) // 8
 
 
 def timing_need(reference: Any, spec: Any, case: dict[str, list[int]], dtype: str, *, ahead: bool = False) -> int:
@@ -137,7 +141,7 @@ def timing_need(reference: Any, spec: Any, case: dict[str, list[int]], dtype: st
     truth = _truth(reference, spec, case, dtype, e)
     read = e.peak + e.outputs + _compare(e) + truth // 8  # a timed call's output read back, on rotated inputs
     judge = e.inputs + e.outputs + max(e.peak - e.inputs, truth, e.outputs + _compare(e), read)
-    worker, peers = e.inputs + 3 * e.outputs, e.peak + e.outputs
+    worker, peers = e.inputs + 3 * e.outputs, e.peak + e.outputs + truth // 8
     own = e.peak + e.outputs if ahead else 0  # the baselines' process: eager and torch.compile on its own inputs
     return max(judge + worker, peers, own) if e.inputs >= LATE_PEERS_BYTES else judge + worker + peers + own
 

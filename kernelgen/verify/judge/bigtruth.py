@@ -101,6 +101,11 @@ def host_budget() -> int:
     return 8 << 30
 
 
+def float64_need(inputs: list[Any], eager: tuple) -> int:
+    """Bytes the whole float64 run takes: the inputs in float64 and INTERMEDIATES output-sized float64 tensors."""
+    return sum(_bytes64(t) for t in inputs) + INTERMEDIATES * sum(_bytes64(e) for e in eager)
+
+
 def _bytes64(t: Any) -> int:
     import torch
 
@@ -122,7 +127,7 @@ def case_truth(baseline: Callable[..., Any], inputs: list[Any], params: dict[str
     if not floats or all(e.dtype == torch.float64 for e in floats):
         return CaseTruth(tuple(None for _ in eager))
     device = floats[0].device
-    need = sum(_bytes64(t) for t in inputs) + INTERMEDIATES * sum(_bytes64(e) for e in eager)
+    need = float64_need(inputs, eager)
     if need <= truth_budget(device):
         whole = _whole(baseline, inputs, params, eager, under, policy=policy)
         if whole is not None:
