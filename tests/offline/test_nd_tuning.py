@@ -149,3 +149,21 @@ def test_round_zero_keeps_the_heuristics_and_says_what_they_launch() -> None:
     assert len(choices) == len(spec.effective_perf_cases) * len(spec.dtypes)
     assert all(c.knobs == {} and c.reason.startswith("the file's heuristics: stage 0 (reduce)") for c in choices)
     assert first_kernel(spec).source == generate_kernel(spec).source
+
+
+def test_a_contiguous_short_kept_dim_keeps_its_sectors(tmp_path: Path) -> None:
+    """x.sum(1) over [64, 4096, 16]: the kept 16 are contiguous, so a program reads rows of them, BLOCK_R
+    at a time (whole 64-byte rows), not FLAT: a flat tile would give each lane one kept position's
+    column, a 32-byte sector read per 4-byte element. Transposed ([64, 16, 4096] summed over the last
+    dim is the contiguous reduction), nothing changes either; a strided short kept dim goes flat."""
+    spec = make_spec(name="sum_mid", inputs=[{"name": "x"}], dtypes=["float32"],
+                     reference="def sum_mid(x):\n    return x.sum(1)\n", test_cases=[{"x": [4, 33, 5]}])
+    module = import_source(spec.name, generate_kernel(spec, {}).source, tmp_path)
+
+    def meta(shape, stride=None):
+        t = torch.empty(shape) if stride is None else torch.empty_strided(shape, stride)
+        plan = module._plan(t.shape, t.stride(), t.dtype, torch.device("cpu"))
+        return plan.metas[0]
+
+    assert meta([64, 4096, 16])["FLAT"] is False
+    assert meta([64, 4096, 16], stride=(4096 * 16, 1, 4096))["FLAT"] is True  # the kept 16 strided by 4096

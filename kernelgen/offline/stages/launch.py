@@ -98,10 +98,13 @@ def split_count(kept: int, steps_all: int, block_k: int, block_r: int, sms: int,
     return cdiv(steps_all, steps), steps
 
 
-def flat(n_kt: int, n_ko: int, big: bool) -> bool:
+def flat(kind: str, n_kt: int, n_ko: int, k_contig: bool, big: bool) -> bool:
     """The generated plan's FLAT choice for a stage that has the form: a tiled kept group under
-    flat_below positions beside other kept positions, and no buffer of 2**31 elements or more."""
-    return not big and n_ko > 1 and n_kt < CONFIG["flat_below"]
+    flat_below positions beside other kept positions, and no buffer of 2**31 elements or more. Not
+    for a reduction or scan whose tiled group is contiguous: its tile then reads BLOCK_R rows of that
+    group at once (whole sectors), where a flat tile would read one position's column, a 32-byte
+    sector per element (x[64, 4096, 16].sum(1): 8x the bytes)."""
+    return not big and n_ko > 1 and n_kt < CONFIG["flat_below"] and (kind == "pointwise" or not k_contig)
 
 
 def _big(analysis: StageAnalysis, binding: dict[str, int]) -> bool:
@@ -161,7 +164,7 @@ def stage_launches(analysis: StageAnalysis, knobs: StageKnobs, shapes: dict[str,
         kt, rt = kernel.k_groups[-1], kernel.r_groups[-1] if kernel.r_groups else None
         n_kt, n_ko = sizes[kt], math.prod(sizes[g] for g in kernel.k_groups[:-1])
         k_contig = _k_contig(analysis, st, kernel, binding)
-        if kernel.flat and flat(n_kt, n_ko, big):
+        if kernel.flat and flat(st.kind, n_kt, n_ko, k_contig, big):
             n_kt, n_ko, k_contig = n_kt * n_ko, 1, False
         launch = tile_config(knobs, st.kind, n_kt, n_ko, sizes[rt] if rt is not None else 1,
                              math.prod(sizes[g] for g in kernel.r_groups[:-1]), k_contig, kernel.one_pass,

@@ -565,7 +565,8 @@ def _plan(x_shape, x_stride, x_dtype, w_shape, w_stride, w_dtype, b_shape, b_str
     sizes, acc, _ = lay1
     n_kt, n_ko = sizes[1], math.prod(sizes[g] for g in [0])
     k_contig = acc[0][1][1] == 1
-    flat = not big and n_ko > 1 and n_kt < 32  # a short tiled group: the tile flat over all kept groups
+    # a short tiled group: the tile flat over all kept groups (not where it is contiguous: BLOCK_R rows of it read whole sectors)
+    flat = not big and n_ko > 1 and n_kt < 32 and not k_contig
     if flat:
         n_kt, n_ko, k_contig = n_kt * n_ko, 1, False
     meta, grid, split = _tile_config("reduce", n_kt, n_ko,

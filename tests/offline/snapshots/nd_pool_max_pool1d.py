@@ -401,7 +401,8 @@ def _plan(x_shape, x_stride, x_dtype, device):
     sizes, acc, _ = lay0
     n_kt, n_ko = sizes[2], math.prod(sizes[g] for g in [0, 1])
     k_contig = acc[0][1][2] == 1
-    flat = not big and n_ko > 1 and n_kt < 32  # a short tiled group: the tile flat over all kept groups
+    # a short tiled group: the tile flat over all kept groups
+    flat = not big and n_ko > 1 and n_kt < 32
     if flat:
         n_kt, n_ko, k_contig = n_kt * n_ko, 1, False
     meta, grid, split = _tile_config("pointwise", n_kt, n_ko,
@@ -418,7 +419,8 @@ def _plan(x_shape, x_stride, x_dtype, device):
     sizes, acc, _ = lay1
     n_kt, n_ko = sizes[2], math.prod(sizes[g] for g in [0, 1])
     k_contig = acc[0][1][2] == 1
-    flat = not big and n_ko > 1 and n_kt < 32  # a short tiled group: the tile flat over all kept groups
+    # a short tiled group: the tile flat over all kept groups
+    flat = not big and n_ko > 1 and n_kt < 32
     if flat:
         n_kt, n_ko, k_contig = n_kt * n_ko, 1, False
     meta, grid, split = _tile_config("pointwise", n_kt, n_ko,
@@ -435,7 +437,8 @@ def _plan(x_shape, x_stride, x_dtype, device):
     sizes, acc, _ = lay2
     n_kt, n_ko = sizes[2], math.prod(sizes[g] for g in [0, 1])
     k_contig = acc[0][1][2] == 1
-    flat = not big and n_ko > 1 and n_kt < 32  # a short tiled group: the tile flat over all kept groups
+    # a short tiled group: the tile flat over all kept groups
+    flat = not big and n_ko > 1 and n_kt < 32
     if flat:
         n_kt, n_ko, k_contig = n_kt * n_ko, 1, False
     meta, grid, split = _tile_config("pointwise", n_kt, n_ko,
@@ -452,7 +455,8 @@ def _plan(x_shape, x_stride, x_dtype, device):
     sizes, acc, _ = lay3
     n_kt, n_ko = sizes[2], math.prod(sizes[g] for g in [0, 1])
     k_contig = acc[0][1][2] == 1
-    flat = not big and n_ko > 1 and n_kt < 32  # a short tiled group: the tile flat over all kept groups
+    # a short tiled group: the tile flat over all kept groups (not where it is contiguous: BLOCK_R rows of it read whole sectors)
+    flat = not big and n_ko > 1 and n_kt < 32 and not k_contig
     if flat:
         n_kt, n_ko, k_contig = n_kt * n_ko, 1, False
     meta, grid, split = _tile_config("reduce", n_kt, n_ko,
