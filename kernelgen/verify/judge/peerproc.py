@@ -30,6 +30,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -160,6 +161,17 @@ class _Child:
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(request))
         self.proc.stdin.close()
+        # The budgets are kept by a watcher of their own, not by whoever calls collect: a parent that times
+        # eager under the device lock before it collects waits behind a child warming under that lock, and
+        # only the watcher can end the wait. On an H100 (2026-12-07) level 1's 82, 83 and 85 (depthwise)
+        # waited so for over 4 minutes each, twice, and none finished: the baselines' process blocked on the
+        # exclusive lock while its peers' child autotuned FlagGems' depthwise convolution under the shared one.
+        self._ended: tuple[int, str] = (0, "")
+        self._watcher = threading.Thread(target=self._watch, name="peer-budget", daemon=True)
+        self._watcher.start()
+
+    def _watch(self) -> None:
+        self._ended = self._wait()
 
     def _wait(self) -> tuple[int, str]:
         """(exit code, why) once the child ends, or is stopped: past PEER_TIMEOUT_S, or where a peer's
@@ -193,7 +205,8 @@ class _Child:
 
     def collect(self, run: PeerRun) -> str | None:
         """Its lines into `run`; None when it finished, else the last error line it wrote."""
-        code, why = self._wait()
+        self._watcher.join()
+        code, why = self._ended
         self._out.seek(0)
         self._err.seek(0)
         out, err = self._out.read(), self._err.read()
