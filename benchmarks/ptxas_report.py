@@ -7,9 +7,11 @@ spill bytes and the lines of PTX, from Triton's own compiler and the ptxas it sh
 A spec (YAML) or a KernelBench problem file, derived as `kernelgen new` derives it; the offline
 generator's kernel, its host plan worked out for a CUDA device of --sms SMs at the first perf case (the
 file's own `_plan`: shapes only, nothing allocated), and each stage's @triton.jit function compiled with
-that stage's constants, warps and stages for sm_<arch>a. One line per stage: its grid, registers, spill
-stores and loads in bytes, shared memory and PTX lines; a line a stage that spills or whose PTX runs past
---ptx-lines is marked `!`.
+that stage's constants, warps and stages for sm_<arch>a, specialised as a launch at that case would be
+(integer arguments of 1 as constants, those divisible by 16 and every pointer marked so). One line per
+stage: its grid, registers, spill stores and loads in bytes, shared memory, PTX lines and its global-memory
+instructions by kind (`st.global.b32 x128`: 4 bytes a thread at a time; `.v4`: 16); a line a stage that
+spills or whose PTX runs past --ptx-lines is marked `!`.
 
 Why: a compile can be pathological where no timing on the CPU can show it. On 2026-12-07 this found level
 2's 17 (Conv2d -> InstanceNorm -> divide, 36.8 ms a call on an H100 against 3.6 ms for the same
@@ -49,6 +51,7 @@ class StageReport:
     spill_loads: int = 0
     shared: int = 0
     ptx_lines: int = 0
+    memory: str = ""  # the global-memory instructions of the PTX, the most frequent first
     note: str = ""  # why it was not compiled, or the compiler's error
 
     def line(self, ptx_limit: int) -> str:
@@ -57,7 +60,20 @@ class StageReport:
         bad = self.spill_stores or self.spill_loads or self.ptx_lines > ptx_limit
         return (f"  {'!' if bad else ' '} stage {self.stage} {self.kernel} grid {self.grid} {self.launch}: "
                 f"{self.registers} registers, spills {self.spill_stores}/{self.spill_loads} B, "
-                f"shared {self.shared} B, {self.ptx_lines:,} lines of PTX")
+                f"shared {self.shared} B, {self.ptx_lines:,} lines of PTX"
+                + (f"; global memory: {self.memory}" if self.memory else ""))
+
+
+MEMORY_OPS = re.compile(r"^\s*(?:@%p\d+\s+)?((?:ld|st)\.global[.\w]*|cp\.async(?:\.bulk)?\.(?:ca|cg)[.\w]*)", re.M)
+
+
+def memory_ops(ptx: str, most: int = 4) -> str:
+    """The PTX's global loads, stores and async copies by kind, the most frequent first (`st.global.b32 x128`):
+    whether a tile's accesses are vectorised (`.v4`, 16 bytes a thread) or go 4 bytes at a time."""
+    counts: dict[str, int] = {}
+    for op in MEMORY_OPS.findall(ptx):
+        counts[op] = counts.get(op, 0) + 1
+    return ", ".join(f"{op} x{n}" for op, n in sorted(counts.items(), key=lambda kv: -kv[1])[:most])
 
 
 def _ptxases() -> list[Path]:
@@ -105,6 +121,21 @@ def _signature(fn, sizes: tuple, constants: dict, spec, dtype: str) -> dict[str,
     return {n: sig[n] for n in names if n in sig}
 
 
+def _as_launched(fn, sizes: tuple, constants: dict) -> tuple[dict, dict]:  # noqa: ANN001
+    """What a launch specialises that a bare compile does not: an integer argument equal to 1 becomes a
+    constant, and one divisible by 16 -- and every pointer (PyTorch's allocations are aligned) -- is marked
+    so. Without it a unit stride is a runtime value, and what Triton can prove contiguous (and so coalesce
+    and vectorise) is not what the GPU runs. Returns (constants, Triton's attrs by argument index)."""
+    names = list(fn.arg_names)
+    scalars = [n for n in names if not n.endswith("_ptr") and n not in constants]
+    by_value = dict(zip(scalars, sizes))
+    constants = dict(constants, **{n: 1 for n, v in by_value.items() if isinstance(v, int) and v == 1})
+    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names)
+             if n.endswith("_ptr") or (n not in constants and isinstance(by_value.get(n), int) and by_value[n] % 16 == 0
+                                       and by_value[n] != 0)}
+    return constants, attrs
+
+
 def report(path: Path, *, arch: int, sms: int, dtype: str) -> tuple[str, list[StageReport]]:
     """The plan's perf case in words, and a report per stage."""
     import torch
@@ -139,7 +170,9 @@ def report(path: Path, *, arch: int, sms: int, dtype: str) -> tuple[str, list[St
             stages.append(StageReport(i, fn.__name__, grid, launch, note="launched in its split form: not compiled here"))
             continue
         try:
-            compiled = triton.compile(ASTSource(fn, _signature(fn, sizes, constants, spec, dtype), constants),
+            launched, attrs = _as_launched(fn, sizes, constants)
+            signature = dict(_signature(fn, sizes, constants, spec, dtype), **{n: "constexpr" for n in launched})
+            compiled = triton.compile(ASTSource(fn, signature, launched, attrs),
                                       target=GPUTarget("cuda", arch, 32), options=options)
             ptx = compiled.asm["ptx"]
             said = _assemble(ptx, arch)
@@ -149,7 +182,7 @@ def report(path: Path, *, arch: int, sms: int, dtype: str) -> tuple[str, list[St
         regs, spills = REGISTERS.search(said), SPILLS.search(said)
         stages.append(StageReport(i, fn.__name__, grid, launch, int(regs.group(1)) if regs else None,
                                   int(spills.group(1)) if spills else 0, int(spills.group(2)) if spills else 0,
-                                  int(getattr(compiled.metadata, "shared", 0) or 0), ptx.count("\n")))
+                                  int(getattr(compiled.metadata, "shared", 0) or 0), ptx.count("\n"), memory_ops(ptx)))
     return what, stages
 
 

@@ -44,7 +44,7 @@ def _has_ptxas() -> bool:
 @pytest.mark.skipif(not _has_ptxas(), reason="this Triton ships no NVIDIA backend (ptxas)")
 def test_each_stage_compiles_for_sm90_with_its_registers_spills_and_ptx_size(tmp_path):
     """The single-pass instance norm (4,096 elements a row, 16 warps) and the division after it: a line
-    each with registers, spill bytes and PTX lines, none marked; the variance's count is taken from the
+    each with registers, spill bytes, PTX lines and global-memory instructions, none marked; the variance's count is taken from the
     reduced lanes, not summed over the 2-D mask (Triton 3.6 unrolled that sum per element into every
     thread: 191,131 lines of PTX and 62 KB of spills at level 2's 17; this machine's Triton does not, so
     the text is what can be checked here)."""
@@ -63,6 +63,10 @@ def test_each_stage_compiles_for_sm90_with_its_registers_spills_and_ptx_size(tmp
         regs, stores, loads, ptx = int(m[1]), int(m[2]), int(m[3]), int(m[4].replace(",", ""))
         assert 0 < regs <= 255 and stores == loads == 0 and 100 < ptx < 20_000
         assert not ln.lstrip().startswith("!")
+        assert "; global memory: " in ln and "st.global" in ln, ln
+    # compiled as launched: the unit stride of the contiguous dim is a constant, so the division's
+    # loads and stores go 16 bytes a thread (a bare compile, its stride a runtime value, reads 4 at a time)
+    assert "ld.global.v4.b32" in stages[1] and "st.global.v4.b32" in stages[1], stages[1]
 
     from kernelgen.offline import generate_kernel
     from kernelgen.spec.given import read_spec
