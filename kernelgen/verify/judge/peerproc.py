@@ -11,10 +11,10 @@ The child draws each perf case's inputs with the same seed as the judge (kernelg
 on the device), runs the spec's reference once plainly for the expected values (under the user's
 precision policy, as the judge does), then each peer: kept only where its outputs pass the judge's own
 rule (within the spec's tolerance of eager, else by the oracle against the float64 truth, computed once
-per case when a peer first needs it), and timed under the device lock held exclusively. When the child dies, the case it was on is tried once more with each peer alone in a
-child of its own (so the one that crashes is named, and the other is still timed), and a new child
-takes the remaining cases. A child that does not answer in time is not retried: the cases it left
-are reported untimed.
+per case when a peer first needs it), and timed under the device lock held exclusively. When the
+child dies, the case it was on is tried once more with each peer alone in a child of its own (so the
+one that crashes is named, and the other is still timed), and a new child takes the remaining cases.
+A child that does not answer in time is not retried: the cases it left are reported untimed.
 
 A peer's first call at a case compiles (and, for FlagGems, autotunes) its kernels for the shape, and
 holds the device lock (shared) while it does: a process waiting to time exclusively waits behind it,
