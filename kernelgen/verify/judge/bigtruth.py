@@ -70,8 +70,9 @@ class CaseTruth:
     retry: Callable[[], "CaseTruth"] | None = field(default=None, repr=False)
 
 
-def truth_budget(device: Any) -> int:
-    """Bytes the truth may take at once on `device`: KERNELGEN_TRUTH_MEMORY, else half its free memory."""
+def truth_budget(device: Any, instead: int | None = None) -> int:
+    """Bytes the truth may take at once on `device`: KERNELGEN_TRUTH_MEMORY, else `instead` where the
+    caller has a budget of its own (the peers' process), else half its free memory."""
     import torch
 
     given = os.environ.get(MEMORY_ENV, "").strip()
@@ -81,6 +82,8 @@ def truth_budget(device: Any) -> int:
         except ValueError:
             raise UsageError(f"{MEMORY_ENV}={given!r} is not a number of bytes",
                              hint=f"unset {MEMORY_ENV} (half the free memory), or give bytes, e.g. 4e9") from None
+    if instead is not None:
+        return instead
     kind = getattr(device, "type", str(device))
     backend = getattr(torch, kind, None)
     if kind != "cpu" and backend is not None and hasattr(backend, "mem_get_info"):
@@ -115,10 +118,12 @@ def _bytes64(t: Any) -> int:
 
 
 def case_truth(baseline: Callable[..., Any], inputs: list[Any], params: dict[str, Any], eager: tuple, *,
-               policy: PrecisionPolicy | None = None, sample: bool = False, tol: ToleranceSpec | None = None) -> CaseTruth:
+               policy: PrecisionPolicy | None = None, sample: bool = False, tol: ToleranceSpec | None = None,
+               budget: int | None = None) -> CaseTruth:
     """The truth of one case whose eager outputs (under `policy`, the one in force by default) are
     `eager`. `sample`: where slices are needed, a judge-chosen eighth of the batch rows is enough.
-    `tol`: the tolerance the outputs are compared with (a slice's proof allows a share of it)."""
+    `tol`: the tolerance the outputs are compared with (a slice's proof allows a share of it).
+    `budget`: the bytes it may take at once, where not half the free memory (truth_budget)."""
     import torch
 
     policy = policy or precision_policy()
@@ -128,11 +133,11 @@ def case_truth(baseline: Callable[..., Any], inputs: list[Any], params: dict[str
         return CaseTruth(tuple(None for _ in eager))
     device = floats[0].device
     need = float64_need(inputs, eager)
-    if need <= truth_budget(device):
+    if need <= truth_budget(device, budget):
         whole = _whole(baseline, inputs, params, eager, under, policy=policy)
         if whole is not None:
             return whole
-    sliced = _Slices.plan(baseline, inputs, params, eager, policy, sample=sample, tol=tol)
+    sliced = _Slices.plan(baseline, inputs, params, eager, policy, sample=sample, tol=tol, budget=budget)
     if sliced is not None:
         return CaseTruth(sliced.outputs(), sliced.how, retry=lambda: _elsewhere(baseline, inputs, params, eager, under, device))
     return _elsewhere(baseline, inputs, params, eager, under, device)
@@ -244,7 +249,8 @@ class _Slices:
 
     @classmethod
     def plan(cls, baseline: Callable[..., Any], inputs: list[Any], params: dict[str, Any], eager: tuple,
-             policy: PrecisionPolicy, *, sample: bool, tol: ToleranceSpec | None = None) -> "_Slices | None":
+             policy: PrecisionPolicy, *, sample: bool, tol: ToleranceSpec | None = None,
+             budget: int | None = None) -> "_Slices | None":
         """Slices whose first group proves the op separable, or None (no batch dim, or not separable)."""
         import torch
 
@@ -252,7 +258,7 @@ class _Slices:
         if batch is None:
             return None
         for sliced in _batch_inputs(inputs, batch):
-            rows = _rows_per_slice(inputs, eager, sliced, batch)
+            rows = _rows_per_slice(inputs, eager, sliced, batch, budget)
             groups = _groups(batch, rows, sample)
             proof = eager if not (policy.matmul_tf32 or policy.conv_tf32) else None
             try:
@@ -371,13 +377,13 @@ def _batch_inputs(inputs: list[Any], batch: int) -> list[set[int]]:
     return options
 
 
-def _rows_per_slice(inputs: list[Any], eager: tuple, sliced: set[int], batch: int) -> int:
+def _rows_per_slice(inputs: list[Any], eager: tuple, sliced: set[int], batch: int, budget: int | None = None) -> int:
     """As many rows per slice as the budget holds (at least one): the unsliced inputs in float64 once,
     the sliced ones and the outputs' intermediates per row."""
     fixed = sum(_bytes64(t) for i, t in enumerate(inputs) if i not in sliced)
     per_row = (sum(_bytes64(inputs[i]) for i in sliced) + INTERMEDIATES * sum(_bytes64(e) for e in eager)) / batch
     device = next(iter(e.device for e in eager if hasattr(e, "device")))
-    return max(1, min(batch, int((truth_budget(device) - fixed) // max(per_row, 1))))
+    return max(1, min(batch, int((truth_budget(device, budget) - fixed) // max(per_row, 1))))
 
 
 def _groups(batch: int, rows: int, sample: bool) -> list[list[int]]:

@@ -320,15 +320,10 @@ def _truth(made: list[Any], reference: Any, inputs: list[Any], params: dict[str,
         return made[0]
     # Beside the judge, whose estimate (kernelgen.batch.footprint) gives this process an eighth of the
     # float64 run: the whole truth where that small, else an eighth of the batch rows in slices of that
-    # size (or the host's memory), unless the user set the budget
-    need = bigtruth.float64_need(inputs, expected)
-    given = os.environ.get(bigtruth.MEMORY_ENV)
-    os.environ[bigtruth.MEMORY_ENV] = given or str(max(need // 8, PEER_TRUTH_FLOOR))
-    try:
-        made.append(bigtruth.case_truth(reference, inputs, params, expected, policy=policy, sample=True, tol=tol))
-    finally:
-        if given is None:
-            del os.environ[bigtruth.MEMORY_ENV]
+    # size (or the host's memory), unless the user set the budget (KERNELGEN_TRUTH_MEMORY)
+    budget = max(bigtruth.float64_need(inputs, expected) // 8, PEER_TRUTH_FLOOR)
+    made.append(bigtruth.case_truth(reference, inputs, params, expected, policy=policy, sample=True, tol=tol,
+                                    budget=budget))
     return made[0]
 
 
