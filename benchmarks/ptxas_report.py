@@ -103,9 +103,12 @@ def _assemble(ptx: str, arch: int) -> str:
         raise RuntimeError(out.strip().splitlines()[-1] if out.strip() else "ptxas failed")
 
 
-def _signature(fn, sizes: tuple, constants: dict, spec, dtype: str) -> dict[str, str]:  # noqa: ANN001
-    """Triton's signature for `fn`: buffers typed by the input they are (else float32: outputs at a float32
-    case, temporaries, workspaces), sizes as i32 or i64 by value, constants as constexpr."""
+def _as_launched(fn, sizes: tuple, constants: dict, spec, dtype: str) -> tuple[dict, dict, dict]:  # noqa: ANN001
+    """(signature, constants, attrs) for `fn` as a launch at this case specialises it: buffers typed by the
+    input they are (else float32: outputs at a float32 case, temporaries, workspaces), sizes as i32 or i64
+    by value; an integer argument equal to 1 becomes a constant, and one divisible by 16 -- and every
+    pointer (PyTorch's allocations are aligned) -- is marked so. Without that a unit stride is a runtime
+    value, and what Triton can prove contiguous (and so coalesce and vectorise) is not what the GPU runs."""
     from kernelgen.spec import torch_dtype
 
     names = list(fn.arg_names)
@@ -113,27 +116,16 @@ def _signature(fn, sizes: tuple, constants: dict, spec, dtype: str) -> dict[str,
     short = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int64": "i64",
              "int32": "i32", "bool": "i1", "uint8": "u8", "int8": "i8"}
     buffers = [n for n in names if n.endswith("_ptr")]
-    scalars = [n for n in names if n not in buffers and n not in constants]
+    by_value = dict(zip([n for n in names if n not in buffers and n not in constants], sizes))
     sig = {n: "*" + short.get(typed.get(n, "float32"), "fp32") for n in buffers}
-    for n, v in zip(scalars, sizes):
+    for n, v in by_value.items():
         sig[n] = "fp32" if isinstance(v, float) else ("i64" if abs(int(v)) >= 2**31 else "i32")
-    sig.update({n: "constexpr" for n in constants})
-    return {n: sig[n] for n in names if n in sig}
-
-
-def _as_launched(fn, sizes: tuple, constants: dict) -> tuple[dict, dict]:  # noqa: ANN001
-    """What a launch specialises that a bare compile does not: an integer argument equal to 1 becomes a
-    constant, and one divisible by 16 -- and every pointer (PyTorch's allocations are aligned) -- is marked
-    so. Without it a unit stride is a runtime value, and what Triton can prove contiguous (and so coalesce
-    and vectorise) is not what the GPU runs. Returns (constants, Triton's attrs by argument index)."""
-    names = list(fn.arg_names)
-    scalars = [n for n in names if not n.endswith("_ptr") and n not in constants]
-    by_value = dict(zip(scalars, sizes))
     constants = dict(constants, **{n: 1 for n, v in by_value.items() if isinstance(v, int) and v == 1})
+    sig.update({n: "constexpr" for n in constants})
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names)
-             if n.endswith("_ptr") or (n not in constants and isinstance(by_value.get(n), int) and by_value[n] % 16 == 0
-                                       and by_value[n] != 0)}
-    return constants, attrs
+             if n in buffers or (n not in constants and isinstance(by_value.get(n), int) and by_value[n] % 16 == 0
+                                 and by_value[n] != 0)}
+    return {n: sig[n] for n in names if n in sig}, constants, attrs
 
 
 def report(path: Path, *, arch: int, sms: int, dtype: str) -> tuple[str, list[StageReport]]:
@@ -170,9 +162,7 @@ def report(path: Path, *, arch: int, sms: int, dtype: str) -> tuple[str, list[St
             stages.append(StageReport(i, fn.__name__, grid, launch, note="launched in its split form: not compiled here"))
             continue
         try:
-            launched, attrs = _as_launched(fn, sizes, constants)
-            signature = dict(_signature(fn, sizes, constants, spec, dtype), **{n: "constexpr" for n in launched})
-            compiled = triton.compile(ASTSource(fn, signature, launched, attrs),
+            compiled = triton.compile(ASTSource(fn, *_as_launched(fn, sizes, constants, spec, dtype)),
                                       target=GPUTarget("cuda", arch, 32), options=options)
             ptx = compiled.asm["ptx"]
             said = _assemble(ptx, arch)
