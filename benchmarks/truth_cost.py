@@ -44,7 +44,7 @@ def _measure(make, *, memory: str | None, cuda: bool):
     KERNELGEN_TRUTH_MEMORY."""
     import torch
 
-    from kernelgen.verify.judge.bigtruth import MEMORY_ENV
+    from kernelgen.verify.judge.truthmemory import MEMORY_ENV
 
     if memory is None:
         os.environ.pop(MEMORY_ENV, None)

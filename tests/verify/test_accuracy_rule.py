@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from kernelgen.cli import app
 from kernelgen.spec import draw_inputs, load_reference, load_spec
-from kernelgen.verify.judge.bigtruth import MEMORY_ENV
+from kernelgen.verify.judge.truthmemory import MEMORY_ENV
 from kernelgen.verify.judge.compare import compare
 from kernelgen.verify.judge.inputs import PERF_SEED
 from kernelgen.precision import CONV_ENV, ENV, OPTION_ENV

@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from kernelgen.spec import ToleranceSpec
-from kernelgen.verify.judge.bigtruth import MEMORY_ENV, case_truth
+from kernelgen.verify.judge.bigtruth import case_truth
+from kernelgen.verify.judge.truthmemory import MEMORY_ENV
 from kernelgen.verify.judge.compare import compare_outputs
 from kernelgen.precision import PrecisionPolicy
 

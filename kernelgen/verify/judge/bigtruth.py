@@ -37,20 +37,16 @@ elements, 17 GB of float64 inputs on the host, memory-bound: seconds).
 from __future__ import annotations
 
 import math
-import os
 import secrets
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from kernelgen.errors import UsageError
 from kernelgen.spec import ToleranceSpec
 from kernelgen.verify.judge import oracle, tf32ref
 from kernelgen.precision import PrecisionPolicy, precision_policy
 from kernelgen.verify.judge.precision import applied
+from kernelgen.verify.judge.truthmemory import bytes64, float64_need, host_budget, truth_budget
 
-MEMORY_ENV = "KERNELGEN_TRUTH_MEMORY"
-FREE_SHARE = 0.5  # of the device's (or host's) free memory the truth may take
-INTERMEDIATES = 4  # output-sized float64 tensors a reference holds at once (a chain of a few ops)
 SAMPLE_SHARE = 1 / 8  # of the batch rows a sampled truth covers
 SEPARABLE_SLACK = 16.0  # the whole run's rows vs the slice's own rounding, both against the slice's truth
 TOLERANCE_SHARE = 1 / 16  # ...plus this share of the dtype's tolerance
@@ -68,53 +64,6 @@ class CaseTruth:
     outputs: tuple
     how: str = ""
     retry: Callable[[], "CaseTruth"] | None = field(default=None, repr=False)
-
-
-def truth_budget(device: Any, instead: int | None = None) -> int:
-    """Bytes the truth may take at once on `device`: KERNELGEN_TRUTH_MEMORY, else `instead` where the
-    caller has a budget of its own (the peers' process), else half its free memory."""
-    import torch
-
-    given = os.environ.get(MEMORY_ENV, "").strip()
-    if given:
-        try:
-            return int(float(given))
-        except ValueError:
-            raise UsageError(f"{MEMORY_ENV}={given!r} is not a number of bytes",
-                             hint=f"unset {MEMORY_ENV} (half the free memory), or give bytes, e.g. 4e9") from None
-    if instead is not None:
-        return instead
-    kind = getattr(device, "type", str(device))
-    backend = getattr(torch, kind, None)
-    if kind != "cpu" and backend is not None and hasattr(backend, "mem_get_info"):
-        free, _ = backend.mem_get_info(device)
-        return int(free * FREE_SHARE)
-    return host_budget()
-
-
-def host_budget() -> int:
-    """Half the host memory available now (MemAvailable), or 8 GiB where the system does not say."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(int(line.split()[1]) * 1024 * FREE_SHARE)
-    except OSError:
-        pass
-    return 8 << 30
-
-
-def float64_need(inputs: list[Any], eager: tuple) -> int:
-    """Bytes the whole float64 run takes: the inputs in float64 and INTERMEDIATES output-sized float64 tensors."""
-    return sum(_bytes64(t) for t in inputs) + INTERMEDIATES * sum(_bytes64(e) for e in eager)
-
-
-def _bytes64(t: Any) -> int:
-    import torch
-
-    if not isinstance(t, torch.Tensor):
-        return 0
-    return t.numel() * (8 if t.dtype.is_floating_point else t.element_size())
 
 
 def case_truth(baseline: Callable[..., Any], inputs: list[Any], params: dict[str, Any], eager: tuple, *,
@@ -197,7 +146,7 @@ def _elsewhere(baseline: Callable[..., Any], inputs: list[Any], params: dict[str
                device: Any) -> CaseTruth:
     """Not separable and too large for the device: float64 on the host where it fits there, else the
     reference in IEEE float32 on the device, named as such."""
-    need = sum(_bytes64(t) for t in inputs) + INTERMEDIATES * sum(_bytes64(e) for e in eager)
+    need = float64_need(inputs, eager)
     if getattr(device, "type", "cpu") != "cpu" and need <= host_budget():
         host = [t.cpu() if hasattr(t, "cpu") else t for t in inputs]
         shapes = tuple(e.to("meta") if hasattr(e, "to") else e for e in eager)  # its dtypes and shapes, no copy
@@ -380,8 +329,8 @@ def _batch_inputs(inputs: list[Any], batch: int) -> list[set[int]]:
 def _rows_per_slice(inputs: list[Any], eager: tuple, sliced: set[int], batch: int, budget: int | None = None) -> int:
     """As many rows per slice as the budget holds (at least one): the unsliced inputs in float64 once,
     the sliced ones and the outputs' intermediates per row."""
-    fixed = sum(_bytes64(t) for i, t in enumerate(inputs) if i not in sliced)
-    per_row = (sum(_bytes64(inputs[i]) for i in sliced) + INTERMEDIATES * sum(_bytes64(e) for e in eager)) / batch
+    fixed = sum(bytes64(t) for i, t in enumerate(inputs) if i not in sliced)
+    per_row = float64_need([inputs[i] for i in sliced], eager) / batch
     device = next(iter(e.device for e in eager if hasattr(e, "device")))
     return max(1, min(batch, int((truth_budget(device, budget) - fixed) // max(per_row, 1))))
 

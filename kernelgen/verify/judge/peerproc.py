@@ -314,16 +314,16 @@ def _truth(made: list[Any], reference: Any, inputs: list[Any], params: dict[str,
            policy: Any, tol: Any) -> Any:
     """The case's truth (kernelgen.verify.judge.bigtruth), computed once per case into `made`: a sample of
     the batch rows where the whole does not fit, as for a timed output."""
-    from kernelgen.verify.judge import bigtruth
+    from kernelgen.verify.judge.bigtruth import case_truth
+    from kernelgen.verify.judge.truthmemory import float64_need
 
     if made:
         return made[0]
     # Beside the judge, whose estimate (kernelgen.batch.footprint) gives this process an eighth of the
     # float64 run: the whole truth where that small, else an eighth of the batch rows in slices of that
     # size (or the host's memory), unless the user set the budget (KERNELGEN_TRUTH_MEMORY)
-    budget = max(bigtruth.float64_need(inputs, expected) // 8, PEER_TRUTH_FLOOR)
-    made.append(bigtruth.case_truth(reference, inputs, params, expected, policy=policy, sample=True, tol=tol,
-                                    budget=budget))
+    budget = max(float64_need(inputs, expected) // 8, PEER_TRUTH_FLOOR)
+    made.append(case_truth(reference, inputs, params, expected, policy=policy, sample=True, tol=tol, budget=budget))
     return made[0]
 
 
