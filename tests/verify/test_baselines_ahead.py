@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -124,11 +125,16 @@ def test_a_process_never_waits_on_its_own_claim_and_fresh_reads_no_claim(tmp_pat
 
 def test_time_ahead_writes_the_entries_the_judge_of_kernelgen_new_reads(tmp_path, monkeypatch):
     """The process's entries are keyed as the judge's (the rendered baseline's bytes, the inputs' recipe):
-    the judge over the same spec finds them, and nothing is left claimed."""
+    the judge over the same spec finds them, and nothing is left claimed; its log says where a case's
+    seconds went (the inputs, the device lock, each timing)."""
     monkeypatch.setenv("KERNELGEN_CACHE_DIR", str(tmp_path / "cache"))
     (tmp_path / "twice.yaml").write_text(SPEC)
     spec = load_spec(tmp_path / "twice.yaml", run_reference=False)
-    assert time_ahead(spec, CPU) == 1  # under the interpreter, eager's dry run only
+    lines: list[str] = []
+    assert time_ahead(spec, CPU, lines.append) == 1  # under the interpreter, eager's dry run only
+    case = next(ln for ln in lines if ln.startswith("case 0 float32: eager "))
+    assert re.search(r"s: inputs [\d.]+, device lock [\d.]+, timing eager [\d.]+\)$", case), case
+    assert "compile" not in case  # nothing compiled under the interpreter
     with baseline_judge(spec, CPU) as judge:
         cache = baseline_cache(judge, fresh=False)
         assert cache is not None

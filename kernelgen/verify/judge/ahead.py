@@ -126,12 +126,15 @@ def _one_case(judge: Judge, refs: References, res: PerformanceResult, ci: int, c
     t0 = time.monotonic()
     with device_lock(exclusive=False, path=device.lock):  # device work: never beside another process's timing
         inputs = draw_inputs(judge.spec, case, dtype, PERF_SEED + ci, device.torch_device, on_device=not device.interpreter)
+    drawn = time.monotonic() - t0
     pc = PerfCase(case=ci, shapes=case, dtype=dtype, bytes=0)
+    refs.seconds.clear()
     refs.time(res, pc, inputs)
     del inputs
     release_cache(judge)
     what = [f"eager {pc.eager.ms:.4g} ms" if pc.eager else "", f"torch.compile {pc.compiled.ms:.4g} ms" if pc.compiled else ""]
-    log(f"case {ci} {dtype}: {', '.join(filter(None, what)) or 'nothing timed'} ({time.monotonic() - t0:.1f} s)")
+    spent = ", ".join(f"{k} {v:.1f}" for k, v in {"inputs": drawn, **refs.seconds}.items())
+    log(f"case {ci} {dtype}: {', '.join(filter(None, what)) or 'nothing timed'} ({time.monotonic() - t0:.1f} s: {spent})")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -60,6 +60,14 @@ class References:
         self.cache = baseline_cache(judge, fresh=fresh)
         self._compiled: Any = None
         self.waited_s = 0.0  # on entries timed ahead by another process
+        # where a case's seconds went (compile, device lock, timing): a KernelBench problem's baselines
+        # took 66 s beside its kernel on an H100 (2026-12-07), and which of the three is issue 39's question
+        self.seconds: dict[str, float] = {}
+
+    def _spent(self, what: str, since: float) -> float:
+        now = time.monotonic()
+        self.seconds[what] = self.seconds.get(what, 0.0) + now - since
+        return now
 
     def compiled(self) -> Any:
         import torch
@@ -88,6 +96,7 @@ class References:
         compiled = self._cached("compile", pc) if self.with_compile else None
         from_cache = [e.measured_at for e in (eager, compiled) if e is not None]
         time_compile = self.with_compile and compiled is None
+        t = time.monotonic()
         if time_compile:
             try:
                 with applied(self.policy):  # Inductor's matmul templates read the mode when they compile
@@ -99,13 +108,17 @@ class References:
                 res.note = (res.note + f" torch.compile failed on case {pc.case} {pc.dtype}: {type(e).__name__}"
                             + (f": {why}" if why else "") + ".").strip()
                 time_compile = False
+            t = self._spent("compile", t)
         with device_lock(exclusive=True, path=device.lock), applied(self.policy):
+            t = self._spent("device lock", t)
             if self.with_eager and eager is None:
                 call = lambda: judge.baseline(*inputs, **params)  # noqa: E731
                 eager = self._store("eager", pc, summarize(rep_times(call, device.kind)),
                                     None if device.interpreter else host_overhead_us(call, device.kind))
+                t = self._spent("timing eager", t)
             if time_compile:
                 compiled = self._store("compile", pc, summarize(rep_times(lambda: self.compiled()(*inputs, **params), device.kind)))
+                self._spent("timing torch.compile", t)
         if eager is not None:
             pc.eager, pc.eager_host_us = eager.timing, eager.host_us
         if compiled is not None:
