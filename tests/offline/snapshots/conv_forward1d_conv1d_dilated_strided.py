@@ -48,6 +48,7 @@ def _conv1d_dilated_strided_stage0_kernel(
     BLOCK_K: tl.constexpr,  # reduction step (input channels, or (channel, tap) pairs)
     GROUP_SIZE_M: tl.constexpr,  # pixel-blocks per group of programs (L2 reuse of the weight)
     FLAT_K: tl.constexpr,  # K as flattened (channel, tap) pairs rather than a loop over taps
+    EDGE_L: tl.constexpr,  # a tap can fall outside the input along d, h, w (padding, or sizes that leave some): bounds checked only there
     PRECISION: tl.constexpr,  # fp32 products: "tf32", "tf32x3" or "ieee"
     ROUND_TF32: tl.constexpr,  # fp32 operands rounded to the nearest TF32 before one TF32 product
     UPCAST: tl.constexpr,  # multiply in fp32: operands of two dtypes, or bf16 under the CPU interpreter
@@ -81,16 +82,20 @@ def _conv1d_dilated_strided_stage0_kernel(
     rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if FLAT_K:  # few channels per group: (channel, tap) pairs flattened into K, each lane its own
+        b_l = o_l * STRIDE_L - PAD_L
+        x_base = x_rows + b_l * x_sl  # [BLOCK_M]: each row's first input position
         for k0 in range(0, CIN_G * TAPS, BLOCK_K):
             k = k0 + rk
             k_ok = k < CIN_G * TAPS
             c = k // TAPS
             tap = k % TAPS
             t_l = tap
-            # each lane's tap is its own here: the input index is [BLOCK_M, BLOCK_K]
-            i_l = o_l[:, None] * STRIDE_L - PAD_L + t_l[None, :] * DIL_L
-            a = tl.load(x_rows[:, None] + c[None, :] * x_sc + i_l * x_sl, mask=m_ok[:, None] & k_ok[None, :] & (i_l >= 0) & (i_l < in_l), other=0.0)
-            b = tl.load(w_cols[None, :] + c[:, None] * w_s1 + t_l[:, None] * w_sl, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+            ok = m_ok[:, None] & k_ok[None, :]
+            if EDGE_L:
+                i_l = b_l[:, None] + (t_l * DIL_L)[None, :]
+                ok = ok & (i_l >= 0) & (i_l < in_l)
+            a = tl.load(x_base[:, None] + (c * x_sc + t_l * DIL_L * x_sl)[None, :], mask=ok, other=0.0)
+            b = tl.load(w_cols[None, :] + (c * w_s1 + t_l * w_sl)[:, None], mask=k_ok[:, None] & n_ok[None, :], other=0.0)
             if UPCAST:  # operands of two dtypes (an fp32 buffer between stages), or bf16 under the CPU interpreter
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
@@ -102,7 +107,9 @@ def _conv1d_dilated_strided_stage0_kernel(
         for t in range(0, TAPS):
             t_l = t
             i_l = o_l * STRIDE_L - PAD_L + t_l * DIL_L
-            ok = m_ok & (i_l >= 0) & (i_l < in_l)
+            ok = m_ok
+            if EDGE_L:
+                ok = ok & (i_l >= 0) & (i_l < in_l)
             x_tap = x_rows + i_l * x_sl
             w_tap = w_cols + t_l * w_sl
             for c0 in range(0, CIN_G, BLOCK_K):
@@ -307,6 +314,10 @@ def _conv_launch(form, sizes, x_shape, w_shape, groups, geometry, fp32, one, int
         meta["TAPS"] = math.prod(taps)
     if form == "forward":
         meta["FLAT_K"] = flat
+        # a tap can fall outside the input along a dim: padding on the low side, or a last window that
+        # reaches past the input's end; elsewhere the kernel checks no bounds along it
+        meta.update({f"EDGE_{d}": p > 0 or (o - 1) * s + (k - 1) * dl >= i
+                     for d, o, s, p, dl, k, i in zip(_SPATIAL[len(taps)], outs, stride, pad, dil, taps, x_shape[2:])})
     return grid, (*x_shape[2:], cin_g, cout_g), meta, pack_x
 
 

@@ -68,6 +68,9 @@ def _conv3d_asym_stage0_kernel(
     BLOCK_K: tl.constexpr,  # reduction step (input channels, or (channel, tap) pairs)
     GROUP_SIZE_M: tl.constexpr,  # pixel-blocks per group of programs (L2 reuse of the weight)
     FLAT_K: tl.constexpr,  # K as flattened (channel, tap) pairs rather than a loop over taps
+    EDGE_D: tl.constexpr,  # a tap can fall outside the input along d, h, w (padding, or sizes that leave some): bounds checked only there
+    EDGE_H: tl.constexpr,
+    EDGE_W: tl.constexpr,
     PRECISION: tl.constexpr,  # fp32 products: "tf32", "tf32x3" or "ieee"
     ROUND_TF32: tl.constexpr,  # fp32 operands rounded to the nearest TF32 before one TF32 product
     UPCAST: tl.constexpr,  # multiply in fp32: operands of two dtypes, or bf16 under the CPU interpreter
@@ -105,6 +108,10 @@ def _conv3d_asym_stage0_kernel(
     rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if FLAT_K:  # few channels per group: (channel, tap) pairs flattened into K, each lane its own
+        b_d = o_d * STRIDE_D - PAD_D
+        b_h = o_h * STRIDE_H - PAD_H
+        b_w = o_w * STRIDE_W - PAD_W
+        x_base = x_rows + b_d * x_sd + b_h * x_sh + b_w * x_sw  # [BLOCK_M]: each row's first input position
         for k0 in range(0, CIN_G * TAPS, BLOCK_K):
             k = k0 + rk
             k_ok = k < CIN_G * TAPS
@@ -114,12 +121,18 @@ def _conv3d_asym_stage0_kernel(
             t_dh = tap // KS_W
             t_h = t_dh % KS_H
             t_d = t_dh // KS_H
-            # each lane's tap is its own here: the input index is [BLOCK_M, BLOCK_K]
-            i_d = o_d[:, None] * STRIDE_D - PAD_D + t_d[None, :] * DIL_D
-            i_h = o_h[:, None] * STRIDE_H - PAD_H + t_h[None, :] * DIL_H
-            i_w = o_w[:, None] * STRIDE_W - PAD_W + t_w[None, :] * DIL_W
-            a = tl.load(x_rows[:, None] + c[None, :] * x_sc + i_d * x_sd + i_h * x_sh + i_w * x_sw, mask=m_ok[:, None] & k_ok[None, :] & (i_d >= 0) & (i_d < in_d) & (i_h >= 0) & (i_h < in_h) & (i_w >= 0) & (i_w < in_w), other=0.0)
-            b = tl.load(w_cols[None, :] + c[:, None] * w_s1 + t_d[:, None] * w_sd + t_h[:, None] * w_sh + t_w[:, None] * w_sw, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+            ok = m_ok[:, None] & k_ok[None, :]
+            if EDGE_D:
+                i_d = b_d[:, None] + (t_d * DIL_D)[None, :]
+                ok = ok & (i_d >= 0) & (i_d < in_d)
+            if EDGE_H:
+                i_h = b_h[:, None] + (t_h * DIL_H)[None, :]
+                ok = ok & (i_h >= 0) & (i_h < in_h)
+            if EDGE_W:
+                i_w = b_w[:, None] + (t_w * DIL_W)[None, :]
+                ok = ok & (i_w >= 0) & (i_w < in_w)
+            a = tl.load(x_base[:, None] + (c * x_sc + t_d * DIL_D * x_sd + t_h * DIL_H * x_sh + t_w * DIL_W * x_sw)[None, :], mask=ok, other=0.0)
+            b = tl.load(w_cols[None, :] + (c * w_s1 + t_d * w_sd + t_h * w_sh + t_w * w_sw)[:, None], mask=k_ok[:, None] & n_ok[None, :], other=0.0)
             if UPCAST:  # operands of two dtypes (an fp32 buffer between stages), or bf16 under the CPU interpreter
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
@@ -136,7 +149,13 @@ def _conv3d_asym_stage0_kernel(
             i_d = o_d * STRIDE_D - PAD_D + t_d * DIL_D
             i_h = o_h * STRIDE_H - PAD_H + t_h * DIL_H
             i_w = o_w * STRIDE_W - PAD_W + t_w * DIL_W
-            ok = m_ok & (i_d >= 0) & (i_d < in_d) & (i_h >= 0) & (i_h < in_h) & (i_w >= 0) & (i_w < in_w)
+            ok = m_ok
+            if EDGE_D:
+                ok = ok & (i_d >= 0) & (i_d < in_d)
+            if EDGE_H:
+                ok = ok & (i_h >= 0) & (i_h < in_h)
+            if EDGE_W:
+                ok = ok & (i_w >= 0) & (i_w < in_w)
             x_tap = x_rows + i_d * x_sd + i_h * x_sh + i_w * x_sw
             w_tap = w_cols + t_d * w_sd + t_h * w_sh + t_w * w_sw
             for c0 in range(0, CIN_G, BLOCK_K):
@@ -353,6 +372,10 @@ def _conv_launch(form, sizes, x_shape, w_shape, groups, geometry, fp32, one, int
         meta["TAPS"] = math.prod(taps)
     if form == "forward":
         meta["FLAT_K"] = flat
+        # a tap can fall outside the input along a dim: padding on the low side, or a last window that
+        # reaches past the input's end; elsewhere the kernel checks no bounds along it
+        meta.update({f"EDGE_{d}": p > 0 or (o - 1) * s + (k - 1) * dl >= i
+                     for d, o, s, p, dl, k, i in zip(_SPATIAL[len(taps)], outs, stride, pad, dil, taps, x_shape[2:])})
     return grid, (*x_shape[2:], cin_g, cout_g), meta, pack_x
 
 

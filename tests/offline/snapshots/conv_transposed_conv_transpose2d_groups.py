@@ -329,6 +329,10 @@ def _conv_launch(form, sizes, x_shape, w_shape, groups, geometry, fp32, one, int
         meta["TAPS"] = math.prod(taps)
     if form == "forward":
         meta["FLAT_K"] = flat
+        # a tap can fall outside the input along a dim: padding on the low side, or a last window that
+        # reaches past the input's end; elsewhere the kernel checks no bounds along it
+        meta.update({f"EDGE_{d}": p > 0 or (o - 1) * s + (k - 1) * dl >= i
+                     for d, o, s, p, dl, k, i in zip(_SPATIAL[len(taps)], outs, stride, pad, dil, taps, x_shape[2:])})
     return grid, (*x_shape[2:], cin_g, cout_g), meta, pack_x
 
 
