@@ -1,7 +1,7 @@
 """Tile and precision sweep of the convolution family at KernelBench's own sizes, on every GPU of the
 machine at once: the data round 0's conv choices are made from.
 
-    python benchmarks/conv_tune.py [--kb .kb/level1 .kb/level2] [--only 50,63] [--per-gpu 3] [--json FILE]
+    python benchmarks/conv_tune.py [--kb .kb/level1 .kb/level2] [--only 50,63] [--per-gpu 3] [--json FILE] [--round0-only]
 
 For each KernelBench problem whose reference calls a convolution: its spec derived as `kernelgen new`
 derives it, the perf case drawn once in float32, then
@@ -12,6 +12,8 @@ derives it, the perf case drawn once in float32, then
   grid of tiles (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages; the direct form: pixels x channels x
   warps) with one TF32 product, and five of them with the input copied channels-last first (PACK_X):
   each one's median time and its error.
+`--round0-only`: eager and round 0's kernel alone (seconds a problem, not minutes): a change to the
+generated kernels timed before and after, this script run in each tree.
 One JSON line per problem (--json), and a table: the best correct setting per precision against eager.
 "Correct" here is the judge's rule: within float32's tolerance of the truth, or no more than 2x
 eager's own error (the TF32-allowed eager, as a user runs it).
@@ -48,11 +50,12 @@ FORWARD = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
 DIRECT = [(64, 16, 16, 4, 2), (128, 16, 16, 4, 2), (128, 32, 16, 4, 2), (256, 16, 16, 4, 2), (256, 32, 16, 8, 2),
           (512, 16, 16, 8, 2), (128, 64, 16, 4, 2), (64, 64, 16, 4, 2)]
 _GPU = None
+_SWEEP = True
 
 
-def _init(queue) -> None:  # noqa: ANN001
-    global _GPU
-    _GPU = queue.get()
+def _init(queue, sweep: bool) -> None:  # noqa: ANN001
+    global _GPU, _SWEEP
+    _GPU, _SWEEP = queue.get(), sweep
     os.environ["CUDA_VISIBLE_DEVICES"] = str(_GPU)
     os.environ["TRITON_INTERPRET"] = "0"
 
@@ -175,7 +178,7 @@ def tune(path: str) -> dict:
             row["round0"] = {"ms": _time(fn, inputs), "err": _err(got, truth), "ok": _ok(got, truth, eager_err)}
             del got
             row["variants"] = []
-            for knobs, precision in [({}, "tf32x3")] + [(k, "tf32") for k in _grid(forms[0])]:
+            for knobs, precision in ([({}, "tf32x3")] + [(k, "tf32") for k in _grid(forms[0])]) * _SWEEP:
                 try:
                     row["variants"].append(_variant(spec, knobs, precision, tmp, truth, eager_err, inputs))
                 except Exception as e:  # noqa: BLE001 - one variant's failure is a row of its own
@@ -201,7 +204,7 @@ def _line(row: dict) -> str:
     e, r0 = row["eager_ms"], row["round0"]
     parts = [f"{row['problem'][:70]:<70} {','.join(row['forms']):<12} eager {e:8.3f} ms (err {row['eager_err']:.1e},"
              f" ieee {row['eager_ieee_err']:.1e})  r0 x{e / r0['ms']:5.2f}{'' if r0['ok'] else ' WRONG'}"]
-    for p in ("tf32x3", "tf32"):
+    for p in ("tf32x3", "tf32") if row["variants"] else ():  # none under --round0-only
         b = _best(row, p)
         parts.append(f"{p} best x{e / b['ms']:5.2f} {tuple(b['knobs'].values())}" if b else f"{p} none correct")
     return "  ".join(parts) + f"  {row['seconds']:.0f} s"
@@ -221,7 +224,7 @@ def _summary(rows: list[dict]) -> None:
         rs = [r for r in rows if r["problem"].startswith(level) and "variants" in r]
         if not rs:
             continue
-        for p in ("tf32x3", "tf32"):
+        for p in ("tf32x3", "tf32") if any(r["variants"] for r in rs) else ():
             sp = [r["eager_ms"] / b["ms"] for r in rs if (b := _best(r, p))]
             geo = math.exp(sum(map(math.log, sp)) / len(sp)) if sp else float("nan")
             print(f"## {level} {p}: best correct on {len(sp)} of {len(rs)}; geomean x{geo:.2f} eager; "
@@ -237,6 +240,7 @@ def main() -> int:
     ap.add_argument("--only", default="")
     ap.add_argument("--per-gpu", type=int, default=3)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--round0-only", action="store_true", help="eager and round 0's kernel, no sweep")
     args = ap.parse_args()
     import torch
 
@@ -248,7 +252,7 @@ def main() -> int:
     for i in range(gpus * args.per_gpu):
         queue.put(i % gpus)
     rows = []
-    with ctx.Pool(gpus * args.per_gpu, initializer=_init, initargs=(queue,)) as pool:
+    with ctx.Pool(gpus * args.per_gpu, initializer=_init, initargs=(queue, not args.round0_only)) as pool:
         for row in pool.imap_unordered(tune, files):
             rows.append(row)
             print(_line(row), flush=True)

@@ -115,13 +115,15 @@ def test_every_conv_snapshot_has_a_kind() -> None:
 
 
 def test_each_form_is_the_kernel_its_kind_needs() -> None:
-    """Depthwise: direct multiply-adds, no tl.dot; transposed: a stride-phase grid; forward: both K walks."""
+    """Depthwise: direct multiply-adds, no tl.dot; transposed: a stride-phase grid; forward: both K walks,
+    the tap loop's (tap, channel block) pairs one loop (Triton pipelines only an innermost loop)."""
     direct = generate_kernel(ALL["depthwise2d"]).source
     assert "tl.dot(" not in direct and "acc += xv.to(tl.float32) * wv.to(tl.float32)" in direct
     transposed = generate_kernel(ALL["conv_transpose2d_groups"]).source
     assert "PHASES: tl.constexpr" in transposed and "% STRIDE_H == 0" in transposed
     forward = generate_kernel(ALL["conv2d_bias_relu"]).source
-    assert "if FLAT_K:" in forward and "for t in range(0, TAPS):" in forward
+    assert "if FLAT_K:" in forward and "for kk in range(0, TAPS * n_c):" in forward
+    assert "for c0 in range(" not in forward  # no channel loop nested in a tap loop
     assert "im2col" not in forward.split('"""', 2)[2]  # no materialised im2col buffer: one launch, no temporaries
     # a 1x1 convolution with stride 1 stays a batched matmul (nd), strided it is a convolution
     from tests.support.nd_specs import ALL as ND

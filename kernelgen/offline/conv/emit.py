@@ -172,14 +172,14 @@ def _k_loop(form: str, dims: tuple[str, ...]) -> list[str]:
         return L
     if form == "transposed":
         return L + _phase_taps(dims, x_sp, w_sp)
-    # K as (channel, tap) pairs: a lane's address is its row's first input position plus its own channel's
-    # and tap's offset, [BLOCK_M] + [BLOCK_K]; bounds only along a dim where a tap can leave the input
-    # (EDGE_*). A [BLOCK_M, BLOCK_K] index per dim (a product, two sums and two compares an element each,
-    # then the address's sums) had level 2's 7 (Conv3d 8->32 channels, K = 216) at 7.7 TFLOP/s, x0.49 of
-    # eager (H100, 2026-12-07): integer work per loaded element, not the tensor cores, bounded it
-    L += ["if FLAT_K:  # few channels per group: (channel, tap) pairs flattened into K, each lane its own",
-          *[f"    b_{d} = o_{d} * {s} - {p}" for d, (s, p, _) in geo.items()],
-          "    x_base = x_rows + " + " + ".join(f"b_{d} * x_s{d}" for d in dims) + "  # [BLOCK_M]: each row's first input position",
+    # A lane's address is its row's first input position plus its own channel's and tap's offset,
+    # [BLOCK_M] + [BLOCK_K]; bounds only along a dim where a tap can leave the input (EDGE_*). A
+    # [BLOCK_M, BLOCK_K] index per dim (a product, two sums and two compares an element each, then the
+    # address's sums) had level 2's 7 (Conv3d 8->32 channels, K = 216) at 7.7 TFLOP/s, x0.49 of eager
+    # (H100, 2026-12-07): integer work per loaded element, not the tensor cores, bounded it.
+    L += [f"b_{d} = o_{d} * {s} - {p}" for d, (s, p, _) in geo.items()]
+    L += ["x_base = x_rows + " + " + ".join(f"b_{d} * x_s{d}" for d in dims) + "  # [BLOCK_M]: each row's first input position",
+          "if FLAT_K:  # few channels per group: (channel, tap) pairs flattened into K, each lane its own",
           "    for k0 in range(0, CIN_G * TAPS, BLOCK_K):", "        k = k0 + rk", "        k_ok = k < CIN_G * TAPS",
           "        c = k // TAPS", "        tap = k % TAPS", *["        " + s for s in _taps("tap", dims)],
           "        ok = m_ok[:, None] & k_ok[None, :]"]
@@ -189,16 +189,20 @@ def _k_loop(form: str, dims: tuple[str, ...]) -> list[str]:
     L += _dot("x_base[:, None] + (c * x_sc + " + " + ".join(f"t_{d} * {geo[d][2]} * x_s{d}" for d in dims) + ")[None, :]",
               "w_cols[None, :] + (c * w_s1 + " + " + ".join(f"t_{d} * w_s{d}" for d in dims) + ")[:, None]",
               "ok", "k_ok[:, None] & n_ok[None, :]", "        ")
-    L += ["else:  # a loop over the taps, BLOCK_K input channels at a time",
-          "    for t in range(0, TAPS):", *["        " + s for s in _taps("t", dims)]]
-    L += [f"        i_{d} = o_{d} * {s} - {p} + t_{d} * {dl}" for d, (s, p, dl) in geo.items()]
-    L += ["        ok = m_ok"]
-    for d in dims:
-        L += [f"        if EDGE_{d.upper()}:", f"            ok = ok & (i_{d} >= 0) & (i_{d} < in_{d})"]
-    L += [f"        x_tap = x_rows + {x_sp}", f"        w_tap = w_cols + {w_sp}",
-          "        for c0 in range(0, CIN_G, BLOCK_K):", "            c = c0 + rk", "            c_ok = c < CIN_G"]
+    # (tap, channel block) pairs in one loop: Triton software-pipelines only an innermost loop, and a loop
+    # over a tap's channels restarted its pipeline at every tap (64 channels in steps of 16: 4 steps to
+    # fill 4 stages, 9 times a tile at 3x3) or had nothing to pipeline (16 channels: one step a tap)
+    L += ["else:  # (tap, channel block) pairs in one loop, BLOCK_K input channels at a time",
+          "    n_c = tl.cdiv(CIN_G, BLOCK_K)", "    for kk in range(0, TAPS * n_c):", "        t = kk // n_c",
+          "        c = (kk % n_c) * BLOCK_K + rk", "        c_ok = c < CIN_G", *["        " + s for s in _taps("t", dims)],
+          "        ok = m_ok"]
+    for d, (_, _, dl) in geo.items():
+        L += [f"        if EDGE_{d.upper()}:", f"            i_{d} = b_{d} + t_{d} * {dl}",
+              f"            ok = ok & (i_{d} >= 0) & (i_{d} < in_{d})"]
+    L += ["        x_tap = x_base + (" + " + ".join(f"t_{d} * {geo[d][2]} * x_s{d}" for d in dims) + ")",
+          f"        w_tap = w_cols + {w_sp}"]
     L += _dot("x_tap[:, None] + c[None, :] * x_sc", "w_tap[None, :] + c[:, None] * w_s1",
-              "ok[:, None] & c_ok[None, :]", "c_ok[:, None] & n_ok[None, :]", "            ")
+              "ok[:, None] & c_ok[None, :]", "c_ok[:, None] & n_ok[None, :]", "        ")
     return L
 
 

@@ -81,9 +81,9 @@ def _conv1d_dilated_strided_stage0_kernel(
     w_cols = w_ptr + co * w_s0
     rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    b_l = o_l * STRIDE_L - PAD_L
+    x_base = x_rows + b_l * x_sl  # [BLOCK_M]: each row's first input position
     if FLAT_K:  # few channels per group: (channel, tap) pairs flattened into K, each lane its own
-        b_l = o_l * STRIDE_L - PAD_L
-        x_base = x_rows + b_l * x_sl  # [BLOCK_M]: each row's first input position
         for k0 in range(0, CIN_G * TAPS, BLOCK_K):
             k = k0 + rk
             k_ok = k < CIN_G * TAPS
@@ -103,27 +103,28 @@ def _conv1d_dilated_strided_stage0_kernel(
                 a = ((a.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
                 b = ((b.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
             acc = tl.dot(a, b, acc=acc, input_precision=PRECISION)
-    else:  # a loop over the taps, BLOCK_K input channels at a time
-        for t in range(0, TAPS):
+    else:  # (tap, channel block) pairs in one loop, BLOCK_K input channels at a time
+        n_c = tl.cdiv(CIN_G, BLOCK_K)
+        for kk in range(0, TAPS * n_c):
+            t = kk // n_c
+            c = (kk % n_c) * BLOCK_K + rk
+            c_ok = c < CIN_G
             t_l = t
-            i_l = o_l * STRIDE_L - PAD_L + t_l * DIL_L
             ok = m_ok
             if EDGE_L:
+                i_l = b_l + t_l * DIL_L
                 ok = ok & (i_l >= 0) & (i_l < in_l)
-            x_tap = x_rows + i_l * x_sl
+            x_tap = x_base + (t_l * DIL_L * x_sl)
             w_tap = w_cols + t_l * w_sl
-            for c0 in range(0, CIN_G, BLOCK_K):
-                c = c0 + rk
-                c_ok = c < CIN_G
-                a = tl.load(x_tap[:, None] + c[None, :] * x_sc, mask=ok[:, None] & c_ok[None, :], other=0.0)
-                b = tl.load(w_tap[None, :] + c[:, None] * w_s1, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
-                if UPCAST:  # operands of two dtypes (an fp32 buffer between stages), or bf16 under the CPU interpreter
-                    a = a.to(tl.float32)
-                    b = b.to(tl.float32)
-                if ROUND_TF32:  # to the nearest TF32, as cuDNN rounds: the tensor core would truncate
-                    a = ((a.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
-                    b = ((b.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
-                acc = tl.dot(a, b, acc=acc, input_precision=PRECISION)
+            a = tl.load(x_tap[:, None] + c[None, :] * x_sc, mask=ok[:, None] & c_ok[None, :], other=0.0)
+            b = tl.load(w_tap[None, :] + c[:, None] * w_s1, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
+            if UPCAST:  # operands of two dtypes (an fp32 buffer between stages), or bf16 under the CPU interpreter
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            if ROUND_TF32:  # to the nearest TF32, as cuDNN rounds: the tensor core would truncate
+                a = ((a.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+                b = ((b.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+            acc = tl.dot(a, b, acc=acc, input_precision=PRECISION)
     # epilogue on the fp32 accumulator, then one rounding store per output
     mask = m_ok[:, None] & n_ok[None, :]
     v2 = acc

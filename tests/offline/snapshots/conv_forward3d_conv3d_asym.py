@@ -107,11 +107,11 @@ def _conv3d_asym_stage0_kernel(
     w_cols = w_ptr + co * w_s0
     rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    b_d = o_d * STRIDE_D - PAD_D
+    b_h = o_h * STRIDE_H - PAD_H
+    b_w = o_w * STRIDE_W - PAD_W
+    x_base = x_rows + b_d * x_sd + b_h * x_sh + b_w * x_sw  # [BLOCK_M]: each row's first input position
     if FLAT_K:  # few channels per group: (channel, tap) pairs flattened into K, each lane its own
-        b_d = o_d * STRIDE_D - PAD_D
-        b_h = o_h * STRIDE_H - PAD_H
-        b_w = o_w * STRIDE_W - PAD_W
-        x_base = x_rows + b_d * x_sd + b_h * x_sh + b_w * x_sw  # [BLOCK_M]: each row's first input position
         for k0 in range(0, CIN_G * TAPS, BLOCK_K):
             k = k0 + rk
             k_ok = k < CIN_G * TAPS
@@ -140,36 +140,37 @@ def _conv3d_asym_stage0_kernel(
                 a = ((a.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
                 b = ((b.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
             acc = tl.dot(a, b, acc=acc, input_precision=PRECISION)
-    else:  # a loop over the taps, BLOCK_K input channels at a time
-        for t in range(0, TAPS):
+    else:  # (tap, channel block) pairs in one loop, BLOCK_K input channels at a time
+        n_c = tl.cdiv(CIN_G, BLOCK_K)
+        for kk in range(0, TAPS * n_c):
+            t = kk // n_c
+            c = (kk % n_c) * BLOCK_K + rk
+            c_ok = c < CIN_G
             t_w = t % KS_W
             t_dh = t // KS_W
             t_h = t_dh % KS_H
             t_d = t_dh // KS_H
-            i_d = o_d * STRIDE_D - PAD_D + t_d * DIL_D
-            i_h = o_h * STRIDE_H - PAD_H + t_h * DIL_H
-            i_w = o_w * STRIDE_W - PAD_W + t_w * DIL_W
             ok = m_ok
             if EDGE_D:
+                i_d = b_d + t_d * DIL_D
                 ok = ok & (i_d >= 0) & (i_d < in_d)
             if EDGE_H:
+                i_h = b_h + t_h * DIL_H
                 ok = ok & (i_h >= 0) & (i_h < in_h)
             if EDGE_W:
+                i_w = b_w + t_w * DIL_W
                 ok = ok & (i_w >= 0) & (i_w < in_w)
-            x_tap = x_rows + i_d * x_sd + i_h * x_sh + i_w * x_sw
+            x_tap = x_base + (t_d * DIL_D * x_sd + t_h * DIL_H * x_sh + t_w * DIL_W * x_sw)
             w_tap = w_cols + t_d * w_sd + t_h * w_sh + t_w * w_sw
-            for c0 in range(0, CIN_G, BLOCK_K):
-                c = c0 + rk
-                c_ok = c < CIN_G
-                a = tl.load(x_tap[:, None] + c[None, :] * x_sc, mask=ok[:, None] & c_ok[None, :], other=0.0)
-                b = tl.load(w_tap[None, :] + c[:, None] * w_s1, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
-                if UPCAST:  # operands of two dtypes (an fp32 buffer between stages), or bf16 under the CPU interpreter
-                    a = a.to(tl.float32)
-                    b = b.to(tl.float32)
-                if ROUND_TF32:  # to the nearest TF32, as cuDNN rounds: the tensor core would truncate
-                    a = ((a.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
-                    b = ((b.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
-                acc = tl.dot(a, b, acc=acc, input_precision=PRECISION)
+            a = tl.load(x_tap[:, None] + c[None, :] * x_sc, mask=ok[:, None] & c_ok[None, :], other=0.0)
+            b = tl.load(w_tap[None, :] + c[:, None] * w_s1, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
+            if UPCAST:  # operands of two dtypes (an fp32 buffer between stages), or bf16 under the CPU interpreter
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            if ROUND_TF32:  # to the nearest TF32, as cuDNN rounds: the tensor core would truncate
+                a = ((a.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+                b = ((b.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+            acc = tl.dot(a, b, acc=acc, input_precision=PRECISION)
     # epilogue on the fp32 accumulator, then one rounding store per output
     mask = m_ok[:, None] & n_ok[None, :]
     v3 = acc
