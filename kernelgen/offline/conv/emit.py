@@ -215,16 +215,25 @@ def _phase_taps(dims: tuple[str, ...], x_sp: str, w_sp: str) -> list[str]:
         D = d.upper()
         L += [f"t0_{d} = KS_{D}", f"for t in range(0, TSTEP_{D}):",
               f"    t0_{d} = tl.where(((r_{d} + PAD_{D} - t * DIL_{D}) % STRIDE_{D} == 0) & (t0_{d} == KS_{D}), t, t0_{d})"]
-    depth = ""
+    # this phase's taps and the channel blocks in one loop, as the forward form's: Triton pipelines only
+    # an innermost loop, and a channel loop nested in the taps' restarted its pipeline at every tap
+    L += [f"n_{d} = (KS_{d.upper()} - t0_{d} + TSTEP_{d.upper()} - 1) // TSTEP_{d.upper()}  # this phase's taps along {d}"
+          for d in dims]
+    L += ["n_c = tl.cdiv(CIN_G, BLOCK_K)", "for kk in range(0, " + " * ".join(f"n_{d}" for d in dims) + " * n_c):",
+          "    j = kk // n_c", "    c = (kk % n_c) * BLOCK_K + rk", "    c_ok = c < CIN_G"]
+    *outer, last = dims
+    L.append(f"    t_{last} = t0_{last} + (j % n_{last}) * TSTEP_{last.upper()}")
+    if len(outer) == 1:
+        L.append(f"    t_{outer[0]} = t0_{outer[0]} + (j // n_{last}) * TSTEP_{outer[0].upper()}")
+    elif len(outer) == 2:
+        L += [f"    j = j // n_{last}", f"    t_{outer[1]} = t0_{outer[1]} + (j % n_{outer[1]}) * TSTEP_{outer[1].upper()}",
+              f"    t_{outer[0]} = t0_{outer[0]} + (j // n_{outer[1]}) * TSTEP_{outer[0].upper()}"]
     for d in dims:
         D = d.upper()
-        L.append(f"{depth}for t_{d} in range(t0_{d}, KS_{D}, TSTEP_{D}):")
-        depth += "    "
-        L.append(f"{depth}i_{d} = q_{d} + (r_{d} + PAD_{D} - t_{d} * DIL_{D}) // STRIDE_{D}  # exact: o = i * stride - pad + tap * dilation")
-    L += [f"{depth}ok = m_ok & {_in_bounds(dims)}", f"{depth}x_tap = x_rows + {x_sp}", f"{depth}w_tap = w_cols + {w_sp}",
-          f"{depth}for c0 in range(0, CIN_G, BLOCK_K):", f"{depth}    c = c0 + rk", f"{depth}    c_ok = c < CIN_G"]
+        L.append(f"    i_{d} = q_{d} + (r_{d} + PAD_{D} - t_{d} * DIL_{D}) // STRIDE_{D}  # exact: o = i * stride - pad + tap * dilation")
+    L += [f"    ok = m_ok & {_in_bounds(dims)}", f"    x_tap = x_rows + {x_sp}", f"    w_tap = w_cols + {w_sp}"]
     return L + _dot("x_tap[:, None] + c[None, :] * x_sc", "w_tap[None, :] + c[:, None] * w_s0",
-                    "ok[:, None] & c_ok[None, :]", "c_ok[:, None] & n_ok[None, :]", depth + "    ")
+                    "ok[:, None] & c_ok[None, :]", "c_ok[:, None] & n_ok[None, :]", "    ")
 
 
 def _index(f: int, dims: tuple[str, ...]) -> str:

@@ -110,25 +110,29 @@ def _conv_transpose2d_groups_stage0_kernel(
     t0_w = KS_W
     for t in range(0, TSTEP_W):
         t0_w = tl.where(((r_w + PAD_W - t * DIL_W) % STRIDE_W == 0) & (t0_w == KS_W), t, t0_w)
-    for t_h in range(t0_h, KS_H, TSTEP_H):
+    n_h = (KS_H - t0_h + TSTEP_H - 1) // TSTEP_H  # this phase's taps along h
+    n_w = (KS_W - t0_w + TSTEP_W - 1) // TSTEP_W  # this phase's taps along w
+    n_c = tl.cdiv(CIN_G, BLOCK_K)
+    for kk in range(0, n_h * n_w * n_c):
+        j = kk // n_c
+        c = (kk % n_c) * BLOCK_K + rk
+        c_ok = c < CIN_G
+        t_w = t0_w + (j % n_w) * TSTEP_W
+        t_h = t0_h + (j // n_w) * TSTEP_H
         i_h = q_h + (r_h + PAD_H - t_h * DIL_H) // STRIDE_H  # exact: o = i * stride - pad + tap * dilation
-        for t_w in range(t0_w, KS_W, TSTEP_W):
-            i_w = q_w + (r_w + PAD_W - t_w * DIL_W) // STRIDE_W  # exact: o = i * stride - pad + tap * dilation
-            ok = m_ok & (i_h >= 0) & (i_h < in_h) & (i_w >= 0) & (i_w < in_w)
-            x_tap = x_rows + i_h * x_sh + i_w * x_sw
-            w_tap = w_cols + t_h * w_sh + t_w * w_sw
-            for c0 in range(0, CIN_G, BLOCK_K):
-                c = c0 + rk
-                c_ok = c < CIN_G
-                a = tl.load(x_tap[:, None] + c[None, :] * x_sc, mask=ok[:, None] & c_ok[None, :], other=0.0)
-                b = tl.load(w_tap[None, :] + c[:, None] * w_s0, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
-                if UPCAST:  # operands of two dtypes (an fp32 buffer between stages), or bf16 under the CPU interpreter
-                    a = a.to(tl.float32)
-                    b = b.to(tl.float32)
-                if ROUND_TF32:  # to the nearest TF32, as cuDNN rounds: the tensor core would truncate
-                    a = ((a.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
-                    b = ((b.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
-                acc = tl.dot(a, b, acc=acc, input_precision=PRECISION)
+        i_w = q_w + (r_w + PAD_W - t_w * DIL_W) // STRIDE_W  # exact: o = i * stride - pad + tap * dilation
+        ok = m_ok & (i_h >= 0) & (i_h < in_h) & (i_w >= 0) & (i_w < in_w)
+        x_tap = x_rows + i_h * x_sh + i_w * x_sw
+        w_tap = w_cols + t_h * w_sh + t_w * w_sw
+        a = tl.load(x_tap[:, None] + c[None, :] * x_sc, mask=ok[:, None] & c_ok[None, :], other=0.0)
+        b = tl.load(w_tap[None, :] + c[:, None] * w_s0, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
+        if UPCAST:  # operands of two dtypes (an fp32 buffer between stages), or bf16 under the CPU interpreter
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        if ROUND_TF32:  # to the nearest TF32, as cuDNN rounds: the tensor core would truncate
+            a = ((a.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+            b = ((b.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+        acc = tl.dot(a, b, acc=acc, input_precision=PRECISION)
     # epilogue on the fp32 accumulator, then one rounding store per output
     mask = m_ok[:, None] & n_ok[None, :]
     v3 = acc
