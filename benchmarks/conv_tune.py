@@ -114,8 +114,9 @@ def _variant(spec, knobs, precision, tmp, truth, eager_err, inputs) -> dict:  # 
     t0 = time.perf_counter()
     src = generate_kernel(spec, {**knobs, "tf32": None if precision == "tf32" else False}).source
     fn = load_entry(src, spec.name, tmp)
-    got = fn(*inputs)
-    torch.cuda.synchronize()
+    with _gpu_lock():  # the first call compiles, then runs: device work, never beside another's timing
+        got = fn(*inputs)
+        torch.cuda.synchronize()
     compile_s = time.perf_counter() - t0
     err, ok = _err(got, truth), _ok(got, truth, eager_err)
     del got
@@ -159,7 +160,8 @@ def tune(path: str) -> dict:
         tmp = Path(tempfile.mkdtemp(prefix="conv-tune-"))
         ref = load_reference(spec)
         case = spec.effective_perf_cases[0]
-        inputs = draw_inputs(spec, case, "float32", 1, "cuda")
+        with _gpu_lock():
+            inputs = draw_inputs(spec, case, "float32", 1, "cuda")
         with torch.no_grad():
             # the float64 truth is seconds of GPU work: under the lock, never beside another process's timing
             # (2026-11-28's sweep took it outside, and level 1's 71 timed round 0's own tiles at x0.92 and x2.11)
@@ -174,7 +176,11 @@ def tune(path: str) -> dict:
             torch.backends.cudnn.allow_tf32 = True
             row["eager_ms"] = _time(ref, inputs)
             fn = load_entry(kern.source, spec.name, tmp)
-            got = fn(*inputs)
+            # round 0's first call under the lock too: outside it (until 2026-12-07) a first call, milliseconds
+            # of device work at KernelBench's sizes, could overlap another process's timed repetitions
+            with _gpu_lock():
+                got = fn(*inputs)
+                torch.cuda.synchronize()
             row["round0"] = {"ms": _time(fn, inputs), "err": _err(got, truth), "ok": _ok(got, truth, eager_err)}
             del got
             row["variants"] = []
