@@ -176,13 +176,21 @@ def sandbox_rows(op: Path, out: Path, old: Path | None) -> Iterator[tuple[str, s
 ADVERSARIAL = REPO / "tests" / "verify" / "adversarial"
 BYPASS_STATIC = ("import sys; import kernelgen.verify.judge.judge as j; j.check_source = lambda *a, **k: []; "
                  "from kernelgen.cli import app; app(sys.argv[1:])")
+# the stub lives in the CLI's process: the judge must run there too, not in the warm service (a process of
+# its own, checks on), where on 2026-12-07 every attack file of issue 40 was refused by the static check
+# this run meant to switch off (forbidden-api, monkeypatch), so the replay itself was never asked
+NO_SERVICE = {"KERNELGEN_NO_SERVICE": "1"}
+
+
+def _static_env(static: bool) -> dict[str, str] | None:
+    return None if static else {**os.environ, **NO_SERVICE}
 
 
 def _bench(op: Path, kernel: Path, out: Path, *, static: bool = True, repo: Path = REPO) -> tuple[int, dict, float, str]:
     """`kernelgen bench` of `kernel` on `op` (static checks off: the CLI with them stubbed out)."""
     cmd = ["-m", "kernelgen"] if static else ["-c", BYPASS_STATIC]
     args = ["bench", str(op), "--kernel", str(kernel), "--no-compile", "--no-peers", "--json", str(out)]
-    rc, text, secs = run_python([*cmd, *args], tree=repo)
+    rc, text, secs = run_python([*cmd, *args], tree=repo, env=_static_env(static))
     perf = (json.loads(out.read_text()).get("performance") or {}) if out.is_file() else {}
     if rc and not perf:
         print(f"bench of {kernel.name} exited {rc}: {text.strip()[-600:]}", file=sys.stderr)
@@ -234,7 +242,7 @@ ATTACKS = ("reach_worker_gc", "rebind_worker_method", "skip_when_timed", "cache_
 def _test(op: Path, kernel: Path, *, static: bool) -> tuple[int, str]:
     """`kernelgen test` of `kernel` on `op`, one seed (static checks off: the CLI with them stubbed out)."""
     cmd = ["-m", "kernelgen"] if static else ["-c", BYPASS_STATIC]
-    rc, text, _ = run_python([*cmd, "test", str(op), "--kernel", str(kernel), "--seeds", "1"], tree=REPO)
+    rc, text, _ = run_python([*cmd, "test", str(op), "--kernel", str(kernel), "--seeds", "1"], tree=REPO, env=_static_env(static))
     return rc, text
 
 
