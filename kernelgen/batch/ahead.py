@@ -29,6 +29,7 @@ import threading
 import time
 from pathlib import Path
 
+from kernelgen.batch.phases import baseline_split
 from kernelgen.batch.resume import StepRecord
 from kernelgen.batch.step import STOP_GRACE_S, start_tracked, untrack
 from kernelgen.batch.stepfork import ForkedStep, fork_step, forking
@@ -61,6 +62,7 @@ class Ahead:
         self.log_file = log_file
         self.started = time.monotonic()
         self.ended: float | None = None
+        self.split: dict[str, float] = {}  # where its cases' seconds went, from its lines (kernelgen.batch.phases)
         args = [spec_file, "--device", device]
         if forking():
             self.proc: subprocess.Popen | ForkedStep = start_tracked(lambda: fork_step(args, child_env(env), ENTRY))
@@ -81,6 +83,8 @@ class Ahead:
             for line in self.proc.stdout:
                 log.write(line)
                 log.flush()
+                for part, sec in baseline_split(line).items():
+                    self.split[part] = self.split.get(part, 0.0) + sec
         self.ended = time.monotonic()
 
     def finish(self, *, stop: bool, limit_s: float = 3600.0) -> StepRecord:
@@ -99,7 +103,10 @@ class Ahead:
             untrack(self.proc)
         self._reader.join(timeout=5.0)
         seconds = (self.ended or time.monotonic()) - self.started
-        return StepRecord(step=STEP, exit_code=rc, seconds=round(seconds, 2))
+        # the rest: the process's start and imports, and the peers' child it waits for after the cases
+        phases = {**self.split, "start and peers": max(0.0, seconds - sum(self.split.values()))} if self.split else {}
+        return StepRecord(step=STEP, exit_code=rc, seconds=round(seconds, 2),
+                          phases={f"{STEP}: {k}": round(v, 2) for k, v in phases.items()})
 
     def _signal(self, sig: int) -> None:
         try:

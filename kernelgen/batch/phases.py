@@ -13,6 +13,10 @@ optimization round's proposing, checking and timing) adds up. The names are `<st
 
 Only what the steps print is seen: inside `measure` and `bench: time`, torch.compile's and the
 peers' seconds are not told apart (the baseline cache makes them cost nothing the second time).
+
+The baselines timed ahead (kernelgen.batch.ahead) print where each case's seconds went, `case 0 float32:
+eager 3.5 ms, torch.compile 1.1 ms (63.1 s: inputs 0.5, compile 5.1, device lock 57.2, timing eager 0.3,
+timing torch.compile 0.0)` (kernelgen.verify.judge.ahead); `baseline_split` reads that line.
 """
 
 from __future__ import annotations
@@ -31,6 +35,26 @@ MARKS: tuple[tuple[str, re.Pattern[str], str], ...] = tuple((step, re.compile(pa
     ("optimize", r": (keeping round|round \d+ not kept|stopped —)", "end"),
     ("bench", r": timing on ", "time"),
 ))
+
+
+_SPLIT = re.compile(r"^baselines ahead: .*: case \d+ \w+: .*\([\d.]+ s: (?P<parts>[^()]*)\)\s*$")
+_PART = re.compile(r"^(?P<name>[a-z][\w. ]*?) (?P<s>\d+(?:\.\d+)?)$")
+
+
+def baseline_split(line: str) -> dict[str, float]:
+    """Seconds per part of one case's line from the baselines timed ahead ({} for any other line); the
+    timings of eager and of torch.compile counted together as `timing`."""
+    m = _SPLIT.match(line.strip())
+    if m is None:
+        return {}
+    out: dict[str, float] = {}
+    for part in m["parts"].split(", "):
+        pm = _PART.match(part.strip())
+        if pm is None:
+            continue
+        name = "timing" if pm["name"].startswith("timing") else pm["name"]
+        out[name] = out.get(name, 0.0) + float(pm["s"])
+    return out
 
 
 def phase_of_line(step: str, line: str) -> str | None:

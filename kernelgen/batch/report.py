@@ -47,6 +47,7 @@ class Summary(_Model):
     seconds_mean: float | None = None  # per operator that ran a step (this run's or the earlier run's record)
     phases_mean: dict[str, float] = Field(default_factory=dict)  # the same, per phase
     stages_mean: dict[str, float] = Field(default_factory=dict)  # the same, per stage (kernelgen.batch.resume.STAGES)
+    baselines_mean: dict[str, float] = Field(default_factory=dict)  # the baselines' seconds per part (device lock, compile, ..)
 
 
 class BatchReport(_Model):
@@ -94,7 +95,8 @@ def operator_row(result: JobResult, out_root: Path) -> tuple[OpRow, list[CaseRow
     op_dir = Path(out_root) / result.name
     row = OpRow(name=result.name, spec=result.spec, status=result.status, reason=result.reason, target=result.target,
                 skipped=result.skipped, resumed=result.resumed, seconds=result.seconds, phases=result.phases,
-                stages=result.stages, attempts=result.attempts)
+                stages=result.stages, attempts=result.attempts,
+                baseline_phases=result.baselines.phases if result.baselines is not None else {})
     if result.status == "invalid" or not op_dir.is_dir():
         return row, [], None
     try:
@@ -156,9 +158,11 @@ def _time_spent(ops: list[OpRow]) -> dict:
     if not ran:
         return {}
     names = list(dict.fromkeys(k for r in ran for k in r.phases))
+    parts = list(dict.fromkeys(k for r in ran for k in r.baseline_phases))
     return {"seconds_mean": round(sum(r.seconds for r in ran) / len(ran), 1),
             "phases_mean": {k: round(sum(r.phases.get(k, 0.0) for r in ran) / len(ran), 1) for k in names},
-            "stages_mean": {k: round(sum(r.stages.get(k, 0.0) for r in ran) / len(ran), 1) for k in STAGES}}
+            "stages_mean": {k: round(sum(r.stages.get(k, 0.0) for r in ran) / len(ran), 1) for k in STAGES},
+            "baselines_mean": {k: round(sum(r.baseline_phases.get(k, 0.0) for r in ran) / len(ran), 1) for k in parts}}
 
 
 def _geomean_present(values: list[float | None]) -> float | None:
@@ -189,8 +193,12 @@ def time_text(report: BatchReport) -> str:
 
 def stage_text(report: BatchReport) -> str:
     """The mean seconds per stage of the operators that ran: the driver's derivation of the spec, the
-    steps, and the baselines timed ahead (beside `new`, so not added to the operator's seconds)."""
-    said = {"baselines": "baselines {:.1f} (beside new)"}
+    steps, and the baselines timed ahead (beside `new`, so not added to the operator's seconds), with
+    where theirs went where their process said (on an H100, 2026-12-07: 57-72 of 63-80 s waiting for the
+    device's lock, behind other problems' checks and FlagGems' first calls; 5-9 s compiling)."""
+    parts = sorted(report.summary.baselines_mean.items(), key=lambda kv: -kv[1])
+    split = ": " + ", ".join(f"{k.removeprefix('baselines: ')} {v:.1f}" for k, v in parts) if parts else ""
+    said = {"baselines": f"baselines {{:.1f}} (beside new{split})"}
     stages = report.summary.stages_mean
     return "seconds per stage, mean per operator that ran: " + ", ".join(
         said.get(k, f"{k} {{:.1f}}").format(stages.get(k, 0.0)) for k in STAGES)

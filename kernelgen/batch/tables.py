@@ -88,6 +88,7 @@ class OpRow(_Row):
     seconds: float = 0.0
     phases: dict[str, float] = Field(default_factory=dict)  # where its seconds went (kernelgen.batch.phases)
     stages: dict[str, float] = Field(default_factory=dict)  # derive, new, baselines (beside new), optimize, bench
+    baseline_phases: dict[str, float] = Field(default_factory=dict)  # where the baselines' seconds went (beside new)
     attempts: int = 1  # 2: ran out of memory beside other operators, then ran alone
 
 

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kernelgen.batch.ahead import wanted
+from kernelgen.batch.phases import baseline_split
 from kernelgen.batch.report import build_report, render_markdown
 from kernelgen.batch.resume import STAGES, JobResult, StepRecord
 from kernelgen.cli import app
@@ -51,6 +52,31 @@ def test_the_report_says_the_mean_seconds_per_stage_with_the_baselines_beside_ne
             "optimize 20.0, bench 0.0") in text
 
 
+def test_the_baselines_line_of_a_case_is_read_into_where_its_seconds_went():
+    """The line the baselines-ahead process printed for level 2's 20 on an H100 (2026-12-07), and lines that
+    are not a case's: nothing."""
+    line = ("baselines ahead: kb2_20_convtranspose3d_sum_residualadd_multiply_residualadd: case 0 float32: eager 3.544 ms, "
+            "torch.compile 1.077 ms (63.1 s: inputs 0.5, compile 5.1, device lock 57.2, timing eager 0.3, timing torch.compile 0.1)\n")
+    assert baseline_split(line) == pytest.approx({"inputs": 0.5, "compile": 5.1, "device lock": 57.2, "timing": 0.4})
+    assert baseline_split("baselines ahead: x: case 0 float32: nothing timed (0.2 s: inputs 0.2)") == {"inputs": 0.2}
+    for other in ("baselines ahead: x: peers timed on 1 case(s)", "baselines ahead: x: 3 entries timed in 80.5 s",
+                  "case 0 float32: eager 1 ms (2.0 s: inputs 1.0)", ""):
+        assert baseline_split(other) == {}
+
+
+def test_the_report_says_where_the_baselines_seconds_went(tmp_path):
+    """Mean seconds per part over the operators that ran (one without a split counts 0), longest first."""
+    def job(name: str, phases: dict[str, float]) -> JobResult:
+        return JobResult(name=name, spec=f"{name}.py", status="error", steps=[StepRecord(step="new", exit_code=0, seconds=30.0)],
+                         baselines=StepRecord(step="baselines", exit_code=0, seconds=sum(phases.values()), phases=phases))
+
+    report = build_report(tmp_path, [job("a", {"baselines: device lock": 60.0, "baselines: compile": 8.0,
+                                               "baselines: start and peers": 2.0}), job("b", {})], "local")
+    assert report.summary.baselines_mean == {"baselines: device lock": 30.0, "baselines: compile": 4.0,
+                                             "baselines: start and peers": 1.0}
+    assert "baselines 35.0 (beside new: device lock 30.0, compile 4.0, start and peers 1.0)" in render_markdown(report)
+
+
 @pytest.mark.slow
 def test_the_next_operators_baselines_are_timed_while_this_one_optimizes(tmp_path, monkeypatch):
     """Forced on under the interpreter (where it times eager's dry run only), one worker, two operators:
@@ -85,6 +111,8 @@ def test_the_next_operators_baselines_are_timed_while_this_one_optimizes(tmp_pat
     jobs = [json.loads((out / name / "batch_job.json").read_text()) for name in ("first", "second")]
     for job in jobs:  # each timed its own beside `new`: the record of a process that ran and ended well
         assert job["status"] == "finished" and job["baselines"]["exit_code"] == 0 and job["baselines"]["seconds"] >= 0
+    # the first's process timed eager (the interpreter's dry run) and said where its seconds went
+    assert {"baselines: inputs", "baselines: device lock", "baselines: timing", "baselines: start and peers"} <= set(jobs[0]["baselines"]["phases"])
     stages = json.loads((out / "batch_report.json").read_text())["summary"]["stages_mean"]
     assert stages["baselines"] == round(sum(job["baselines"]["seconds"] for job in jobs) / 2, 1)  # from the records
     assert stages["optimize"] > 0
