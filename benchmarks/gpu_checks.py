@@ -69,7 +69,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("/tmp/kg-gpu-checks"))
     ap.add_argument("--old", type=Path, help="a checkout of KernelGen before the judge split, to time `test` with")
     ap.add_argument("--before", type=Path, help="a checkout of KernelGen before trusted timing, for the forge check's overhead")
-    ap.add_argument("--examples", default=",".join(REPLAY_EXAMPLES), help="the examples replay-examples times")
+    ap.add_argument("--examples", default=",".join(REPLAY_EXAMPLES), help="the examples replay and replay-examples time")
     ap.add_argument("--only", default="judge,sandbox,export,llm", help="which checks, comma-separated (also: forge, attacks, replay, replay-examples)")
     args = ap.parse_args()
     only = set(args.only.split(","))
@@ -106,7 +106,7 @@ def main() -> int:
         for row in attack_check(out / "attack-generated" / "broadcast", out, args.before):
             add(row)
     if "replay" in only:
-        for row in replay_check(out, args.before):
+        for row in replay_check(out, args.before, args.examples.split(",")):
             add(row)
     elif "replay-examples" in only:  # the examples alone: a device call runs the files on other GPUs
         for row in replay_examples(out, args.before, args.examples.split(",")):
@@ -357,13 +357,13 @@ def _replay_files(op: Path, out: Path) -> Iterator[tuple[str, str]]:
                f"{sorted({v['code'] for v in perf.get('violations', [])})}; vs honest {ratios or 'no timing'}")
 
 
-def replay_check(out: Path, before: Path | None) -> Iterator[tuple[str, str]]:
+def replay_check(out: Path, before: Path | None, names: Iterable[str] = REPLAY_EXAMPLES) -> Iterator[tuple[str, str]]:
     """Issue 40's files, then the examples' offline kernels timed here (and before), with --graph; each row
     yielded as it comes (on an H100 the whole check ran past a 450 s device call and printed nothing)."""
     gen = out / "replay-generated"
     kg("new", str(SPECS / "broadcast.yaml"), "--out", str(gen), "--force", "--backend", "offline", "--no-bench")
     yield from _replay_files(gen / "broadcast", out)
-    yield from replay_examples(out, before)
+    yield from replay_examples(out, before, names)
 
 
 def replay_examples(out: Path, before: Path | None, names: Iterable[str] = REPLAY_EXAMPLES) -> Iterator[tuple[str, str]]:
