@@ -253,7 +253,9 @@ def _conv_config(form, M, N, CIN_G, fp32, one, interpreted, taps, epilogue):
             # one TF32 product over 48+ output channels: K steps of 16 four deep, 128 channels x 256 pixels
             # over 8 warps where both are that large, else 64 x 128 over 4 -- level 1's convolutions at
             # their perf shapes, geomean x0.82 -> x0.96 over eager on 26 (best of 14 tiles x0.97; H100,
-            # 2026-11-28); 32 channels or fewer kept 32-deep steps three deep, the faster there
+            # 2026-11-28); 32 channels or fewer kept 32-deep steps three deep, the faster there. Tuned while
+            # a tap's channel blocks were a loop of their own inside the taps' (pipelined per tap: 16-deep
+            # steps gave 64 channels four steps to fill it); one loop since 2026-12-07, not yet swept again
             big = bn >= 128 and M >= 256 * 264
             bm, bn, warps = (256, 128, 8) if big else (128 if M >= 128 * 264 else 64, 64, 4)
             bk, stages = 16, 4
