@@ -10,10 +10,11 @@ derives it, the perf case drawn once in float32, then
 - round 0's kernel (one TF32 product where PyTorch allows TF32 for convolutions, its default), round 0's
   tiles with three TF32 products (tf32x3, error near IEEE's: what a user who turns TF32 off gets), and a
   grid of tiles (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages; the direct form: pixels x channels x
-  warps) with one TF32 product, and five of them with the input copied channels-last first (PACK_X):
+  warps) with one TF32 product, five of them with the input copied channels-last first (PACK_X), and
+  round 0's with a tap's channel blocks a loop inside the taps' (ONE_LOOP off, the form before 2026-12-07):
   each one's median time and its error.
-`--round0-only`: eager and round 0's kernel alone (seconds a problem, not minutes): a change to the
-generated kernels timed before and after, this script run in each tree.
+`--round0-only`: eager, round 0's kernel and round 0's with ONE_LOOP off (seconds a problem, not minutes);
+a change to the generated kernels is timed before and after by running this script in each tree.
 One JSON line per problem (--json), and a table: the best correct setting per precision against eager.
 "Correct" here is the judge's rule: within float32's tolerance of the truth, or no more than 2x
 eager's own error (the TF32-allowed eager, as a user runs it).
@@ -136,6 +137,7 @@ def _grid(form: str) -> list[dict]:
     grid = [dict(zip(keys, r)) for r in rows]
     if form != "direct":
         grid += [{**(dict(zip(keys, r)) if r else {}), "PACK_X": True} for r in PACKED]
+        grid.append({"ONE_LOOP": False})  # round 0's tiles, a tap's channel blocks a loop of their own (before 2026-12-07)
     return grid
 
 
@@ -184,7 +186,10 @@ def tune(path: str) -> dict:
             row["round0"] = {"ms": _time(fn, inputs), "err": _err(got, truth), "ok": _ok(got, truth, eager_err)}
             del got
             row["variants"] = []
-            for knobs, precision in ([({}, "tf32x3")] + [(k, "tf32") for k in _grid(forms[0])]) * _SWEEP:
+            # --round0-only: round 0 beside its nested-loop form alone (the one change of 2026-12-07 to tell apart)
+            variants = ([({}, "tf32x3")] + [(k, "tf32") for k in _grid(forms[0])] if _SWEEP else
+                        [({"ONE_LOOP": False}, "tf32")] if forms[0] != "direct" else [])
+            for knobs, precision in variants:
                 try:
                     row["variants"].append(_variant(spec, knobs, precision, tmp, truth, eager_err, inputs))
                 except Exception as e:  # noqa: BLE001 - one variant's failure is a row of its own
@@ -210,7 +215,7 @@ def _line(row: dict) -> str:
     e, r0 = row["eager_ms"], row["round0"]
     parts = [f"{row['problem'][:70]:<70} {','.join(row['forms']):<12} eager {e:8.3f} ms (err {row['eager_err']:.1e},"
              f" ieee {row['eager_ieee_err']:.1e})  r0 x{e / r0['ms']:5.2f}{'' if r0['ok'] else ' WRONG'}"]
-    for p in ("tf32x3", "tf32") if row["variants"] else ():  # none under --round0-only
+    for p in [q for q in ("tf32x3", "tf32") if any(v["precision"] == q for v in row["variants"])]:  # --round0-only: tf32
         b = _best(row, p)
         parts.append(f"{p} best x{e / b['ms']:5.2f} {tuple(b['knobs'].values())}" if b else f"{p} none correct")
     return "  ".join(parts) + f"  {row['seconds']:.0f} s"
@@ -230,7 +235,7 @@ def _summary(rows: list[dict]) -> None:
         rs = [r for r in rows if r["problem"].startswith(level) and "variants" in r]
         if not rs:
             continue
-        for p in ("tf32x3", "tf32") if any(r["variants"] for r in rs) else ():
+        for p in [q for q in ("tf32x3", "tf32") if any(v["precision"] == q for r in rs for v in r["variants"])]:
             sp = [r["eager_ms"] / b["ms"] for r in rs if (b := _best(r, p))]
             geo = math.exp(sum(map(math.log, sp)) / len(sp)) if sp else float("nan")
             print(f"## {level} {p}: best correct on {len(sp)} of {len(rs)}; geomean x{geo:.2f} eager; "

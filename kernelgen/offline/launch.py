@@ -99,6 +99,7 @@ class ConvTiles:
     k: int  # input channels per group x taps
     programs: int  # the grid, both axes
     pack_x: bool = False  # the input copied channels-last before the launch (PACK_X)
+    one_loop: bool = False  # (tap, channel block) pairs in one loop, not a channel loop in each tap's (ONE_LOOP)
 
     @property
     def tiles(self) -> tuple[int, int, int, int, int, int]:
@@ -144,5 +145,6 @@ def conv_tiles(knobs: Any, form: str, rows: int, cols: int, cin_g: int, taps: in
     pack_x = form != "direct" and not flat and (knobs.PACK_X if knobs.PACK_X is not None else
                                                  one and form == "forward" and (bn <= 64 or taps >= 25))
     programs = cdiv(rows, bm) * cdiv(cols, bn) * grid_y
+    one_loop = form != "direct" and not flat and knobs.ONE_LOOP is not False
     return ConvTiles(form, bm, bn, bk, knobs.GROUP_SIZE_M, warps, stages, flat, rows, cols, cin_g * taps, programs,
-                     pack_x)
+                     pack_x, one_loop)

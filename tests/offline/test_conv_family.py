@@ -116,14 +116,14 @@ def test_every_conv_snapshot_has_a_kind() -> None:
 
 def test_each_form_is_the_kernel_its_kind_needs() -> None:
     """Depthwise: direct multiply-adds, no tl.dot; transposed: a stride-phase grid; forward: both K walks,
-    the tap loop's (tap, channel block) pairs one loop (Triton pipelines only an innermost loop)."""
+    the tap loop's (tap, channel block) pairs one loop unless ONE_LOOP is off (Triton pipelines only an
+    innermost loop)."""
     direct = generate_kernel(ALL["depthwise2d"]).source
     assert "tl.dot(" not in direct and "acc += xv.to(tl.float32) * wv.to(tl.float32)" in direct
     transposed = generate_kernel(ALL["conv_transpose2d_groups"]).source
     assert "PHASES: tl.constexpr" in transposed and "% STRIDE_H == 0" in transposed
     forward = generate_kernel(ALL["conv2d_bias_relu"]).source
-    assert "if FLAT_K:" in forward and "for kk in range(0, TAPS * n_c):" in forward
-    assert "for c0 in range(" not in forward  # no channel loop nested in a tap loop
+    assert "if FLAT_K:" in forward and "elif ONE_LOOP:" in forward and "for kk in range(0, TAPS * n_c):" in forward
     assert "im2col" not in forward.split('"""', 2)[2]  # no materialised im2col buffer: one launch, no temporaries
     # a 1x1 convolution with stride 1 stays a batched matmul (nd), strided it is a convolution
     from tests.support.nd_specs import ALL as ND
@@ -136,6 +136,26 @@ def test_the_knobs_reach_the_file_and_stay_correct(knobs: dict, tmp_path: Path) 
     base = generate_kernel(ALL["conv2d_many_channels"]).source
     source = _check("conv2d_many_channels", "contiguous", ("float32",), tmp_path, knobs)
     assert source != base and all(f'"{k}": {v!r}' in source for k, v in knobs.items())
+
+
+@pytest.mark.parametrize("name", ["conv2d_many_channels", "conv_transpose2d_groups", "conv_transpose3d"])
+def test_the_nested_tap_and_channel_loops_stay_a_knob_and_correct(name: str, tmp_path: Path) -> None:
+    """ONE_LOOP False: a loop over a tap's channel blocks inside the taps' (the form before 2026-12-07, kept to
+    be timed against the one loop); the same file otherwise, and as close to the truth."""
+    source = _check(name, "contiguous", ("float32",), tmp_path, {"ONE_LOOP": False, "BLOCK_K": 16})
+    assert '"ONE_LOOP": False' in source and "for c0 in range(0, CIN_G, BLOCK_K):" in source
+
+
+def test_one_loop_is_worth_timing_only_where_the_convolution_has_a_tap_loop() -> None:
+    shapes = {"x": [8, 64, 66, 66], "w": [128, 64, 3, 3]}
+    got = {p.value: p for p in prune(ALL["conv2d_many_channels"], "ONE_LOOP", [None, False], {}, shapes, "float32", 132)}
+    assert got[False].kept and "a channel loop in each tap's" in got[False].reason, got[False].reason
+    flat = {p.value: p for p in prune(ALL["conv2d_many_channels"], "ONE_LOOP", [None, False], {"FLAT_K": True}, shapes,
+                                      "float32", 132)}
+    assert not flat[False].kept and "(channel, tap) pairs" in flat[False].reason
+    dw = {p.value: p for p in prune(ALL["depthwise2d"], "ONE_LOOP", [None, False], {}, {"x": [8, 64, 99, 99], "w": [64, 1, 3, 3]},
+                                    "float32", 132)}
+    assert not dw[False].kept and "direct" in dw[False].reason
 
 
 def test_knob_space_pruning_and_round_zero_speak_of_the_convolution() -> None:

@@ -192,18 +192,28 @@ def _k_loop(form: str, dims: tuple[str, ...]) -> list[str]:
     # (tap, channel block) pairs in one loop: Triton software-pipelines only an innermost loop, and a loop
     # over a tap's channels restarted its pipeline at every tap (64 channels in steps of 16: 4 steps to
     # fill 4 stages, 9 times a tile at 3x3) or had nothing to pipeline (16 channels: one step a tap)
-    L += ["else:  # (tap, channel block) pairs in one loop, BLOCK_K input channels at a time",
+    L += ["elif ONE_LOOP:  # (tap, channel block) pairs in one loop, BLOCK_K input channels at a time",
           "    n_c = tl.cdiv(CIN_G, BLOCK_K)", "    for kk in range(0, TAPS * n_c):", "        t = kk // n_c",
-          "        c = (kk % n_c) * BLOCK_K + rk", "        c_ok = c < CIN_G", *["        " + s for s in _taps("t", dims)],
-          "        ok = m_ok"]
-    for d, (_, _, dl) in geo.items():
-        L += [f"        if EDGE_{d.upper()}:", f"            i_{d} = b_{d} + t_{d} * {dl}",
-              f"            ok = ok & (i_{d} >= 0) & (i_{d} < in_{d})"]
-    L += ["        x_tap = x_base + (" + " + ".join(f"t_{d} * {geo[d][2]} * x_s{d}" for d in dims) + ")",
-          f"        w_tap = w_cols + {w_sp}"]
+          "        c = (kk % n_c) * BLOCK_K + rk", "        c_ok = c < CIN_G", *["        " + s for s in _taps("t", dims)]]
+    L += _tap(geo, w_sp, "        ") + _dot("x_tap[:, None] + c[None, :] * x_sc", "w_tap[None, :] + c[:, None] * w_s1",
+                                          "ok[:, None] & c_ok[None, :]", "c_ok[:, None] & n_ok[None, :]", "        ")
+    L += ["else:  # a loop over a tap's channel blocks inside the loop over taps (ONE_LOOP off)",
+          "    for t in range(0, TAPS):", *["        " + s for s in _taps("t", dims)]]
+    L += _tap(geo, w_sp, "        ") + ["        for c0 in range(0, CIN_G, BLOCK_K):", "            c = c0 + rk",
+                                       "            c_ok = c < CIN_G"]
     L += _dot("x_tap[:, None] + c[None, :] * x_sc", "w_tap[None, :] + c[:, None] * w_s1",
-              "ok[:, None] & c_ok[None, :]", "c_ok[:, None] & n_ok[None, :]", "        ")
+              "ok[:, None] & c_ok[None, :]", "c_ok[:, None] & n_ok[None, :]", "            ")
     return L
+
+
+def _tap(geo: dict[str, tuple[str, str, str]], w_sp: str, depth: str) -> list[str]:
+    """A tap's rows in bounds (checked only along a dim where a tap can leave the input) and its addresses."""
+    L = [f"{depth}ok = m_ok"]
+    for d, (_, _, dl) in geo.items():
+        L += [f"{depth}if EDGE_{d.upper()}:", f"{depth}    i_{d} = b_{d} + t_{d} * {dl}",
+              f"{depth}    ok = ok & (i_{d} >= 0) & (i_{d} < in_{d})"]
+    return L + [f"{depth}x_tap = x_base + (" + " + ".join(f"t_{d} * {dl} * x_s{d}" for d, (_, _, dl) in geo.items()) + ")",
+                f"{depth}w_tap = w_cols + {w_sp}"]
 
 
 def _phase_taps(dims: tuple[str, ...], x_sp: str, w_sp: str) -> list[str]:
@@ -215,25 +225,38 @@ def _phase_taps(dims: tuple[str, ...], x_sp: str, w_sp: str) -> list[str]:
         D = d.upper()
         L += [f"t0_{d} = KS_{D}", f"for t in range(0, TSTEP_{D}):",
               f"    t0_{d} = tl.where(((r_{d} + PAD_{D} - t * DIL_{D}) % STRIDE_{D} == 0) & (t0_{d} == KS_{D}), t, t0_{d})"]
-    # this phase's taps and the channel blocks in one loop, as the forward form's: Triton pipelines only
-    # an innermost loop, and a channel loop nested in the taps' restarted its pipeline at every tap
+    # this phase's taps and the channel blocks in one loop, as the forward form's (ONE_LOOP): Triton
+    # pipelines only an innermost loop, and a channel loop nested in the taps' refilled it at every tap
     L += [f"n_{d} = (KS_{d.upper()} - t0_{d} + TSTEP_{d.upper()} - 1) // TSTEP_{d.upper()}  # this phase's taps along {d}"
           for d in dims]
-    L += ["n_c = tl.cdiv(CIN_G, BLOCK_K)", "for kk in range(0, " + " * ".join(f"n_{d}" for d in dims) + " * n_c):",
-          "    j = kk // n_c", "    c = (kk % n_c) * BLOCK_K + rk", "    c_ok = c < CIN_G"]
+    L += ["if ONE_LOOP:", "    n_c = tl.cdiv(CIN_G, BLOCK_K)",
+          "    for kk in range(0, " + " * ".join(f"n_{d}" for d in dims) + " * n_c):",
+          "        j = kk // n_c", "        c = (kk % n_c) * BLOCK_K + rk", "        c_ok = c < CIN_G"]
     *outer, last = dims
-    L.append(f"    t_{last} = t0_{last} + (j % n_{last}) * TSTEP_{last.upper()}")
+    L.append(f"        t_{last} = t0_{last} + (j % n_{last}) * TSTEP_{last.upper()}")
     if len(outer) == 1:
-        L.append(f"    t_{outer[0]} = t0_{outer[0]} + (j // n_{last}) * TSTEP_{outer[0].upper()}")
+        L.append(f"        t_{outer[0]} = t0_{outer[0]} + (j // n_{last}) * TSTEP_{outer[0].upper()}")
     elif len(outer) == 2:
-        L += [f"    j = j // n_{last}", f"    t_{outer[1]} = t0_{outer[1]} + (j % n_{outer[1]}) * TSTEP_{outer[1].upper()}",
-              f"    t_{outer[0]} = t0_{outer[0]} + (j // n_{outer[1]}) * TSTEP_{outer[0].upper()}"]
+        L += [f"        j = j // n_{last}", f"        t_{outer[1]} = t0_{outer[1]} + (j % n_{outer[1]}) * TSTEP_{outer[1].upper()}",
+              f"        t_{outer[0]} = t0_{outer[0]} + (j // n_{outer[1]}) * TSTEP_{outer[0].upper()}"]
+    L += _phase_tap(dims, x_sp, w_sp, "        ") + _dot(
+        "x_tap[:, None] + c[None, :] * x_sc", "w_tap[None, :] + c[:, None] * w_s0",
+        "ok[:, None] & c_ok[None, :]", "c_ok[:, None] & n_ok[None, :]", "        ")
+    L.append("else:  # a loop over a tap's channel blocks inside the loops over this phase's taps (ONE_LOOP off)")
+    depth = "    "
     for d in dims:
-        D = d.upper()
-        L.append(f"    i_{d} = q_{d} + (r_{d} + PAD_{D} - t_{d} * DIL_{D}) // STRIDE_{D}  # exact: o = i * stride - pad + tap * dilation")
-    L += [f"    ok = m_ok & {_in_bounds(dims)}", f"    x_tap = x_rows + {x_sp}", f"    w_tap = w_cols + {w_sp}"]
+        L.append(f"{depth}for t_{d} in range(t0_{d}, KS_{d.upper()}, TSTEP_{d.upper()}):")
+        depth += "    "
+    L += _phase_tap(dims, x_sp, w_sp, depth) + [f"{depth}for c0 in range(0, CIN_G, BLOCK_K):", f"{depth}    c = c0 + rk",
+                                                f"{depth}    c_ok = c < CIN_G"]
     return L + _dot("x_tap[:, None] + c[None, :] * x_sc", "w_tap[None, :] + c[:, None] * w_s0",
-                    "ok[:, None] & c_ok[None, :]", "c_ok[:, None] & n_ok[None, :]", "    ")
+                    "ok[:, None] & c_ok[None, :]", "c_ok[:, None] & n_ok[None, :]", depth + "    ")
+
+
+def _phase_tap(dims: tuple[str, ...], x_sp: str, w_sp: str, depth: str) -> list[str]:
+    """A phase tap's input rows (exact: o = i * stride - pad + tap * dilation), in bounds, and its addresses."""
+    L = [f"{depth}i_{d} = q_{d} + (r_{d} + PAD_{d.upper()} - t_{d} * DIL_{d.upper()}) // STRIDE_{d.upper()}" for d in dims]
+    return L + [f"{depth}ok = m_ok & {_in_bounds(dims)}", f"{depth}x_tap = x_rows + {x_sp}", f"{depth}w_tap = w_cols + {w_sp}"]
 
 
 def _index(f: int, dims: tuple[str, ...]) -> str:
@@ -293,6 +316,8 @@ def _params(g: Graph, st: Stage, ps: list[Port], form: str, dims: tuple[str, ...
     if form != "direct":
         params.append(("BLOCK_K: tl.constexpr", "reduction step (input channels, or (channel, tap) pairs)"))
     params.append(("GROUP_SIZE_M: tl.constexpr", "pixel-blocks per group of programs (L2 reuse of the weight)"))
+    if form != "direct":
+        params.append(("ONE_LOOP: tl.constexpr", "(tap, channel block) pairs in one loop, not a channel loop in each tap's"))
     if form == "forward":
         params.append(("FLAT_K: tl.constexpr", "K as flattened (channel, tap) pairs rather than a loop over taps"))
         params += [(f"EDGE_{d.upper()}: tl.constexpr", "a tap can fall outside the input along d, h, w (padding, or sizes "

@@ -2,7 +2,7 @@
 kernelgen.offline.knobs says how knobs work).
 
 The convolution stage reads the tiles (BLOCK_M output pixels x BLOCK_N output channels x BLOCK_K of
-the reduction), GROUP_SIZE_M, num_warps, num_stages and FLAT_K; the stages after it (reductions over
+the reduction), GROUP_SIZE_M, num_warps, num_stages, FLAT_K and ONE_LOOP; the stages after it (reductions over
 pixels or channels: norms, pooling, softmax) read MAX_SINGLE_PASS and ROW_TILE as nd's do, and
 num_warps too. The names match the matmul and nd families' where they mean the same, so the
 planner's hypotheses about them apply here too."""
@@ -27,6 +27,12 @@ class ConvKnobs(KnobsModel):
     # K as flattened (channel, tap) pairs (True) or a loop over taps of BLOCK_K channels (False);
     # None: flattened where a group has fewer than 16 input channels (forward convolutions)
     FLAT_K: Optional[StrictBool] = candidates(None, False, True)
+    # the tap-loop forward and the transposed forms' (tap, channel block) pairs as one loop (None, True), or
+    # a loop over a tap's channel blocks inside the loop over taps (False, the form before 2026-12-07).
+    # Triton pipelines only an innermost loop: nested, the pipeline is filled again at every tap. One loop
+    # was faster on 8 of 10 KernelBench convolutions on an H100 (level 1's 78 x0.35 -> x0.71 of eager);
+    # level 2's 17 read x1.01 -> x0.63 in the same run, unexplained: False is there to time it
+    ONE_LOOP: Optional[StrictBool] = candidates(None, False)
     # float32 products of a tensor-core convolution. None: one TF32 product of operands rounded to nearest
     # (as cuDNN rounds) where PyTorch allows TF32 for convolutions (torch.backends.cudnn.allow_tf32, its
     # default) on an NVIDIA GPU -- what cuDNN may do there, 2.0-3.5x faster than three products on

@@ -16,7 +16,7 @@ from kernelgen.offline.launch import ConvTiles, next_pow2
 from kernelgen.offline.stages.cases import StageCase, changed_stages, describe_launches
 from kernelgen.offline.stages.program import StageLaunch
 
-CONV_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_SIZE_M", "FLAT_K")
+CONV_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_SIZE_M", "FLAT_K", "ONE_LOOP")
 TILE_KNOBS = ("MAX_SINGLE_PASS", "ROW_TILE")
 GRID_KNOBS = ("BLOCK_M", "BLOCK_N", "MAX_SINGLE_PASS", "ROW_TILE")  # knobs that change a grid
 
@@ -26,6 +26,8 @@ def unread(knob: str, launches: list[StageLaunch]) -> str | None:
     convs = [s.conv for s in launches if s.conv is not None]
     if knob in TILE_KNOBS and all(s.kind == "conv" for s in launches):
         return f"{knob} sets the tiles of the stages after a convolution; this program has none"
+    if knob == "ONE_LOOP" and not any(c.form == "transposed" or (c.form == "forward" and not c.flat) for c in convs):
+        return "ONE_LOOP shapes a loop over taps and channel blocks; this convolution has none (direct, or K as (channel, tap) pairs)"
     if knob == "FLAT_K" and not any(c.form == "forward" for c in convs):
         return "FLAT_K chooses how a forward convolution walks K; this one is " + "/".join(sorted({c.form for c in convs}))
     if knob == "tf32" and all(c.form == "direct" for c in convs):
@@ -54,11 +56,11 @@ def _conv_verdict(knob: str, value: Any, new: ConvTiles, old: ConvTiles, itemsiz
         return Pruned(value, False, f"BLOCK_N={new.block_n} over {new.cols} output channels a group: "
                                     f"{100 * (new.block_n - new.cols) // new.block_n}% of every tile is padding")
     # the same tile over another layout of the input (PACK_X) is another kernel to time, not the base's
-    same = new.flat == old.flat and new.pack_x == old.pack_x
+    same = new.flat == old.flat and new.pack_x == old.pack_x and new.one_loop == old.one_loop
     got = matmul_budget(knob, value, new.tiles, old.tiles, same, new.rows, new.cols, new.k, itemsize, sms)
     if not got.kept:
         return got
-    how = "(channel, tap) pairs" if new.flat else "a loop over taps"
+    how = "(channel, tap) pairs" if new.flat else "(tap, channel block) pairs" if new.one_loop else "a channel loop in each tap's"
     layout = "; the input copied channels-last first" if new.pack_x else ""
     return Pruned(value, True, f"{got.reason}; K={new.k} as {how}{layout}; {new.programs} programs with groups and stride phases")
 

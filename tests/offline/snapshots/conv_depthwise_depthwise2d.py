@@ -5,7 +5,7 @@ Family: conv (1 launch). Traced: conv: 1 stage(s) (conv) over 2 input(s)
   stage 0: 2-D convolution [x_0, w_0, 2 + ((x_2 + ((-1)*w_2)) // 2), 2 + ((x_3 + ((-1)*w_3)) // 2)] (stride=(2, 2), padding=(1, 1), dilation=(1, 1), groups=x_1) with its epilogue
 Memory traffic: each stage reads its inputs once per pass and writes its outputs once; values between
 stages go through fp32 buffers.
-Knobs: BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_warps=auto, num_stages=auto, FLAT_K=auto, tf32=auto, PACK_W=auto, PACK_X=auto, MAX_SINGLE_PASS=auto, ROW_TILE=auto, split=auto, SPLIT_PER_SM=auto, pack=auto
+Knobs: BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_warps=auto, num_stages=auto, FLAT_K=auto, ONE_LOOP=auto, tf32=auto, PACK_W=auto, PACK_X=auto, MAX_SINGLE_PASS=auto, ROW_TILE=auto, split=auto, SPLIT_PER_SM=auto, pack=auto
 """
 
 import math
@@ -123,8 +123,8 @@ def depthwise2d(x, w):
 
 # The knobs every call uses (None: the heuristics below decide per shape).
 _KNOBS = {"BLOCK_M": None, "BLOCK_N": None, "BLOCK_K": None, "GROUP_SIZE_M": 8, "num_warps": None, "num_stages": None,
-          "FLAT_K": None, "tf32": None, "PACK_W": None, "PACK_X": None, "MAX_SINGLE_PASS": None, "ROW_TILE": None,
-          "split": None, "SPLIT_PER_SM": None, "pack": None}
+          "FLAT_K": None, "ONE_LOOP": None, "tf32": None, "PACK_W": None, "PACK_X": None, "MAX_SINGLE_PASS": None,
+          "ROW_TILE": None, "split": None, "SPLIT_PER_SM": None, "pack": None}
 
 
 _PLANS = {}  # call signature -> its StagePlan (new_plan)
@@ -276,6 +276,8 @@ def _conv_launch(form, sizes, x_shape, w_shape, groups, geometry, fp32, one, int
         meta["PHASES"] = phases
     else:
         meta["TAPS"] = math.prod(taps)
+    if form != "direct":  # one loop over (tap, channel block) pairs unless the knob says no (kernelgen.offline.conv.knobs)
+        meta["ONE_LOOP"] = _KNOBS["ONE_LOOP"] is not False
     if form == "forward":
         meta["FLAT_K"] = flat
         # a tap can fall outside the input along a dim: padding on the low side, or a last window that

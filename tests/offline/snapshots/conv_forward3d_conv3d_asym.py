@@ -5,7 +5,7 @@ Family: conv (1 launch). Traced: conv: 1 stage(s) (conv) over 3 input(s)
   stage 0: 3-D convolution [x_0, w_0, 3 + x_2 + ((-1)*w_2), 1 + ((x_3 + ((-1)*w_3)) // 2), 3 + x_4 + ((-1)*w_4)] (stride=(1, 2, 1), padding=(1, 0, 1), dilation=(1, 1, 1), groups=1) with its epilogue
 Memory traffic: each stage reads its inputs once per pass and writes its outputs once; values between
 stages go through fp32 buffers.
-Knobs: BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_warps=auto, num_stages=auto, FLAT_K=auto, tf32=auto, PACK_W=auto, PACK_X=auto, MAX_SINGLE_PASS=auto, ROW_TILE=auto, split=auto, SPLIT_PER_SM=auto, pack=auto
+Knobs: BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_warps=auto, num_stages=auto, FLAT_K=auto, ONE_LOOP=auto, tf32=auto, PACK_W=auto, PACK_X=auto, MAX_SINGLE_PASS=auto, ROW_TILE=auto, split=auto, SPLIT_PER_SM=auto, pack=auto
 """
 
 import math
@@ -67,6 +67,7 @@ def _conv3d_asym_stage0_kernel(
     BLOCK_N: tl.constexpr,  # output channels per tile
     BLOCK_K: tl.constexpr,  # reduction step (input channels, or (channel, tap) pairs)
     GROUP_SIZE_M: tl.constexpr,  # pixel-blocks per group of programs (L2 reuse of the weight)
+    ONE_LOOP: tl.constexpr,  # (tap, channel block) pairs in one loop, not a channel loop in each tap's
     FLAT_K: tl.constexpr,  # K as flattened (channel, tap) pairs rather than a loop over taps
     EDGE_D: tl.constexpr,  # a tap can fall outside the input along d, h, w (padding, or sizes that leave some): bounds checked only there
     EDGE_H: tl.constexpr,
@@ -140,7 +141,7 @@ def _conv3d_asym_stage0_kernel(
                 a = ((a.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
                 b = ((b.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
             acc = tl.dot(a, b, acc=acc, input_precision=PRECISION)
-    else:  # (tap, channel block) pairs in one loop, BLOCK_K input channels at a time
+    elif ONE_LOOP:  # (tap, channel block) pairs in one loop, BLOCK_K input channels at a time
         n_c = tl.cdiv(CIN_G, BLOCK_K)
         for kk in range(0, TAPS * n_c):
             t = kk // n_c
@@ -171,6 +172,36 @@ def _conv3d_asym_stage0_kernel(
                 a = ((a.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
                 b = ((b.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
             acc = tl.dot(a, b, acc=acc, input_precision=PRECISION)
+    else:  # a loop over a tap's channel blocks inside the loop over taps (ONE_LOOP off)
+        for t in range(0, TAPS):
+            t_w = t % KS_W
+            t_dh = t // KS_W
+            t_h = t_dh % KS_H
+            t_d = t_dh // KS_H
+            ok = m_ok
+            if EDGE_D:
+                i_d = b_d + t_d * DIL_D
+                ok = ok & (i_d >= 0) & (i_d < in_d)
+            if EDGE_H:
+                i_h = b_h + t_h * DIL_H
+                ok = ok & (i_h >= 0) & (i_h < in_h)
+            if EDGE_W:
+                i_w = b_w + t_w * DIL_W
+                ok = ok & (i_w >= 0) & (i_w < in_w)
+            x_tap = x_base + (t_d * DIL_D * x_sd + t_h * DIL_H * x_sh + t_w * DIL_W * x_sw)
+            w_tap = w_cols + t_d * w_sd + t_h * w_sh + t_w * w_sw
+            for c0 in range(0, CIN_G, BLOCK_K):
+                c = c0 + rk
+                c_ok = c < CIN_G
+                a = tl.load(x_tap[:, None] + c[None, :] * x_sc, mask=ok[:, None] & c_ok[None, :], other=0.0)
+                b = tl.load(w_tap[None, :] + c[:, None] * w_s1, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
+                if UPCAST:  # operands of two dtypes (an fp32 buffer between stages), or bf16 under the CPU interpreter
+                    a = a.to(tl.float32)
+                    b = b.to(tl.float32)
+                if ROUND_TF32:  # to the nearest TF32, as cuDNN rounds: the tensor core would truncate
+                    a = ((a.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+                    b = ((b.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+                acc = tl.dot(a, b, acc=acc, input_precision=PRECISION)
     # epilogue on the fp32 accumulator, then one rounding store per output
     mask = m_ok[:, None] & n_ok[None, :]
     v3 = acc
@@ -209,8 +240,8 @@ def conv3d_asym(x, w, b):
 
 # The knobs every call uses (None: the heuristics below decide per shape).
 _KNOBS = {"BLOCK_M": None, "BLOCK_N": None, "BLOCK_K": None, "GROUP_SIZE_M": 8, "num_warps": None, "num_stages": None,
-          "FLAT_K": None, "tf32": None, "PACK_W": None, "PACK_X": None, "MAX_SINGLE_PASS": None, "ROW_TILE": None,
-          "split": None, "SPLIT_PER_SM": None, "pack": None}
+          "FLAT_K": None, "ONE_LOOP": None, "tf32": None, "PACK_W": None, "PACK_X": None, "MAX_SINGLE_PASS": None,
+          "ROW_TILE": None, "split": None, "SPLIT_PER_SM": None, "pack": None}
 
 
 _PLANS = {}  # call signature -> its StagePlan (new_plan)
@@ -373,6 +404,8 @@ def _conv_launch(form, sizes, x_shape, w_shape, groups, geometry, fp32, one, int
         meta["PHASES"] = phases
     else:
         meta["TAPS"] = math.prod(taps)
+    if form != "direct":  # one loop over (tap, channel block) pairs unless the knob says no (kernelgen.offline.conv.knobs)
+        meta["ONE_LOOP"] = _KNOBS["ONE_LOOP"] is not False
     if form == "forward":
         meta["FLAT_K"] = flat
         # a tap can fall outside the input along a dim: padding on the low side, or a last window that

@@ -5,7 +5,7 @@ Family: conv (1 launch). Traced: conv: 1 stage(s) (conv) over 3 input(s)
   stage 0: transposed 2-D convolution [x_0, 2*w_1, (-4) + 2*w_2 + 2*x_2, (-7) + w_3 + 3*x_3] (stride=(2, 3), padding=(1, 2), dilation=(2, 1), groups=2) with its epilogue
 Memory traffic: each stage reads its inputs once per pass and writes its outputs once; values between
 stages go through fp32 buffers.
-Knobs: BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_warps=auto, num_stages=auto, FLAT_K=auto, tf32=auto, PACK_W=auto, PACK_X=auto, MAX_SINGLE_PASS=auto, ROW_TILE=auto, split=auto, SPLIT_PER_SM=auto, pack=auto
+Knobs: BLOCK_M=auto, BLOCK_N=auto, BLOCK_K=auto, GROUP_SIZE_M=8, num_warps=auto, num_stages=auto, FLAT_K=auto, ONE_LOOP=auto, tf32=auto, PACK_W=auto, PACK_X=auto, MAX_SINGLE_PASS=auto, ROW_TILE=auto, split=auto, SPLIT_PER_SM=auto, pack=auto
 """
 
 import math
@@ -60,6 +60,7 @@ def _conv_transpose2d_groups_stage0_kernel(
     BLOCK_N: tl.constexpr,  # output channels per tile
     BLOCK_K: tl.constexpr,  # reduction step (input channels, or (channel, tap) pairs)
     GROUP_SIZE_M: tl.constexpr,  # pixel-blocks per group of programs (L2 reuse of the weight)
+    ONE_LOOP: tl.constexpr,  # (tap, channel block) pairs in one loop, not a channel loop in each tap's
     PRECISION: tl.constexpr,  # fp32 products: "tf32", "tf32x3" or "ieee"
     ROUND_TF32: tl.constexpr,  # fp32 operands rounded to the nearest TF32 before one TF32 product
     UPCAST: tl.constexpr,  # multiply in fp32: operands of two dtypes, or bf16 under the CPU interpreter
@@ -112,27 +113,48 @@ def _conv_transpose2d_groups_stage0_kernel(
         t0_w = tl.where(((r_w + PAD_W - t * DIL_W) % STRIDE_W == 0) & (t0_w == KS_W), t, t0_w)
     n_h = (KS_H - t0_h + TSTEP_H - 1) // TSTEP_H  # this phase's taps along h
     n_w = (KS_W - t0_w + TSTEP_W - 1) // TSTEP_W  # this phase's taps along w
-    n_c = tl.cdiv(CIN_G, BLOCK_K)
-    for kk in range(0, n_h * n_w * n_c):
-        j = kk // n_c
-        c = (kk % n_c) * BLOCK_K + rk
-        c_ok = c < CIN_G
-        t_w = t0_w + (j % n_w) * TSTEP_W
-        t_h = t0_h + (j // n_w) * TSTEP_H
-        i_h = q_h + (r_h + PAD_H - t_h * DIL_H) // STRIDE_H  # exact: o = i * stride - pad + tap * dilation
-        i_w = q_w + (r_w + PAD_W - t_w * DIL_W) // STRIDE_W  # exact: o = i * stride - pad + tap * dilation
-        ok = m_ok & (i_h >= 0) & (i_h < in_h) & (i_w >= 0) & (i_w < in_w)
-        x_tap = x_rows + i_h * x_sh + i_w * x_sw
-        w_tap = w_cols + t_h * w_sh + t_w * w_sw
-        a = tl.load(x_tap[:, None] + c[None, :] * x_sc, mask=ok[:, None] & c_ok[None, :], other=0.0)
-        b = tl.load(w_tap[None, :] + c[:, None] * w_s0, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
-        if UPCAST:  # operands of two dtypes (an fp32 buffer between stages), or bf16 under the CPU interpreter
-            a = a.to(tl.float32)
-            b = b.to(tl.float32)
-        if ROUND_TF32:  # to the nearest TF32, as cuDNN rounds: the tensor core would truncate
-            a = ((a.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
-            b = ((b.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
-        acc = tl.dot(a, b, acc=acc, input_precision=PRECISION)
+    if ONE_LOOP:
+        n_c = tl.cdiv(CIN_G, BLOCK_K)
+        for kk in range(0, n_h * n_w * n_c):
+            j = kk // n_c
+            c = (kk % n_c) * BLOCK_K + rk
+            c_ok = c < CIN_G
+            t_w = t0_w + (j % n_w) * TSTEP_W
+            t_h = t0_h + (j // n_w) * TSTEP_H
+            i_h = q_h + (r_h + PAD_H - t_h * DIL_H) // STRIDE_H
+            i_w = q_w + (r_w + PAD_W - t_w * DIL_W) // STRIDE_W
+            ok = m_ok & (i_h >= 0) & (i_h < in_h) & (i_w >= 0) & (i_w < in_w)
+            x_tap = x_rows + i_h * x_sh + i_w * x_sw
+            w_tap = w_cols + t_h * w_sh + t_w * w_sw
+            a = tl.load(x_tap[:, None] + c[None, :] * x_sc, mask=ok[:, None] & c_ok[None, :], other=0.0)
+            b = tl.load(w_tap[None, :] + c[:, None] * w_s0, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
+            if UPCAST:  # operands of two dtypes (an fp32 buffer between stages), or bf16 under the CPU interpreter
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            if ROUND_TF32:  # to the nearest TF32, as cuDNN rounds: the tensor core would truncate
+                a = ((a.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+                b = ((b.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+            acc = tl.dot(a, b, acc=acc, input_precision=PRECISION)
+    else:  # a loop over a tap's channel blocks inside the loops over this phase's taps (ONE_LOOP off)
+        for t_h in range(t0_h, KS_H, TSTEP_H):
+            for t_w in range(t0_w, KS_W, TSTEP_W):
+                i_h = q_h + (r_h + PAD_H - t_h * DIL_H) // STRIDE_H
+                i_w = q_w + (r_w + PAD_W - t_w * DIL_W) // STRIDE_W
+                ok = m_ok & (i_h >= 0) & (i_h < in_h) & (i_w >= 0) & (i_w < in_w)
+                x_tap = x_rows + i_h * x_sh + i_w * x_sw
+                w_tap = w_cols + t_h * w_sh + t_w * w_sw
+                for c0 in range(0, CIN_G, BLOCK_K):
+                    c = c0 + rk
+                    c_ok = c < CIN_G
+                    a = tl.load(x_tap[:, None] + c[None, :] * x_sc, mask=ok[:, None] & c_ok[None, :], other=0.0)
+                    b = tl.load(w_tap[None, :] + c[:, None] * w_s0, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
+                    if UPCAST:  # operands of two dtypes (an fp32 buffer between stages), or bf16 under the CPU interpreter
+                        a = a.to(tl.float32)
+                        b = b.to(tl.float32)
+                    if ROUND_TF32:  # to the nearest TF32, as cuDNN rounds: the tensor core would truncate
+                        a = ((a.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+                        b = ((b.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+                    acc = tl.dot(a, b, acc=acc, input_precision=PRECISION)
     # epilogue on the fp32 accumulator, then one rounding store per output
     mask = m_ok[:, None] & n_ok[None, :]
     v3 = acc
@@ -171,8 +193,8 @@ def conv_transpose2d_groups(x, w, b):
 
 # The knobs every call uses (None: the heuristics below decide per shape).
 _KNOBS = {"BLOCK_M": None, "BLOCK_N": None, "BLOCK_K": None, "GROUP_SIZE_M": 8, "num_warps": None, "num_stages": None,
-          "FLAT_K": None, "tf32": None, "PACK_W": None, "PACK_X": None, "MAX_SINGLE_PASS": None, "ROW_TILE": None,
-          "split": None, "SPLIT_PER_SM": None, "pack": None}
+          "FLAT_K": None, "ONE_LOOP": None, "tf32": None, "PACK_W": None, "PACK_X": None, "MAX_SINGLE_PASS": None,
+          "ROW_TILE": None, "split": None, "SPLIT_PER_SM": None, "pack": None}
 
 
 _PLANS = {}  # call signature -> its StagePlan (new_plan)
@@ -333,6 +355,8 @@ def _conv_launch(form, sizes, x_shape, w_shape, groups, geometry, fp32, one, int
         meta["PHASES"] = phases
     else:
         meta["TAPS"] = math.prod(taps)
+    if form != "direct":  # one loop over (tap, channel block) pairs unless the knob says no (kernelgen.offline.conv.knobs)
+        meta["ONE_LOOP"] = _KNOBS["ONE_LOOP"] is not False
     if form == "forward":
         meta["FLAT_K"] = flat
         # a tap can fall outside the input along a dim: padding on the low side, or a last window that
