@@ -353,6 +353,45 @@ def test_device_lock_in_a_folder_that_does_not_exist_yet_is_created(tmp_path: Pa
         pass
 
 
+def test_a_check_shares_the_device_lock_case_by_case_so_a_timing_gets_in_between(tmp_path: Path, monkeypatch):
+    """Each case of a check takes the device lock shared; between two the check holds none, so a process
+    waiting to time (exclusively) gets the device there, not after the whole check (13-24 s a KernelBench
+    problem; three on one H100 kept timings waiting 10-13 s, 2026-12-07)."""
+    import contextlib
+    import fcntl
+    import os
+
+    import kernelgen.verify.judge.accuracy as accuracy
+    from kernelgen.devices import resolve_device
+    from kernelgen.opdir import open_operator
+    from kernelgen.verify.judge.devicelock import device_lock
+    from kernelgen.verify.judge.runner import run_accuracy
+    from tests.support.broadcast import make_op_dir
+    from tests.support.judging import HONEST
+
+    path = tmp_path / "locks" / "dev.lock"
+    monkeypatch.setenv("KERNELGEN_DEVICE_LOCK", str(path))
+    taken: list[bool] = []
+
+    @contextlib.contextmanager
+    def spy(exclusive: bool, path: str | None = None):
+        if taken:  # between two of the check's holds: nothing of it holds the lock, a timing may take it now
+            fd = os.open(path or os.environ["KERNELGEN_DEVICE_LOCK"], os.O_RDWR | os.O_CREAT)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises BlockingIOError if the check still held it
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+        with device_lock(exclusive, path):
+            taken.append(exclusive)
+            yield
+
+    monkeypatch.setattr(accuracy, "device_lock", spy)
+    record = run_accuracy(open_operator(make_op_dir(tmp_path / "op", HONEST)), resolve_device("cpu"), seeds=1)
+    assert record.status == "ok" and record.accuracy is not None and record.accuracy.correct
+    assert len(taken) >= 3 and not any(taken), taken  # the load, then one shared hold per case and probe
+
+
 def test_inputs_scaled_up_widen_only_the_absolute_tolerance():
     from kernelgen.spec import validate_spec_data
     from kernelgen.verify.judge.inputs import CheckCase, tolerance_of

@@ -36,6 +36,7 @@ from typing import Any, Callable
 from kernelgen.errors import ReferenceFailedError
 from kernelgen.verify.judge.bigtruth import case_truth
 from kernelgen.verify.judge.compare import Comparison, agree, as_tuple, compare_outputs
+from kernelgen.verify.judge.devicelock import device_lock
 from kernelgen.verify.judge.inputs import STALE_OFFSET, CheckCase, draw, plan_checks, seed_base, tolerance_of
 from kernelgen.verify.judge.judge import Judge, KernelSource, LoadError, static_problems
 from kernelgen.verify.judge.plans import CandidatePlans
@@ -185,8 +186,12 @@ def check_accuracy(judge: Judge, kernel: KernelSource, *, seeds: tuple[int, ...]
     result.checks_expected = sum(_planned(c) for c in plan.cases) + len(probes)
     result.checks_deciding = sum(_planned(c) for c in plan.cases if c.decides) + \
         sum(1 for *_, dtype in probes if dtype in spec.deciding_dtypes)
+    # The device lock shared case by case: none times while a case runs, and a waiting timing gets in between
+    # two. Held for a whole check (13-24 s), three KernelBench problems on an H100 kept timings 10-13 s waiting
+    lock = device.lock
     try:
-        worker, slot = judge.load(kernel)
+        with device_lock(exclusive=False, path=lock):
+            worker, slot = judge.load(kernel)
     except LoadError as e:
         result.error = f"import failed: {e}"
         return result
@@ -198,11 +203,13 @@ def check_accuracy(judge: Judge, kernel: KernelSource, *, seeds: tuple[int, ...]
     fill_a, fill_b = draw_fills()
     plans = CandidatePlans(judge, kernel, worker, slot)
     for n, check in enumerate(plan.cases):
-        if _run_case(state, plans, check, base, f"case{n}", fill_a, fill_b):
-            return _finish(result)
+        with device_lock(exclusive=False, path=lock):
+            if _run_case(state, plans, check, base, f"case{n}", fill_a, fill_b):
+                return _finish(result)
     result.skipped += judge.notes.get(kernel.sha256, [])  # e.g. autotune's first config only, on the interpreter
     for index, case, dtype in probes:
-        found = probe(judge, worker, slot, index, case, dtype, dtype in spec.deciding_dtypes)
+        with device_lock(exclusive=False, path=lock):
+            found = probe(judge, worker, slot, index, case, dtype, dtype in spec.deciding_dtypes)
         if isinstance(found, str):
             result.skipped.append(found)
             result.checks_expected -= 1

@@ -1,8 +1,9 @@
 """Sharing one GPU between several KernelGen processes without spoiling each other's timings.
 
 Set `KERNELGEN_DEVICE_LOCK=/path/to/lockfile` and run several `kernelgen new` / `optimize`
-processes at once (a batch's `--per-gpu N` workers do): correctness checks, spot checks and drawing
-perf inputs take the lock shared (they may overlap each other), timed sections take it exclusively
+processes at once (a batch's `--per-gpu N` workers do): correctness checks (case by case: a timing
+waiting for the device gets it between two cases), spot checks and drawing perf inputs take the lock
+shared (they may overlap each other), timed sections take it exclusively
 (nothing else of ours runs on the device while a timing is taken). Process start-up and imports
 overlap freely; a first call's JIT compile runs inside a check, under the shared lock. Writers go first:
 a reader passes a turnstile that a waiting writer holds, so a stream of checks cannot starve a
