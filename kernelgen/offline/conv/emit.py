@@ -70,12 +70,14 @@ def conv_kernel(g: Graph, st: Stage, buffers: dict[str, Buffer], name: str) -> C
                       sizes, used, computes(g, st))
 
 
-def _decompose(index: str, parts: list[tuple[str, str]], last: str) -> list[str]:
-    """`index` split into mixed-radix digits, the last listed fastest: [(digit, radix), ..] + the rest."""
-    L, rest = [], index
+def _decompose(index: str, parts: list[tuple[str, str]], last: str, rest: str = "rest") -> list[str]:
+    """`index` split into mixed-radix digits, the last listed fastest: [(digit, radix), ..] + the rest
+    (`rest`: the name of what is left between two digits)."""
+    L, name = [], rest
+    rest = index
     for i, (digit, radix) in enumerate(reversed(parts)):
         L.append(f"{digit} = {rest} % {radix}")
-        nxt = "rest" if i < len(parts) - 1 else last
+        nxt = name if i < len(parts) - 1 else last
         L.append(f"{nxt} = {rest} // {radix}")
         rest = nxt
     return L
@@ -186,24 +188,40 @@ def _k_loop(form: str, dims: tuple[str, ...]) -> list[str]:
     for d, (_, _, dl) in geo.items():
         L += [f"        if EDGE_{d.upper()}:", f"            i_{d} = b_{d}[:, None] + (t_{d} * {dl})[None, :]",
               f"            ok = ok & (i_{d} >= 0) & (i_{d} < in_{d})"]
-    L += _dot("x_base[:, None] + (c * x_sc + " + " + ".join(f"t_{d} * {geo[d][2]} * x_s{d}" for d in dims) + ")[None, :]",
-              "w_cols[None, :] + (c * w_s1 + " + " + ".join(f"t_{d} * w_s{d}" for d in dims) + ")[:, None]",
+    L += _dot(f"x_base[:, None] + (c * x_sc + {_x_tap(geo)})[None, :]", f"w_cols[None, :] + (c * w_s1 + {w_sp})[:, None]",
               "ok", "k_ok[:, None] & n_ok[None, :]", "        ")
     # (tap, channel block) pairs in one loop: Triton software-pipelines only an innermost loop, and a loop
     # over a tap's channels restarted its pipeline at every tap (64 channels in steps of 16: 4 steps to
     # fill 4 stages, 9 times a tile at 3x3) or had nothing to pipeline (16 channels: one step a tap)
     L += ["elif ONE_LOOP:  # (tap, channel block) pairs in one loop, BLOCK_K input channels at a time",
-          "    n_c = tl.cdiv(CIN_G, BLOCK_K)", "    for kk in range(0, TAPS * n_c):", "        t = kk // n_c",
-          "        c = (kk % n_c) * BLOCK_K + rk", "        c_ok = c < CIN_G", *["        " + s for s in _taps("t", dims)]]
-    L += _tap(geo, w_sp, "        ") + _dot("x_tap[:, None] + c[None, :] * x_sc", "w_tap[None, :] + c[:, None] * w_s1",
-                                          "ok[:, None] & c_ok[None, :]", "c_ok[:, None] & n_ok[None, :]", "        ")
+          *["    " + s for s in _channel_steps("TAPS", "t")], *["        " + s for s in _taps("t", dims)]]
+    L += _tap(geo, w_sp, "        ") + _block_dot("w_s1", "        ")
     L += ["else:  # a loop over a tap's channel blocks inside the loop over taps (ONE_LOOP off)",
           "    for t in range(0, TAPS):", *["        " + s for s in _taps("t", dims)]]
-    L += _tap(geo, w_sp, "        ") + ["        for c0 in range(0, CIN_G, BLOCK_K):", "            c = c0 + rk",
-                                       "            c_ok = c < CIN_G"]
-    L += _dot("x_tap[:, None] + c[None, :] * x_sc", "w_tap[None, :] + c[:, None] * w_s1",
-              "ok[:, None] & c_ok[None, :]", "c_ok[:, None] & n_ok[None, :]", "            ")
-    return L
+    return L + _tap(geo, w_sp, "        ") + _channel_loop("        ") + _block_dot("w_s1", "            ")
+
+
+def _x_tap(geo: dict[str, tuple[str, str, str]]) -> str:
+    """A tap's offset in the input from a row's first position: its position along each dim, dilated."""
+    return " + ".join(f"t_{d} * {dl} * x_s{d}" for d, (_, _, dl) in geo.items())
+
+
+def _channel_steps(taps: str, tap: str) -> list[str]:
+    """One loop over `taps` taps x the channel blocks, `tap` the pair's tap: Triton pipelines it whole."""
+    return ["n_c = tl.cdiv(CIN_G, BLOCK_K)", f"for kk in range(0, {taps} * n_c):", f"    {tap} = kk // n_c",
+            "    c = (kk % n_c) * BLOCK_K + rk", "    c_ok = c < CIN_G"]
+
+
+def _channel_loop(depth: str) -> list[str]:
+    """A tap's channel blocks as a loop of their own (ONE_LOOP off)."""
+    return [f"{depth}for c0 in range(0, CIN_G, BLOCK_K):", f"{depth}    c = c0 + rk", f"{depth}    c_ok = c < CIN_G"]
+
+
+def _block_dot(w_c: str, depth: str) -> list[str]:
+    """A channel block's product into the accumulator: the tap's input rows by its weight (`w_c`: the
+    weight's stride along input channels, w_s1 forward, w_s0 transposed)."""
+    return _dot("x_tap[:, None] + c[None, :] * x_sc", f"w_tap[None, :] + c[:, None] * {w_c}",
+                "ok[:, None] & c_ok[None, :]", "c_ok[:, None] & n_ok[None, :]", depth)
 
 
 def _tap(geo: dict[str, tuple[str, str, str]], w_sp: str, depth: str) -> list[str]:
@@ -212,8 +230,7 @@ def _tap(geo: dict[str, tuple[str, str, str]], w_sp: str, depth: str) -> list[st
     for d, (_, _, dl) in geo.items():
         L += [f"{depth}if EDGE_{d.upper()}:", f"{depth}    i_{d} = b_{d} + t_{d} * {dl}",
               f"{depth}    ok = ok & (i_{d} >= 0) & (i_{d} < in_{d})"]
-    return L + [f"{depth}x_tap = x_base + (" + " + ".join(f"t_{d} * {dl} * x_s{d}" for d, (_, _, dl) in geo.items()) + ")",
-                f"{depth}w_tap = w_cols + {w_sp}"]
+    return L + [f"{depth}x_tap = x_base + ({_x_tap(geo)})", f"{depth}w_tap = w_cols + {w_sp}"]
 
 
 def _phase_taps(dims: tuple[str, ...], x_sp: str, w_sp: str) -> list[str]:
@@ -229,28 +246,19 @@ def _phase_taps(dims: tuple[str, ...], x_sp: str, w_sp: str) -> list[str]:
     # pipelines only an innermost loop, and a channel loop nested in the taps' refilled it at every tap
     L += [f"n_{d} = (KS_{d.upper()} - t0_{d} + TSTEP_{d.upper()} - 1) // TSTEP_{d.upper()}  # this phase's taps along {d}"
           for d in dims]
-    L += ["if ONE_LOOP:", "    n_c = tl.cdiv(CIN_G, BLOCK_K)",
-          "    for kk in range(0, " + " * ".join(f"n_{d}" for d in dims) + " * n_c):",
-          "        j = kk // n_c", "        c = (kk % n_c) * BLOCK_K + rk", "        c_ok = c < CIN_G"]
-    *outer, last = dims
-    L.append(f"        t_{last} = t0_{last} + (j % n_{last}) * TSTEP_{last.upper()}")
-    if len(outer) == 1:
-        L.append(f"        t_{outer[0]} = t0_{outer[0]} + (j // n_{last}) * TSTEP_{outer[0].upper()}")
-    elif len(outer) == 2:
-        L += [f"        j = j // n_{last}", f"        t_{outer[1]} = t0_{outer[1]} + (j % n_{outer[1]}) * TSTEP_{outer[1].upper()}",
-              f"        t_{outer[0]} = t0_{outer[0]} + (j // n_{outer[1]}) * TSTEP_{outer[0].upper()}"]
-    L += _phase_tap(dims, x_sp, w_sp, "        ") + _dot(
-        "x_tap[:, None] + c[None, :] * x_sc", "w_tap[None, :] + c[:, None] * w_s0",
-        "ok[:, None] & c_ok[None, :]", "c_ok[:, None] & n_ok[None, :]", "        ")
+    # this phase's taps counted from 0 along each dim (the last fastest), then each tap's number
+    count = " * ".join(f"n_{d}" for d in dims)
+    digits = _decompose("j", [(f"j_{d}", f"n_{d}") for d in dims[1:]], f"j_{dims[0]}", rest="j") if len(dims) > 1 else \
+        [f"j_{dims[0]} = j"]
+    L += ["if ONE_LOOP:", *["    " + s for s in _channel_steps(count, "j")], *["        " + s for s in digits]]
+    L += [f"        t_{d} = t0_{d} + j_{d} * TSTEP_{d.upper()}" for d in dims]
+    L += _phase_tap(dims, x_sp, w_sp, "        ") + _block_dot("w_s0", "        ")
     L.append("else:  # a loop over a tap's channel blocks inside the loops over this phase's taps (ONE_LOOP off)")
     depth = "    "
     for d in dims:
         L.append(f"{depth}for t_{d} in range(t0_{d}, KS_{d.upper()}, TSTEP_{d.upper()}):")
         depth += "    "
-    L += _phase_tap(dims, x_sp, w_sp, depth) + [f"{depth}for c0 in range(0, CIN_G, BLOCK_K):", f"{depth}    c = c0 + rk",
-                                                f"{depth}    c_ok = c < CIN_G"]
-    return L + _dot("x_tap[:, None] + c[None, :] * x_sc", "w_tap[None, :] + c[:, None] * w_s0",
-                    "ok[:, None] & c_ok[None, :]", "c_ok[:, None] & n_ok[None, :]", depth + "    ")
+    return L + _phase_tap(dims, x_sp, w_sp, depth) + _channel_loop(depth) + _block_dot("w_s0", depth + "    ")
 
 
 def _phase_tap(dims: tuple[str, ...], x_sp: str, w_sp: str, depth: str) -> list[str]:

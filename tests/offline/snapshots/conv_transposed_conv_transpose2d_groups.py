@@ -119,8 +119,10 @@ def _conv_transpose2d_groups_stage0_kernel(
             j = kk // n_c
             c = (kk % n_c) * BLOCK_K + rk
             c_ok = c < CIN_G
-            t_w = t0_w + (j % n_w) * TSTEP_W
-            t_h = t0_h + (j // n_w) * TSTEP_H
+            j_w = j % n_w
+            j_h = j // n_w
+            t_h = t0_h + j_h * TSTEP_H
+            t_w = t0_w + j_w * TSTEP_W
             i_h = q_h + (r_h + PAD_H - t_h * DIL_H) // STRIDE_H
             i_w = q_w + (r_w + PAD_W - t_w * DIL_W) // STRIDE_W
             ok = m_ok & (i_h >= 0) & (i_h < in_h) & (i_w >= 0) & (i_w < in_w)
