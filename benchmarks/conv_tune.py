@@ -220,13 +220,18 @@ def _best(row: dict, precision: str) -> dict | None:
     return min(ok, key=lambda v: v["ms"]) if ok else None
 
 
+def _precisions(rows: list[dict]) -> list[str]:
+    """The precisions `rows` timed variants in (--round0-only: tf32 alone, its ONE_LOOP-off variant)."""
+    return [p for p in ("tf32x3", "tf32") if any(v["precision"] == p for r in rows for v in r["variants"])]
+
+
 def _line(row: dict) -> str:
     if "error" in row or "skip" in row:
         return f"{row['problem']:<70} {row.get('error') or row.get('skip')}"
     e, r0 = row["eager_ms"], row["round0"]
     parts = [f"{row['problem'][:70]:<70} {','.join(row['forms']):<12} eager {e:8.3f} ms (err {row['eager_err']:.1e},"
              f" ieee {row['eager_ieee_err']:.1e})  r0 x{e / r0['ms']:5.2f}{'' if r0['ok'] else ' WRONG'}"]
-    for p in [q for q in ("tf32x3", "tf32") if any(v["precision"] == q for v in row["variants"])]:  # --round0-only: tf32
+    for p in _precisions([row]):
         b = _best(row, p)
         parts.append(f"{p} best x{e / b['ms']:5.2f} {tuple(b['knobs'].values())}" if b else f"{p} none correct")
     return "  ".join(parts) + f"  {row['seconds']:.0f} s"
@@ -246,7 +251,7 @@ def _summary(rows: list[dict]) -> None:
         rs = [r for r in rows if r["problem"].startswith(level) and "variants" in r]
         if not rs:
             continue
-        for p in [q for q in ("tf32x3", "tf32") if any(v["precision"] == q for r in rs for v in r["variants"])]:
+        for p in _precisions(rs):
             sp = [r["eager_ms"] / b["ms"] for r in rs if (b := _best(r, p))]
             geo = math.exp(sum(map(math.log, sp)) / len(sp)) if sp else float("nan")
             print(f"## {level} {p}: best correct on {len(sp)} of {len(rs)}; geomean x{geo:.2f} eager; "
