@@ -46,16 +46,33 @@ def tie_to_parent(sig: int = signal.SIGKILL) -> bool:
             return False
     except (OSError, AttributeError):
         return False
-    if os.getppid() != int(named) and not _alive(int(named)):  # it died before the request: no signal will come
+    if not _ancestor(int(named)):  # it died before the request: no signal will come
         os._exit(1)
     return True
 
 
-def _alive(pid: int) -> bool:
+def _ancestor(pid: int) -> bool:
+    """Whether `pid` is still this process's parent, or a parent's parent (a wrapper in between).
+
+    Asking whether `pid` is alive is not enough: a parent SIGKILLed a moment ago is a zombie until its
+    own parent reaps it, and `kill(pid, 0)` succeeds on a zombie -- a zygote started as a batch was
+    killed saw its dead service "alive", kept running with no signal to come, and was still there 20 s
+    later (tests/batch/test_lifetime.py, 2026-12-07). A dead parent's children are re-parented to a
+    subreaper or to init, so the named process is no longer above this one."""
+    seen, at = set(), os.getppid()
+    while at > 1 and at not in seen:
+        if at == pid:
+            return True
+        seen.add(at)
+        at = _parent_of(at)
+    return at == pid
+
+
+def _parent_of(pid: int) -> int:
+    """The parent pid /proc gives for `pid`; 0 when it is gone, a zombie or /proc cannot be read."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        stat = open(f"/proc/{pid}/stat", "rb").read()
+    except OSError:
+        return 0
+    state, ppid = stat[stat.rindex(b")") + 2:].split()[:2]  # the name may hold spaces and parentheses
+    return 0 if state in (b"Z", b"X") else int(ppid)
