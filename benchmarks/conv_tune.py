@@ -138,8 +138,10 @@ def _variant(spec, knobs, precision, tmp, truth, eager_err, inputs) -> dict:  # 
 
 # the input copied channels-last (PACK_X) at round 0's tiles and at the one-TF32-product tiles: an NCHW input
 # makes each K step a column of separate loads (sm_90 compiles of level 1's 55: 255 registers and a spill at
-# 256x128 with NCHW, 231 and none channels-last), against a copy of the whole input per call
-PACKED = [None, (128, 64, 16, 4, 4), (256, 64, 16, 8, 4), (128, 128, 16, 8, 4), (256, 128, 16, 8, 4)]
+# 256x128 with NCHW, 231 and none channels-last), against a copy of the whole input per call. 0-5% slower
+# at BLOCK_K 16 with a loop per tap (H200, 2026-12-04); with one K loop, 32-channel steps are tried too.
+PACKED = [None, (128, 64, 16, 4, 4), (128, 128, 16, 8, 4), (256, 128, 16, 8, 4), (128, 64, 32, 4, 3),
+          (128, 128, 32, 8, 3), (256, 128, 32, 8, 3)]
 
 
 def _grid(form: str) -> list[dict]:
