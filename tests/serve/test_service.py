@@ -26,6 +26,7 @@ from tests.support.paths import REPO
 
 pytestmark = pytest.mark.slow
 WARM = re.compile(r"warm worker pid (\d+): broadcast, kernel ([0-9a-f]{12})")
+REPLAYS = re.compile(r"warm worker pid (\d+): broadcast \(replays\), kernel ([0-9a-f]{12})")
 
 
 def _runtime(name: str) -> Path:
@@ -46,11 +47,11 @@ def kg(env: dict, *args: str) -> tuple[int, str, float]:
     return result.exit_code, " ".join((result.output or "").split()), time.monotonic() - started
 
 
-def warm_workers(env: dict) -> dict[str, int]:
-    """kernel sha256 prefix -> pid of the worker the service keeps for it."""
+def warm_workers(env: dict, pattern: re.Pattern[str] = WARM) -> dict[str, int]:
+    """kernel sha256 prefix -> pid of the worker the service keeps for it (`REPLAYS`: its replay worker)."""
     code, text, _ = kg(env, "serve", "--status")
     assert code == 0, text
-    return {sha: int(pid) for pid, sha in WARM.findall(text)}
+    return {sha: int(pid) for pid, sha in pattern.findall(text)}
 
 
 def _alive(pid: int) -> bool:
@@ -112,11 +113,14 @@ def test_first_command_starts_the_service_the_second_reuses_its_worker(served):
     warm = warm_workers(env)
     assert len(warm) == 1, warm
     (sha, pid), = warm.items()
+    replays = warm_workers(env, REPLAYS)  # the judge's replay worker is kept beside it, for the same kernel
+    assert list(replays) == [sha] and replays[sha] != pid, replays
 
     code, second, t_second = kg(env, "test", str(op), "--device", "cpu", "--seeds", "1")
     assert code == 0 and "PASS" in second, second
     assert "started the KernelGen service" not in second
     assert warm_workers(env) == {sha: pid}  # the same process served the same file again
+    assert warm_workers(env, REPLAYS) == replays  # ...and the same replay worker replayed it
     assert t_second < t_first, (t_first, t_second)  # no torch import, no worker start, a warm kernel
 
 
@@ -267,7 +271,9 @@ def test_a_kept_worker_is_released_after_its_idle_time(tmp_path):
     code, text, _ = kg(env, "test", str(op), "--device", "cpu", "--seeds", "1")
     assert code == 0 and "PASS" in text, text
     (pid,) = warm_workers(env).values()
+    (replays,) = warm_workers(env, REPLAYS).values()
     assert _wait_dead(pid, 60) and warm_workers(env) == {}
+    assert _wait_dead(replays, 10) and warm_workers(env, REPLAYS) == {}
     service = _service_pid(env)
     assert _alive(service)
     assert kg(env, "serve", "--stop")[0] == 0

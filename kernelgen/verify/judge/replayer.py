@@ -17,12 +17,26 @@ leaves there could stand for another kernel's binary.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from kernelgen.verify.judge.compilecache import seed, store_folder
 from kernelgen.verify.judge.session import WorkerFailure, WorkerSession, spare_worker
 from kernelgen.verify.plan import Plan
 from kernelgen.verify.replay.extract import ExtractError, Extracted, extract
+
+
+@dataclass
+class KeptReplay:
+    """A replay worker between two commands on one kernel (kernelgen.verify.judge.service.pool): no
+    inputs, the kernels it defined (slots) and the plans it holds (ids), with their binaries loaded."""
+
+    worker: WorkerSession
+    sent: set[str]
+    plans: set[str]
+
+    def close(self) -> None:
+        self.worker.close()
 
 
 class Replayer:
@@ -49,6 +63,51 @@ class Replayer:
         seed(w.compile_store, w.scratch / "triton")
         self._worker = w
         return w
+
+    def prestart(self) -> None:
+        """Start the replay worker now, beside whatever the judge does first (a judge given a warm
+        recording worker has no spare of either kind; started on first use, this one's start -- a
+        CUDA context, ~1 s on an H100 -- came after the recording instead of beside it)."""
+        if self._spare is None and not self.live():
+            self._spare = spare_worker(self.judge.device, role="replay")
+
+    def release(self) -> KeptReplay | None:
+        """The live replay worker taken out of this judge, its inputs dropped, with what it holds;
+        None when there is none or it cannot be emptied. The service keeps it beside the kernel's
+        recording worker: the next `bench` or `test` of that kernel then starts no replay worker and
+        loads no binary again (a second one started per command made `bench` 0.7-1.1 s slower than
+        before record and replay on an H100, 2026-12-08)."""
+        w, self._worker = self._worker, None
+        if w is None or w.closed or w.proc.poll() is not None:
+            return None
+        try:
+            emptied = w.request({"op": "clear"}).ok
+        except WorkerFailure:
+            emptied = False
+        if not emptied:
+            w.close()
+            return None
+        kept = KeptReplay(w, self._sent, self._plans)
+        self._sent, self._plans = set(), set()
+        return kept
+
+    def adopt(self, kept: KeptReplay) -> bool:
+        """Take a kept replay worker (`release`); False, and it is closed, when it died meanwhile or
+        this judge already has one."""
+        w = kept.worker
+        if self.live() or w.closed or w.proc.poll() is not None:
+            w.close()
+            return False
+        try:
+            w.attach(self.judge.arena_bytes)
+        except WorkerFailure:
+            w.close()
+            return False
+        if self._spare is not None:
+            self._spare.close()
+            self._spare = None
+        self._worker, self._sent, self._plans = w, set(kept.sent), set(kept.plans)
+        return True
 
     def live(self) -> bool:
         """Whether a replay worker is running (nothing to tidy in one that is not)."""

@@ -34,7 +34,7 @@ from kernelgen.verify.worker import sandbox
 from kernelgen.verify.protocol import ALIGN, Arena, OtherValue, ProtocolError, TensorRef, recv, send
 
 BATCHABLE = ("put", "refill", "call", "drop", "replay")
-COMMON = ("arena", "put", "draw", "refill", "drop", "sync", "batch")
+COMMON = ("arena", "put", "draw", "refill", "drop", "clear", "sync", "batch")
 
 
 def _short_tb(exc: BaseException, limit: int = 8) -> str:
@@ -242,6 +242,13 @@ class Worker:
 
     def op_drop(self, req: dict[str, Any]) -> dict[str, Any]:
         self.store.pop(str(req["key"]), None)
+        if self.device == "cuda":
+            self.torch.cuda.empty_cache()
+        return {"ok": True, "kind": "stored"}
+
+    def op_clear(self, req: dict[str, Any]) -> dict[str, Any]:  # noqa: ARG002 - every request carries one dict
+        """Every input held dropped: a worker the service keeps for the next command holds no tensors."""
+        self.store.clear()
         if self.device == "cuda":
             self.torch.cuda.empty_cache()
         return {"ok": True, "kind": "stored"}

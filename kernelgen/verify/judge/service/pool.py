@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from kernelgen.devices import DeviceInfo
 from kernelgen.verify.judge.judge import Judge
+from kernelgen.verify.judge.replayer import KeptReplay
 from kernelgen.verify.judge.session import WorkerSession
 from kernelgen.verify.results import RunRecord
 
@@ -38,7 +39,16 @@ class Kept:
     worker: WorkerSession
     slot: str
     violations: list[tuple[str, str]]
+    replay: KeptReplay | None = None
     since: float = field(default_factory=time.monotonic)
+
+    def pids(self) -> list[int]:
+        return [self.worker.proc.pid, *([self.replay.worker.proc.pid] if self.replay is not None else [])]
+
+    def close(self) -> None:
+        self.worker.close()
+        if self.replay is not None:
+            self.replay.close()
 
 
 def clean(*records: RunRecord | None) -> bool:
@@ -69,7 +79,13 @@ class WarmPool:
             kept = self._kept.pop(self.key(judge.device, judge.spec.name, kernel_sha), None)
         if kept is None:
             return None
-        return kept.worker.proc.pid if judge.adopt(kernel_sha, kept.worker, kept.slot, kept.violations) else None
+        if not judge.adopt(kernel_sha, kept.worker, kept.slot, kept.violations):
+            if kept.replay is not None:
+                kept.replay.close()
+            return None
+        if kept.replay is None or not judge.replayer.adopt(kept.replay):
+            judge.replayer.prestart()  # beside the recording, not after it
+        return kept.worker.proc.pid
 
     def keep(self, judge: Judge, kernel_sha: str) -> int | None:
         """Take this kernel's worker out of `judge` (call only after a clean run: `clean`) and keep it;
@@ -84,15 +100,16 @@ class WarmPool:
             worker.close()
             return None
         evicted = []
+        kept = Kept(worker, slot, violations, replay=judge.replayer.release())
         with self._lock:
             old = self._kept.pop(self.key(judge.device, judge.spec.name, kernel_sha), None)
             if old is not None:
                 evicted.append(old)
-            self._kept[self.key(judge.device, judge.spec.name, kernel_sha)] = Kept(worker, slot, violations)
+            self._kept[self.key(judge.device, judge.spec.name, kernel_sha)] = kept
             while len(self._kept) > self.limit:
                 evicted.append(self._kept.popitem(last=False)[1])
         for k in evicted:
-            k.worker.close()
+            k.close()
         return worker.proc.pid
 
     def expire(self, max_idle_s: float) -> int:
@@ -102,21 +119,23 @@ class WarmPool:
             old = [key for key, k in self._kept.items() if now - k.since > max_idle_s]
             gone = [self._kept.pop(key) for key in old]
         for k in gone:
-            k.worker.close()
+            k.close()
         return len(gone)
 
     def pids(self) -> set[int]:
         with self._lock:
-            return {k.worker.proc.pid for k in self._kept.values()}
+            return {pid for k in self._kept.values() for pid in k.pids()}
 
     def describe(self) -> list[tuple[int, str, str, float]]:
-        """(pid, operator, kernel sha256, seconds idle) of every kept worker."""
+        """(pid, operator, kernel sha256, seconds idle) of every kept worker, its replay worker's beside
+        it (the operator's name followed by "(replays)")."""
         now = time.monotonic()
         with self._lock:
-            return [(k.worker.proc.pid, key[2], key[3], now - k.since) for key, k in self._kept.items()]
+            return [(pid, key[2] if i == 0 else f"{key[2]} (replays)", key[3], now - k.since)
+                    for key, k in self._kept.items() for i, pid in enumerate(k.pids())]
 
     def close(self) -> None:
         with self._lock:
             kept, self._kept = list(self._kept.values()), OrderedDict()
         for k in kept:
-            k.worker.close()
+            k.close()
