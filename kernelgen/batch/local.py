@@ -41,6 +41,9 @@ from kernelgen.lending import LendToken, lend, withdraw_all
 from kernelgen.lifetime import child_env
 from kernelgen.verify.judge.devicelock import ENV as LOCK_ENV
 
+# An operator whose worker the batch stopped (Ctrl-C, SIGTERM, `timeout`): not an error of the kernel or the
+# tool -- three rows of a KernelBench batch stopped by `timeout -s INT` read "error ... died (exit 143)" (2026-12-08)
+STOPPED = "stopped with the batch before it ended: the same command resumes it"
 STOP_WAIT_S = 30.0  # a worker told to stop gives its step 10 s to clean up (kernelgen.batch.step), then exits
 STOP_JOIN_S = 5.0  # a worker thread, once its worker is gone, only records the operator's end
 
@@ -256,6 +259,8 @@ class _Run:
             result = worker.run(job, self.emit)
         finally:
             self.pending.done(target, job)
+        if result.status == "error" and self.stopping.is_set():  # its worker was stopped with the batch, not broken
+            result = result.model_copy(update={"status": "pending", "reason": STOPPED})
         if result.status == "memory" and job.attempt == 1 and self.pending.had_company(job):
             self.emit(Event(job.name, "step", target.label, f"{result.reason}; it runs again alone on an idle GPU"))
             self.pending.retry_alone(job.model_copy(update={"attempt": 2}))

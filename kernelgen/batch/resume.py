@@ -47,7 +47,8 @@ class JobResult(_Model):
     status: Status  # finished: correct and measured; failed: ran, kernel wrong or untimed;
     #                 invalid: the input (spec, offline coverage, LLM configuration); memory: out of the
     #                 GPU's memory, also alone on an idle GPU (never a verdict on the kernel);
-    #                 error: crash, timeout; pending: not reached yet (only in a report written while it runs)
+    #                 error: crash, timeout; pending: not reached yet (in a report written while it runs) or
+    #                 stopped with the batch (kernelgen.batch.local.STOPPED)
     reason: str = ""
     rounds: int | None = None  # the --rounds asked for (None: each spec's max_rounds)
     steps: list[StepRecord] = Field(default_factory=list)

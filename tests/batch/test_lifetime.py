@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from kernelgen.batch.job import JobRequest
-from kernelgen.batch.local import LocalEngine
+from kernelgen.batch.local import STOPPED, LocalEngine
 from kernelgen.batch.placement import GiB
 from kernelgen.batch.resume import JOB_FILE
 from kernelgen.batch.step import WRAPPER_ENV
@@ -112,6 +112,9 @@ def test_a_batch_stopped_or_killed_leaves_nothing_behind_and_a_rerun_finishes_ev
     assert stopped["rc"] == 130, stopped
     assert _services(stopped) == 2, stopped  # one per worker, none a step started where it found none
     assert stopped["left"] == [] and stopped["service"] == [] and stopped["late"] == [], stopped
+    rows = _rows(out)  # the operators it stopped are to be resumed, not errors of the kernel or the tool
+    assert rows and all(r["status"] in ("pending", "finished") for r in rows.values()), rows
+    assert any(r["reason"] == STOPPED for r in rows.values()), rows
 
     killed = _watch(out, args, env, kill_when="checking accuracy")
     assert killed["rc"] == -9, killed
