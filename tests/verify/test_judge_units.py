@@ -458,3 +458,60 @@ def test_a_huge_output_is_compared_slab_by_slab_and_reported_in_full_when_it_dif
     b[57, 3] += 1
     off = compare_mod.compare(a, b, tol)
     assert not off.passed and off.mismatches == 1 and off.worst_index == [57, 3]
+
+
+def test_a_peer_warming_up_keeps_timings_waiting_but_not_checks(tmp_path: Path):
+    """A peer's first call (FlagGems compiling and autotuning: up to a minute) holds the device shared as a
+    warm-up. A timing waits for it -- but not at the turnstile, where it would hold every check of the GPU
+    behind it (58-96 s checks on an H100, 2026-12-08): a check still gets in. A plain shared holder keeps
+    the old rule: a waiting timing goes first."""
+    import threading
+    import time
+
+    from kernelgen.verify.judge.devicelock import device_lock
+
+    path = str(tmp_path / "cuda0.lock")
+
+    def scenario(warmup: bool) -> tuple[float, list[str]]:
+        order: list[str] = []
+        held, release = threading.Event(), threading.Event()
+
+        def holder() -> None:
+            with device_lock(False, path, warmup=warmup):
+                held.set()
+                release.wait(10)
+            order.append("holder out")
+
+        def timing() -> None:
+            with device_lock(True, path):
+                order.append("timing")
+
+        threads = [threading.Thread(target=holder)]
+        threads[0].start()
+        assert held.wait(10)
+        threads.append(threading.Thread(target=timing))
+        threads[1].start()
+        time.sleep(0.3)  # the timing is queued now
+        t0 = time.monotonic()
+        checked = threading.Event()
+
+        def check() -> None:
+            with device_lock(False, path):
+                order.append("check")
+            checked.set()
+
+        threads.append(threading.Thread(target=check))
+        threads[2].start()
+        got_in = checked.wait(1.0)
+        waited = time.monotonic() - t0 if got_in else float("inf")
+        assert "timing" not in order  # never beside the holder
+        release.set()
+        for t in threads:
+            t.join(10)
+        assert order.index("holder out") < order.index("timing")
+        return waited, order
+
+    waited, order = scenario(warmup=True)
+    assert waited < 0.5 and order.index("check") < order.index("holder out"), (waited, order)
+    waited, order = scenario(warmup=False)  # a check behind a queued timing: after it
+    assert waited == float("inf") and order.index("timing") < order.index("check"), (waited, order)

@@ -7,7 +7,16 @@ shared (they may overlap each other), timed sections take it exclusively
 (nothing else of ours runs on the device while a timing is taken). Process start-up and imports
 overlap freely; a first call's JIT compile runs inside a check, under the shared lock. Writers go first:
 a reader passes a turnstile that a waiting writer holds, so a stream of checks cannot starve a
-timing. Unset, the lock does nothing. A judge whose workers run on another GPU of the host
+timing. Unset, the lock does nothing.
+
+A peer library's first call at a shape (FlagGems compiles and autotunes there: up to its 60 s budget,
+kernelgen.verify.judge.peerproc) is a *warm-up*: shared like a check, but a timing waits for it before
+it takes the turnstile, not at it. Behind the turnstile, one warm-up held every check of the GPU for
+as long as it ran: on an H100 with three KernelBench problems at once, round 0's checks took 58-96 s
+and their baselines waited 46-57 s for the device (2026-12-08), where the checks alone take 5-14 s.
+Now checks go on beside a warm-up; timings still never overlap one, and a waiting timing holds the
+warm-ups' own turnstile, so a stream of warm-ups cannot starve it either. Every taker takes the files
+in one order (warm-ups' turnstile, warm-ups, turnstile, lock): no two wait on each other. A judge whose workers run on another GPU of the host
 (kernelgen.devices.DeviceInfo.pin) takes that GPU's lock, named by DeviceInfo.lock.
 """
 
@@ -37,19 +46,32 @@ def _flock(path: str, mode: int) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def device_lock(exclusive: bool, path: str | None = None) -> Iterator[None]:
+def device_lock(exclusive: bool, path: str | None = None, *, warmup: bool = False) -> Iterator[None]:
     """The lock of the device at `path` (a judge's other GPU names its own); by default the one
-    KERNELGEN_DEVICE_LOCK names. Locks of different files are independent: two GPUs time at once."""
+    KERNELGEN_DEVICE_LOCK names. Locks of different files are independent: two GPUs time at once.
+    `warmup` (shared only): a peer's first call, which may hold the device for a minute (above)."""
     path = path or os.environ.get(ENV)
     if not path:
         yield
         return
-    turnstile = path + ".turnstile"
+    turnstile, warm = path + ".turnstile", path + ".warm"
     if exclusive:
-        with _flock(turnstile, fcntl.LOCK_EX), _flock(path, fcntl.LOCK_EX):
+        with _flock(warm + ".turnstile", fcntl.LOCK_EX), _flock(warm, fcntl.LOCK_EX), \
+                _flock(turnstile, fcntl.LOCK_EX), _flock(path, fcntl.LOCK_EX):
+            yield
+    elif warmup:
+        with _flock(warm + ".turnstile", fcntl.LOCK_EX):
+            pass  # wait behind any writer that is queued for the warm-ups to end
+        with _flock(warm, fcntl.LOCK_SH), _shared(path, turnstile):
             yield
     else:
-        with _flock(turnstile, fcntl.LOCK_EX):
-            pass  # wait behind any writer that is queued
-        with _flock(path, fcntl.LOCK_SH):
+        with _shared(path, turnstile):
             yield
+
+
+@contextlib.contextmanager
+def _shared(path: str, turnstile: str) -> Iterator[None]:
+    with _flock(turnstile, fcntl.LOCK_EX):
+        pass  # wait behind any writer that is queued
+    with _flock(path, fcntl.LOCK_SH):
+        yield

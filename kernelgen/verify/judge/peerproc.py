@@ -17,8 +17,8 @@ one that crashes is named, and the other is still timed), and a new child takes 
 A child that does not answer in time is not retried: the cases it left are reported untimed.
 
 A peer's first call at a case compiles (and, for FlagGems, autotunes) its kernels for the shape, and
-holds the device lock (shared) while it does: a process waiting to time exclusively waits behind it,
-and every check queues behind that waiter. So that first call has a budget of its own
+holds the device lock shared, as a warm-up, while it does: a process waiting to time exclusively waits
+behind it (checks go on beside it: kernelgen.verify.judge.devicelock). So that first call has a budget of its own
 (PEER_WARMUP_S): the child says when one starts and ends (one JSON line each), and the parent stops a
 child whose peer overruns it, then times the other peers, skipping that one for the cases left.
 """
@@ -285,7 +285,7 @@ def _serve(request: dict[str, Any]) -> None:
             try:
                 with torch.no_grad(), warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # FlagGems warns once per operator it overrides
-                    with device_lock(exclusive=False, path=lock):
+                    with device_lock(exclusive=False, path=lock, warmup=True):  # checks may go on beside it
                         _say("warming", peer.name, ci, dtype)  # held from here: the parent keeps its budget
                         try:
                             with peer.context():
