@@ -372,9 +372,10 @@ def test_a_check_shares_the_device_lock_case_by_case_so_a_timing_gets_in_between
     path = tmp_path / "locks" / "dev.lock"
     monkeypatch.setenv("KERNELGEN_DEVICE_LOCK", str(path))
     taken: list[bool] = []
+    warmups: list[bool] = []  # the first case compiles the kernel: a warm-up, checks of others go on beside it
 
     @contextlib.contextmanager
-    def spy(exclusive: bool, path: str | None = None):
+    def spy(exclusive: bool, path: str | None = None, *, warmup: bool = False):
         if taken:  # between two of the check's holds: nothing of it holds the lock, a timing may take it now
             fd = os.open(path or os.environ["KERNELGEN_DEVICE_LOCK"], os.O_RDWR | os.O_CREAT)
             try:
@@ -382,14 +383,16 @@ def test_a_check_shares_the_device_lock_case_by_case_so_a_timing_gets_in_between
                 fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
                 os.close(fd)
-        with device_lock(exclusive, path):
+        with device_lock(exclusive, path, warmup=warmup):
             taken.append(exclusive)
+            warmups.append(warmup)
             yield
 
     monkeypatch.setattr(accuracy, "device_lock", spy)
     record = run_accuracy(open_operator(make_op_dir(tmp_path / "op", HONEST)), resolve_device("cpu"), seeds=1)
     assert record.status == "ok" and record.accuracy is not None and record.accuracy.correct
     assert len(taken) >= 3 and not any(taken), taken  # the load, then one shared hold per case and probe
+    assert warmups[:3] == [False, True, False] and not any(warmups[2:]), warmups  # the load, the first case, ...
 
 
 def test_inputs_scaled_up_widen_only_the_absolute_tolerance():
@@ -480,7 +483,7 @@ def test_a_peer_warming_up_keeps_timings_waiting_but_not_checks(tmp_path: Path):
             with device_lock(False, path, warmup=warmup):
                 held.set()
                 release.wait(10)
-            order.append("holder out")
+                order.append("holder out")  # still holding: whatever it kept waiting comes after
 
         def timing() -> None:
             with device_lock(True, path):

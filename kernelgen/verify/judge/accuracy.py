@@ -186,8 +186,8 @@ def check_accuracy(judge: Judge, kernel: KernelSource, *, seeds: tuple[int, ...]
     result.checks_expected = sum(_planned(c) for c in plan.cases) + len(probes)
     result.checks_deciding = sum(_planned(c) for c in plan.cases if c.decides) + \
         sum(1 for *_, dtype in probes if dtype in spec.deciding_dtypes)
-    # The device lock shared case by case: none times while a case runs, and a waiting timing gets in between
-    # two. Held for a whole check (13-24 s), three KernelBench problems on an H100 kept timings 10-13 s waiting
+    # The lock shared case by case: a waiting timing gets in between two (held for a whole check, 13-24 s, it kept
+    # timings 10-13 s waiting). The first case compiles (ptxas: up to minutes): a warm-up, checks go on beside it
     lock = device.lock
     try:
         with device_lock(exclusive=False, path=lock):
@@ -203,7 +203,7 @@ def check_accuracy(judge: Judge, kernel: KernelSource, *, seeds: tuple[int, ...]
     fill_a, fill_b = draw_fills()
     plans = CandidatePlans(judge, kernel, worker, slot)
     for n, check in enumerate(plan.cases):
-        with device_lock(exclusive=False, path=lock):
+        with device_lock(exclusive=False, path=lock, warmup=n == 0):
             if _run_case(state, plans, check, base, f"case{n}", fill_a, fill_b):
                 return _finish(result)
     result.skipped += judge.notes.get(kernel.sha256, [])  # e.g. autotune's first config only, on the interpreter
