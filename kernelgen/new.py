@@ -36,6 +36,7 @@ from kernelgen.spec.given import read_spec
 from kernelgen.verify.judge import integrity
 from kernelgen.verify.judge.runner import open_judge, run_accuracy, run_performance
 from kernelgen.verify.judge.judge import KernelSource
+from kernelgen.verify.judge.devicelock import waits_said
 from kernelgen.verify.judge.session import Spares, early_worker
 from kernelgen.verify.results import RunRecord
 
@@ -84,10 +85,12 @@ def _check_and_time(op: OperatorDir, record: RoundRecord, device: DeviceInfo, *,
     # worker would pay the torch import, the device context and every JIT compile again).
     with open_judge(op, device, spare=spare) as judge:
         on_step(f"{op.name}: checking accuracy of {record.kernel_file} on {device.kind}")
-        record.accuracy = run_accuracy(op, device, judge=judge)
+        with waits_said(on_step, op.name):
+            record.accuracy = run_accuracy(op, device, judge=judge)
         if record.accuracy.passed and measure:
             on_step(f"{op.name}: measuring performance")
-            record.performance = run_performance(op, device, judge=judge)
+            with waits_said(on_step, op.name):
+                record.performance = run_performance(op, device, judge=judge)
 
 
 def _round0(op: OperatorDir, spec_text: str, writer: KernelWriter, dev: DeviceInfo,

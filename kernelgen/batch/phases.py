@@ -11,6 +11,10 @@ optimization round's proposing, checking and timing) adds up. The names are `<st
                propose, search, check, time (the candidate against the best), end (keep or not, log)
     bench:     start, time (the final measurement: the kernel, eager, torch.compile, the peers)
 
+A phase's wait for the device, said at its end (`<name>: waited 41.3 s for the device`:
+kernelgen.verify.judge.devicelock.waits_said), is a phase of its own, `<step>: <phase> (device lock)`,
+taken out of the phase's seconds: other processes' checks and timings on the GPU, not this step's work.
+
 Only what the steps print is seen: inside `measure` and `bench: time`, torch.compile's and the
 peers' seconds are not told apart (the baseline cache makes them cost nothing the second time).
 
@@ -62,15 +66,27 @@ def phase_of_line(step: str, line: str) -> str | None:
     return next((phase for s, pattern, phase in MARKS if s == step and pattern.search(line)), None)
 
 
+_WAITED = re.compile(r": waited (?P<s>\d+(?:\.\d+)?) s for the device$")
+
+
 def split(step: str, marks: list[tuple[float, str]], total: float) -> dict[str, float]:
     """Seconds per phase of one step: `marks` are (seconds since the step started, progress line)."""
     out: dict[str, float] = {}
+    waited: dict[str, float] = {}
     current, since = "start", 0.0
     for at, line in marks:
         phase = phase_of_line(step, line)
         if phase is None:
+            m = _WAITED.search(line.strip())
+            if m is not None:
+                waited[current] = waited.get(current, 0.0) + float(m["s"])
             continue
         out[f"{step}: {current}"] = out.get(f"{step}: {current}", 0.0) + max(0.0, at - since)
         current, since = phase, at
     out[f"{step}: {current}"] = out.get(f"{step}: {current}", 0.0) + max(0.0, total - since)
+    for phase, s in waited.items():
+        key = f"{step}: {phase}"
+        s = min(s, out.get(key, 0.0))  # said by the judge's clock, bounded by the step's
+        out[key] = out.get(key, 0.0) - s
+        out[f"{key} (device lock)"] = s
     return {k: round(v, 2) for k, v in out.items()}

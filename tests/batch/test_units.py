@@ -321,6 +321,43 @@ def test_a_steps_seconds_are_split_at_the_progress_lines_that_begin_a_phase():
     assert split("optimize", rounds, 12.0) == {"optimize: start": 2.0, "optimize: time the best": 3.0,
                                                "optimize: propose": 2.0, "optimize: check": 5.0}  # the rounds add up
     assert split("bench", [], 4.0) == {"bench: start": 4.0}
+    waited = [*marks[:3], (8.0, "kb1_19_relu: waited 2.5 s for the device"), marks[3]]
+    assert split("new", waited, 20.0) == {"new: start": 3.0, "new: generate": 2.0, "new: check": 1.5,
+                                          "new: measure": 11.0, "new: check (device lock)": 2.5}
+
+
+def test_new_says_how_long_its_check_waited_for_the_device(tmp_path, monkeypatch, repo):
+    """Another process holding the GPU's lock while `new` checks: the step says how long it waited, so a
+    batch's report shows the queue (kernelgen.batch.phases) instead of counting it as the check's work."""
+    import threading
+    import time
+
+    from kernelgen.verify.judge.devicelock import device_lock
+
+    lock, out = tmp_path / "cuda0.lock", tmp_path / "out"
+    monkeypatch.setenv(LOCK_ENV, str(lock))
+    monkeypatch.setenv("KERNELGEN_NO_SERVICE", "1")
+    held, done = threading.Event(), threading.Event()
+
+    def timing_elsewhere() -> None:  # as another problem's timing would: until 3 s after the kernel is written
+        with device_lock(True, str(lock)):  # (into `new`'s staging folder: renamed into `out` at the end)
+            held.set()
+            while not any(tmp_path.rglob("broadcast_triton.py")) and not done.is_set():
+                time.sleep(0.05)
+            time.sleep(3.0)
+
+    other = threading.Thread(target=timing_elsewhere)
+    other.start()
+    assert held.wait(10)
+    try:
+        r = CliRunner().invoke(app, ["new", str(repo / "operator_specs" / "broadcast.yaml"), "--out", str(out),
+                                     "--backend", "offline", "--no-bench", "--device", "cpu"])
+    finally:
+        done.set()
+        other.join(30)
+    assert r.exit_code == 0, r.output
+    said = [float(m) for m in __import__("re").findall(r"broadcast: waited (\d+\.\d) s for the device", flat(r.output))]
+    assert said and said[0] >= 1.0, flat(r.output)
 
 
 def test_what_reads_as_the_device_out_of_memory():

@@ -25,9 +25,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from typing import Iterator
+import time
+from typing import Callable, Iterator
 
 ENV = "KERNELGEN_DEVICE_LOCK"
+_WAITED = [0.0]  # seconds this process has waited to take a device lock, all takes together
+SAY_WAIT_S = 0.5  # less is the files' own cost, not a queue
 
 
 @contextlib.contextmanager
@@ -55,18 +58,34 @@ def device_lock(exclusive: bool, path: str | None = None, *, warmup: bool = Fals
         yield
         return
     turnstile, warm = path + ".turnstile", path + ".warm"
+    t0 = time.monotonic()
     if exclusive:
         with _flock(warm + ".turnstile", fcntl.LOCK_EX), _flock(warm, fcntl.LOCK_EX), \
                 _flock(turnstile, fcntl.LOCK_EX), _flock(path, fcntl.LOCK_EX):
+            _WAITED[0] += time.monotonic() - t0
             yield
     elif warmup:
         with _flock(warm + ".turnstile", fcntl.LOCK_EX):
             pass  # wait behind any writer that is queued for the warm-ups to end
         with _flock(warm, fcntl.LOCK_SH), _shared(path, turnstile):
+            _WAITED[0] += time.monotonic() - t0
             yield
     else:
         with _shared(path, turnstile):
+            _WAITED[0] += time.monotonic() - t0
             yield
+
+
+@contextlib.contextmanager
+def waits_said(say: Callable[[str], None], name: str) -> Iterator[None]:
+    """Says how long the work inside waited for the device (other processes' checks and timings on it),
+    where it waited at all: `<name>: waited 41.3 s for the device` -- a batch reads it into a phase of
+    its own (kernelgen.batch.phases), so a queue on the GPU is not taken for the kernel's own time."""
+    before = _WAITED[0]
+    yield
+    waited = _WAITED[0] - before
+    if waited >= SAY_WAIT_S:
+        say(f"{name}: waited {waited:.1f} s for the device")
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ from typing import Callable
 
 from kernelgen.devices import INTERPRETER_WARNING, resolve_device
 from kernelgen.opdir import open_operator
+from kernelgen.verify.judge.devicelock import waits_said
 from kernelgen.verify.judge.runner import kernel_source, open_judge, run_accuracy, run_performance
 from kernelgen.verify.judge.service.pool import WarmPool, clean
 from kernelgen.verify.judge.service.wire import Done, JobRequest, Step, WorkerUse
@@ -51,10 +52,13 @@ def run_job(req: JobRequest, pool: WarmPool, emit: Emit) -> Done:
                                           fresh=job.fresh, judge=judge, graph=job.graph)
         else:
             emit(Step(text=f"{op.name}: checking accuracy of {job.kernel_label} on {dev.kind}"))
-            accuracy = run_accuracy(op, dev, source=source, judge=judge)
+            say = lambda text: emit(Step(text=text))  # noqa: E731 - one line, said twice
+            with waits_said(say, op.name):
+                accuracy = run_accuracy(op, dev, source=source, judge=judge)
             if accuracy.passed and job.measure:
                 emit(Step(text=f"{op.name}: measuring performance"))
-                performance = run_performance(op, dev, source=source, judge=judge)
+                with waits_said(say, op.name):
+                    performance = run_performance(op, dev, source=source, judge=judge)
         kept = pool.keep(judge, source.sha256) if clean(accuracy, performance) else None
         if kept is not None and lent is None:
             uses.append(WorkerUse(pid=kept, kernel_sha256=source.sha256, reused=False))
