@@ -388,24 +388,25 @@ def replay_examples(out: Path, before: Path | None, names: Iterable[str] = REPLA
                "--no-bench", tree=before, env=caches["before"])
             trees["before"] = (before, out / "replay-before" / name)
         secs: dict[str, list[float]] = {t: [] for t in trees}
-        rcs: dict[str, int] = {}
+        rcs: dict[str, list[int]] = {t: [] for t in trees}
         for _run in ("first", "again"):
             for t, (tree, folder) in trees.items():
                 dest = json_out if t == "after" else out / f"replay_{name}_before.json"
-                rcs[t], text, took = kg("bench", str(folder), "--no-compile", "--no-peers", "--json", str(dest), env=caches[t], tree=tree)
+                rc, text, took = kg("bench", str(folder), "--no-compile", "--no-peers", "--json", str(dest), env=caches[t], tree=tree)
                 secs[t].append(took)
-                if rcs[t] != 0:  # matmul_leakyrelu's second bench exited 1 on an H100 (2026-12-08), unseen why
-                    print(f"bench of {name} ({t}, {_run}) exited {rcs[t]}: {text.strip()[-1500:]}", file=sys.stderr)
+                rcs[t].append(rc)
+                if rc != 0:  # matmul_leakyrelu's second bench exited 1 on an H100 (2026-12-08), unseen why
+                    print(f"bench of {name} ({t}, {_run}) exited {rc}: {text.strip()[-1500:]}", file=sys.stderr)
         perf = (json.loads(json_out.read_text()).get("performance") or {}) if json_out.is_file() else {}
         now = _cases(perf)
-        yield (f"replay bench {name}", f"rc {rcs['after']}, violations "
+        yield (f"replay bench {name}", f"rc {'/'.join(map(str, rcs['after']))} (first/again), violations "
                      f"{sorted({v['code'] for v in perf.get('violations', [])}) or 'none'}")
         old: dict[str, float] = {}
         if before is not None:
             old_json = out / f"replay_{name}_before.json"
             old = _cases((json.loads(old_json.read_text()).get("performance") or {}) if old_json.is_file() else {})
             yield (f"  {name} bench wall time", f"first: before {secs['before'][0]:.1f} s, after {secs['after'][0]:.1f} s; "
-                   f"again: before {secs['before'][1]:.1f} s, after {secs['after'][1]:.1f} s (rc before {rcs['before']})")
+                   f"again: before {secs['before'][1]:.1f} s, after {secs['after'][1]:.1f} s (rc before {'/'.join(map(str, rcs['before']))})")
         graph_json = out / f"replay_{name}_graph.json"
         kg("bench", str(op), "--no-compile", "--no-peers", "--graph", "--json", str(graph_json),
            env=caches["after"])
