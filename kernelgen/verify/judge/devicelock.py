@@ -16,8 +16,11 @@ as long as it ran: on an H100 with three KernelBench problems at once, round 0's
 and their baselines waited 46-57 s for the device (2026-12-08), where the checks alone take 5-14 s.
 Now checks go on beside a warm-up; timings still never overlap one, and a waiting timing holds the
 warm-ups' own turnstile, so a stream of warm-ups cannot starve it either. Every taker takes the files
-in one order (warm-ups' turnstile, warm-ups, turnstile, lock): no two wait on each other. A judge whose workers run on another GPU of the host
-(kernelgen.devices.DeviceInfo.pin) takes that GPU's lock, named by DeviceInfo.lock.
+in one order (warm-ups' turnstile, warm-ups, turnstile, lock): no two wait on each other. A check's
+first case, which compiles the kernel, is a warm-up too.
+
+A judge whose workers run on another GPU of the host (kernelgen.devices.DeviceInfo.pin) takes that GPU's
+lock, named by DeviceInfo.lock.
 """
 
 from __future__ import annotations
@@ -52,28 +55,33 @@ def _flock(path: str, mode: int) -> Iterator[None]:
 def device_lock(exclusive: bool, path: str | None = None, *, warmup: bool = False) -> Iterator[None]:
     """The lock of the device at `path` (a judge's other GPU names its own); by default the one
     KERNELGEN_DEVICE_LOCK names. Locks of different files are independent: two GPUs time at once.
-    `warmup` (shared only): a peer's first call, which may hold the device for a minute (above)."""
+    `warmup` (shared only): work that may hold the device for a minute -- a peer's first call, a check's
+    first case (the kernel's compile) -- which a timing waits for before the turnstile (above)."""
     path = path or os.environ.get(ENV)
     if not path:
         yield
         return
     turnstile, warm = path + ".turnstile", path + ".warm"
     t0 = time.monotonic()
-    if exclusive:
-        with _flock(warm + ".turnstile", fcntl.LOCK_EX), _flock(warm, fcntl.LOCK_EX), \
-                _flock(turnstile, fcntl.LOCK_EX), _flock(path, fcntl.LOCK_EX):
-            _WAITED[0] += time.monotonic() - t0
-            yield
-    elif warmup:
-        with _flock(warm + ".turnstile", fcntl.LOCK_EX):
-            pass  # wait behind any writer that is queued for the warm-ups to end
-        with _flock(warm, fcntl.LOCK_SH), _shared(path, turnstile):
-            _WAITED[0] += time.monotonic() - t0
-            yield
-    else:
-        with _shared(path, turnstile):
-            _WAITED[0] += time.monotonic() - t0
-            yield
+    with contextlib.ExitStack() as held:
+        if exclusive:
+            for name in (warm + ".turnstile", warm, turnstile, path):
+                held.enter_context(_flock(name, fcntl.LOCK_EX))
+        else:
+            if warmup:
+                held.enter_context(_behind(warm + ".turnstile", warm))
+            held.enter_context(_behind(turnstile, path))
+        _WAITED[0] += time.monotonic() - t0
+        yield
+
+
+@contextlib.contextmanager
+def _behind(turnstile: str, path: str) -> Iterator[None]:
+    """`path` shared, once no writer is queued at `turnstile`."""
+    with _flock(turnstile, fcntl.LOCK_EX):
+        pass  # wait behind any writer that is queued
+    with _flock(path, fcntl.LOCK_SH):
+        yield
 
 
 @contextlib.contextmanager
@@ -86,11 +94,3 @@ def waits_said(say: Callable[[str], None], name: str) -> Iterator[None]:
     waited = _WAITED[0] - before
     if waited >= SAY_WAIT_S:
         say(f"{name}: waited {waited:.1f} s for the device")
-
-
-@contextlib.contextmanager
-def _shared(path: str, turnstile: str) -> Iterator[None]:
-    with _flock(turnstile, fcntl.LOCK_EX):
-        pass  # wait behind any writer that is queued
-    with _flock(path, fcntl.LOCK_SH):
-        yield
