@@ -95,12 +95,7 @@ class Replayer:
         """Take a kept replay worker (`release`); False, and it is closed, when it died meanwhile or
         this judge already has one."""
         w = kept.worker
-        if self.live() or w.closed or w.proc.poll() is not None:
-            w.close()
-            return False
-        try:
-            w.attach(self.judge.arena_bytes)
-        except WorkerFailure:
+        if self.live() or not w.take("replays", self.judge.arena_bytes):  # take: alive, with this judge's arena
             w.close()
             return False
         if self._spare is not None:
