@@ -9,9 +9,10 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
+
+from tests.support.procs import gone, state
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 
@@ -36,31 +37,18 @@ PARENT = textwrap.dedent("""
 """)
 
 
-def _gone(pid: int, within_s: float) -> bool:
-    end = time.monotonic() + within_s
-    while time.monotonic() < end:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            return True
-        if state == b"Z":
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_a_child_whose_parent_died_before_it_asked_exits_though_the_parent_is_an_unreaped_zombie(tmp_path):
     out = tmp_path / "survived"
     parent = subprocess.Popen([sys.executable, "-c", PARENT, CHILD, str(out)], stdout=subprocess.PIPE, text=True)
     child = int(parent.stdout.readline())
     try:
         deadline = time.monotonic() + 30
-        while Path(f"/proc/{parent.pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] != b"Z":
+        while state(parent.pid) != "Z":
             assert time.monotonic() < deadline, "the parent did not exit"
             time.sleep(0.02)
         # the parent is a zombie now (not reaped: we have not waited), which kill(pid, 0) calls alive
         os.kill(parent.pid, 0)
-        assert _gone(child, 15), "the child kept running with its parent dead"
+        assert gone(child, 15), "the child kept running with its parent dead"
         assert not out.exists(), "tie_to_parent returned in a child whose parent had died"
     finally:
         parent.wait()

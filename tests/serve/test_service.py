@@ -23,6 +23,7 @@ from kernelgen.cli import app
 from tests.support.broadcast import make_op_dir
 from tests.support.judging import ADVERSARIAL, HONEST, expectation
 from tests.support.paths import REPO
+from tests.support.procs import alive, gone
 
 pytestmark = pytest.mark.slow
 WARM = re.compile(r"warm worker pid (\d+): broadcast, kernel ([0-9a-f]{12})")
@@ -52,23 +53,6 @@ def warm_workers(env: dict, pattern: re.Pattern[str] = WARM) -> dict[str, int]:
     code, text, _ = kg(env, "serve", "--status")
     assert code == 0, text
     return {sha: int(pid) for pid, sha in pattern.findall(text)}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
-
-
-def _wait_dead(pid: int, seconds: float = 30.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def _socket_for(env: dict) -> Path:
@@ -214,7 +198,7 @@ def test_status_and_stop(tmp_path):
     assert code == 0 and "already running" in text and f"pid {pid}" in text, text
     code, text, _ = kg(env, "serve", "--stop")
     assert code == 0 and "stopped" in text, text
-    assert _wait_dead(pid)
+    assert gone(pid, 30)
     assert not list(Path(env["KERNELGEN_RUNTIME_DIR"]).glob("*.sock"))
 
 
@@ -257,10 +241,10 @@ def test_stop_and_status_act_on_this_installation_and_know_a_batch_workers_servi
     code, text, _ = kg(env, "serve", "--stop")
     assert code == 0 and "stopped" in text and "1 service(s) of another KernelGen installation or Python environment left " \
         "running" in text, text
-    assert _wait_dead(mine) and _alive(other_pid)
+    assert gone(mine, 30) and alive(other_pid)
     code, text, _ = kg(env, "serve", "--stop", "--all")
     assert code == 0 and "stopped" in text, text
-    assert _wait_dead(other_pid)
+    assert gone(other_pid, 30)
 
 
 def test_a_kept_worker_is_released_after_its_idle_time(tmp_path):
@@ -272,10 +256,10 @@ def test_a_kept_worker_is_released_after_its_idle_time(tmp_path):
     assert code == 0 and "PASS" in text, text
     (pid,) = warm_workers(env).values()
     (replays,) = warm_workers(env, REPLAYS).values()
-    assert _wait_dead(pid, 60) and warm_workers(env) == {}
-    assert _wait_dead(replays, 10) and warm_workers(env, REPLAYS) == {}
+    assert gone(pid, 60) and warm_workers(env) == {}
+    assert gone(replays, 10) and warm_workers(env, REPLAYS) == {}
     service = _service_pid(env)
-    assert _alive(service)
+    assert alive(service)
     assert kg(env, "serve", "--stop")[0] == 0
 
 
@@ -284,7 +268,7 @@ def test_it_idles_out(tmp_path):
     code, text, _ = kg(env, "serve", "--device", "cpu")
     assert code == 0 and "stops after 3 s" in text, text
     pid = _service_pid(env)
-    assert _wait_dead(pid, 60)
+    assert gone(pid, 60)
     assert not list(Path(env["KERNELGEN_RUNTIME_DIR"]).glob("*.sock"))
 
 
@@ -299,7 +283,7 @@ def test_a_stale_socket_and_a_dead_service_are_replaced(tmp_path):
     assert code == 0 and "started the KernelGen service" in text, text
     first = _service_pid(env)
     os.kill(first, signal.SIGKILL)  # a dead service: its socket stays behind
-    assert _wait_dead(first) and path.exists()
+    assert gone(first, 30) and path.exists()
     code, text, _ = kg(env, "serve", "--device", "cpu")
     assert code == 0 and "started the KernelGen service" in text, text
     assert _service_pid(env) != first
@@ -322,7 +306,7 @@ def test_a_service_with_another_key_is_retired_not_used(tmp_path):
     os.replace(sock, mine)  # where this command looks: the old service answers there with its own key
     code, text, _ = kg(env, "serve", "--device", "cpu")
     assert code == 0 and "started the KernelGen service" in text, text
-    assert _wait_dead(old)
+    assert gone(old, 30)
     assert _service_pid(env) != old
     assert kg(env, "serve", "--stop")[0] == 0
 
@@ -354,7 +338,7 @@ def test_a_service_refuses_work_once_its_files_changed(tmp_path):
     done = run_job(Handle(sock, hello_key, "cpu"), JobRequest(device="cpu", job=AccuracyJob(op_dir=str(op), seeds=1)),
                    lambda s: None, lambda s: None, notes.append)
     assert done is None and any("files changed" in n for n in notes), notes
-    assert _wait_dead(pid, 60)
+    assert gone(pid, 60)
 
 
 def _key_of(path: Path) -> str:

@@ -6,7 +6,6 @@ them, mid-check -- would be re-parented and never signalled. It must exit instea
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -14,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.support.procs import gone
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 
@@ -43,19 +44,6 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
-def _gone(pid: int, timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return True
-        if state in ("Z", "X"):  # exited, not yet reaped by whoever adopted it
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def _run(tmp_path: Path, *flags: str) -> tuple[int, Path]:
     script = tmp_path / "starter.py"
     script.write_text(SCRIPT)
@@ -70,7 +58,7 @@ def _run(tmp_path: Path, *flags: str) -> tuple[int, Path]:
 
 def test_a_worker_whose_starter_died_before_it_asked_exits_instead_of_serving(tmp_path):
     pid, out = _run(tmp_path)
-    assert _gone(pid), f"the worker {pid} outlived the process that started it"
+    assert gone(pid), f"the worker {pid} outlived the process that started it"
     assert not out.exists(), "the worker went on after its starter had died"
 
 
